@@ -1,0 +1,28 @@
+# The two commands of the README:
+#   make book   set up .venv, execute every notebook (small profile) and render _build/html
+#   make test   set up .venv and run the whole test suite
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: book test notebooks clean
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+book: $(STAMP)
+	$(PY) -m featlib.book --profile small
+
+notebooks: $(STAMP)
+	$(PY) -m featlib.notebooks --profile small --out _build/executed
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+clean:
+	rm -rf _build

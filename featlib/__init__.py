@@ -1,0 +1,9 @@
+"""featlib: the library behind the FeAT book.
+
+An executable companion to "Understanding and Improving Feature Learning for
+Out-of-Distribution Generalization" (Chen, Huang, Zhou, Cheng, Han and Jia; NeurIPS 2023).
+"""
+from .device import get_device
+
+__version__ = "0.1.0"
+__all__ = ["get_device", "__version__"]

@@ -1,0 +1,96 @@
+"""Execute the book's notebooks with a parameter profile (papermill).
+
+Each notebook's ``parameters`` cell holds the full-scale (paper) defaults. A profile,
+``notebooks/profiles/<name>.yaml``, maps notebook names (file stems) to the parameters that
+override them, e.g. the ``small`` profile that CI and the CPU book build use.
+
+    python -m featlib.notebooks --profile small --out _build/executed
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+PROFILE_DIR = NOTEBOOK_DIR / "profiles"
+
+
+def list_notebooks(directory: Path = NOTEBOOK_DIR) -> list[Path]:
+    """The chapter notebooks, in chapter order (their names start with the chapter number)."""
+    return sorted(p for p in directory.glob("[0-9][0-9]_*.ipynb"))
+
+
+def available_profiles() -> list[str]:
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+
+
+def load_profile(name: str | None) -> dict[str, dict]:
+    """Parameters per notebook stem for the profile ``name`` (``None`` or ``full``: no overrides)."""
+    if name in (None, "full"):
+        return {}
+    path = PROFILE_DIR / f"{name}.yaml"
+    if not path.exists():
+        raise ValueError(f"profile must be one of {['full'] + available_profiles()}; got {name!r}")
+    data = yaml.safe_load(path.read_text()) or {}
+    known = {p.stem for p in list_notebooks()}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"profile {name!r} names notebooks that do not exist: {unknown}; known: {sorted(known)}")
+    return data
+
+
+def execute_notebook(notebook: Path, output: Path, parameters: dict | None = None, cwd: Path | None = None) -> float:
+    """Run ``notebook`` through papermill into ``output``; return the wall time in seconds.
+
+    A failing cell raises (papermill's ``PapermillExecutionError``) after the partly executed
+    notebook has been written, so the error is visible in ``output``.
+    """
+    import papermill as pm
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    pm.execute_notebook(
+        str(notebook), str(output), parameters=parameters or {}, cwd=str(cwd or notebook.parent),
+        kernel_name="python3", progress_bar=False, log_output=False,
+    )
+    return time.perf_counter() - start
+
+
+def execute_all(profile: str | None, out_dir: Path, names: list[str] | None = None) -> dict[str, float]:
+    """Execute every chapter notebook (or those named) with ``profile``; wall time per notebook."""
+    params = load_profile(profile)
+    notebooks = list_notebooks()
+    if names:
+        by_stem = {p.stem: p for p in notebooks}
+        missing = [n for n in names if n not in by_stem]
+        if missing:
+            raise ValueError(f"notebook must be one of {sorted(by_stem)}; got {missing}")
+        notebooks = [by_stem[n] for n in names]
+    times = {}
+    for nb in notebooks:
+        times[nb.stem] = execute_notebook(nb, out_dir / nb.name, params.get(nb.stem, {}))
+        print(f"executed {nb.name} with profile {profile or 'full'} in {times[nb.stem]:.1f} s", flush=True)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("notebooks", nargs="*", help="notebook names (file stems); default: all")
+    parser.add_argument("--profile", default="small", help="parameter profile: full, or a file in notebooks/profiles")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "_build" / "executed")
+    args = parser.parse_args(argv)
+    try:
+        execute_all(args.profile, args.out, args.notebooks)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Every notebook runs through papermill with the small profile; the book renders from them."""
+import ast
+import json
+import shutil
+
+import pytest
+import yaml
+
+from featlib.book import render, stage
+from featlib.notebooks import execute_all, execute_notebook, list_notebooks, load_profile
+from featlib.results import read_records
+
+pytestmark = pytest.mark.notebook
+
+CHAPTERS = ["01_erm_feature_learning", "02_irmv1_and_pretraining"]
+
+
+def parameters_cell(path):
+    nb = json.loads(path.read_text())
+    cells = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(cells) == 1, f"{path.name} needs exactly one cell tagged 'parameters'"
+    return "".join(cells[0]["source"])
+
+
+def parameter_names(path):
+    tree = ast.parse(parameters_cell(path))
+    return {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets}
+
+
+@pytest.fixture(scope="session")
+def executed(tmp_path_factory):
+    out = tmp_path_factory.mktemp("executed")
+    execute_all("small", out)
+    return out
+
+
+def test_chapters_are_all_there():
+    assert [p.stem for p in list_notebooks()] == CHAPTERS
+
+
+def test_notebooks_are_stored_without_outputs_and_install_featlib_in_colab(repo_root):
+    url = yaml.safe_load((repo_root / "_config.yml").read_text())["repository"]["url"]
+    for path in list_notebooks():
+        nb = json.loads(path.read_text())
+        code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+        assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), path.name
+        first = "".join(code[0]["source"])
+        assert "google.colab" in first and f"git+{url}" in first, path.name
+
+
+def test_small_profile_only_sets_parameters_the_notebooks_have():
+    for stem, params in load_profile("small").items():
+        path = next(p for p in list_notebooks() if p.stem == stem)
+        assert set(params) <= parameter_names(path), f"{stem}: unknown {set(params) - parameter_names(path)}"
+
+
+def test_unknown_profile_is_rejected_with_the_valid_names():
+    with pytest.raises(ValueError, match=r"profile must be one of \['full', 'small'\]; got 'tiny'"):
+        load_profile("tiny")
+
+
+def test_chapter_01_claims_hold_at_small_scale(executed):
+    r = read_records(executed / "01_erm_feature_learning.ipynb")
+    assert r["erm_spurious_lead_share"] >= 0.95
+    assert 0.3 < r["erm_inv_final"] < r["erm_spu_final"]
+    assert r["erm_inv_final"] == pytest.approx(r["erm_inv_limit"], abs=0.06)
+    assert r["erm_spu_final"] == pytest.approx(r["erm_spu_limit"], abs=0.06)
+    assert r["erm_test_acc"] < 0.5 < r["erm_train_acc"]
+    assert r["sweep_flip_alpha_probe"] == pytest.approx(r["sweep_beta_bar"], abs=0.02)
+    assert r["sweep_flip_alpha_final"] == pytest.approx(r["sweep_beta_bar"], abs=0.02)
+    assert all(share >= 0.9 for share in r["activation_spurious_lead_share"].values())
+
+
+def test_chapter_02_claims_hold_at_small_scale(executed):
+    r = read_records(executed / "02_irmv1_and_pretraining.ipynb")
+    assert r["scratch_max_abs_coefficient"] < 0.01  # Theorem 4.2
+    assert r["scratch_c_final_max_abs"] < 1e-3
+    assert abs(r["pt_c_sum_at_switch"]) < 2e-3  # Prop. 4.3
+    assert r["pt_inv_first_step_change"] > 0 > r["pt_spu_first_step_change"]
+    assert r["pt_inv_final"] > r["pt_spu_final"] and r["pt_test_acc_final"] > 0.9
+    assert r["short_inv_first_step_change"] < 0  # Cor. 4.4
+    assert r["short_inv_final"] < 0.5 * r["short_inv_switch"]
+    assert r["sweep_min_pretrain_recovering"] is not None and r["sweep_min_pretrain_recovering"] > 5
+
+
+def test_book_renders_every_chapter_with_figures(executed, tmp_path, repo_root):
+    stage_dir = tmp_path / "stage"
+    stage(executed, stage_dir)
+    html = render(stage_dir, tmp_path)
+    for stem in CHAPTERS:
+        page = (html / "notebooks" / f"{stem}.html").read_text()
+        assert page.count("<img") >= 3, stem
+        assert "colab.research.google.com/github/" in page
+        assert "pasted-text" in page  # glued numbers quoted in the prose
+    assert (html / "book" / "bibliography.html").exists()
+    assert "Arjovsky" in (html / "book" / "bibliography.html").read_text()
+
+
+@pytest.mark.parametrize(
+    "parameters, message",
+    [
+        ({"alpha": 1.5}, "alpha must be a probability in the open interval (0, 1); got 1.5"),
+        ({"steps": -3}, "steps must be an integer in [1, inf]; got -3"),
+        ({"activation": "tanh"}, "activation must be one of 'identity', 'relu', 'smoothed_relu'; got 'tanh'"),
+    ],
+)
+def test_bad_parameters_stop_the_notebook_with_a_clear_message(tmp_path, parameters, message):
+    import papermill as pm
+
+    nb = list_notebooks()[0]
+    with pytest.raises(pm.PapermillExecutionError) as err:
+        execute_notebook(nb, tmp_path / "out.ipynb", parameters)
+    assert err.value.ename == "ValueError"
+    assert err.value.evalue == message

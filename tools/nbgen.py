@@ -1,0 +1,29 @@
+"""Helpers to write chapter notebooks from Python (kept without outputs)."""
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+REPO_URL = "https://github.com/feat-book/feat-book"
+
+COLAB_CELL = f'''# In Colab: install featlib from the repository (does nothing elsewhere).
+import sys
+if "google.colab" in sys.modules:
+    %pip install -q "featlib @ git+{REPO_URL}"'''
+
+
+def md(text):
+    return new_markdown_cell(text.strip("\n"))
+
+
+def code(text, tags=None):
+    cell = new_code_cell(text.strip("\n"))
+    if tags:
+        cell.metadata["tags"] = list(tags)
+    return cell
+
+
+def write(path, cells):
+    nb = new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nbformat.validate(nb)
+    nbformat.write(nb, path)
