@@ -54,5 +54,6 @@ def figure2(with_pt: pd.DataFrame, without_pt: pd.DataFrame, pretrain_steps: int
     plot_coefficients(axes[1], with_pt, pretrain_steps, reference, "(b) FL, w/ PT")
     plot_c_irmv1(axes[2], without_pt, None, "(c) $C_{IRMv1}$, w/o PT", env_labels)
     plot_coefficients(axes[3], without_pt, None, None, "(d) FL, w/o PT")
+    axes[3].set_ylim(axes[1].get_ylim())  # same scale as (b): from scratch nothing is learned
     fig.tight_layout()
     return fig
