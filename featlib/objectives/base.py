@@ -2,12 +2,22 @@
 
 An objective maps per-environment logits and targets to
 
-    loss = reduce_e R_e + lambda * penalty,
+    loss = sum_e R_e + lambda * penalty,
 
-(Eq. 3 for ERM, Eq. 4-5 for IRMv1) where ``reduce`` is the sum over environments, as in the
-paper's Eq. (3) and (5). With ``rescale=True`` and ``lambda > 1`` the loss is divided by
-``lambda`` (the convention of the IRMv1 reference code that the ColoredMNIST protocol follows):
-for gradient descent this is the same objective with the step size divided by ``lambda``.
+(Eq. 3 for ERM, Eq. 4-5 for IRMv1). With ``rescale=True`` and ``lambda > 1`` the loss is divided
+by ``lambda`` (the convention of the IRMv1 reference code that the ColoredMNIST protocol
+follows): for gradient descent this is the same objective with the step size divided by lambda.
+
+**Many runs at once.** Every tensor may carry leading *run* dimensions ``B``: logits of
+environment e have shape ``(*B, n_e)``, targets ``(n_e,)`` (shared by the runs) or
+``(*B, n_e)``, and ``penalty_weight`` is a float or a ``(*B,)`` tensor. Risks then have shape
+``(E, *B)`` and the loss and penalty ``(*B,)``: run r's loss depends only on run r's logits, so
+``loss.sum().backward()`` gives every run its own gradient. Without run dimensions everything
+is a scalar, as in chapters 1-2.
+
+Some penalties need more than the logits: the classifier's input features (IB-IRM, Fishr) or
+the trainable parameters (IGA). They are passed as ``features=`` (per environment,
+``(*B, n_e, H)``) and ``params=`` (tensors whose leading dimensions are ``B``).
 """
 from __future__ import annotations
 
@@ -17,57 +27,113 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..validation import check_positive
+from ..validation import check_choice, check_positive
 
 RiskFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+PenaltyWeight = float | torch.Tensor
 
 
 def logistic_risk(logits: torch.Tensor, targets01: torch.Tensor) -> torch.Tensor:
-    """Mean logistic loss ``l(y f) = log(1 + exp(-y f))`` with y = 2 * targets01 - 1 (Eq. 3)."""
-    return F.binary_cross_entropy_with_logits(logits, targets01)
+    """Mean logistic loss ``l(y f) = log(1 + exp(-y f))``, y = 2 * targets01 - 1 (Eq. 3), over the
+    last dimension: ``(*B, n)`` logits give ``(*B,)`` risks."""
+    targets = targets01.to(logits.dtype).expand_as(logits)
+    return F.binary_cross_entropy_with_logits(logits, targets, reduction="none").mean(-1)
+
+
+@dataclass
+class EnvInputs:
+    """What a penalty may look at, one list entry per training environment."""
+
+    logits: Sequence[torch.Tensor]  # (*B, n_e)
+    targets: Sequence[torch.Tensor]  # (n_e,) or (*B, n_e), values in {0, 1}
+    risks: torch.Tensor  # (E, *B), with the graph
+    features: Sequence[torch.Tensor] | None = None  # (*B, n_e, H): the classifier's input
+    params: Sequence[torch.Tensor] | None = None  # trainable tensors with leading dims B
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return self.risks.shape[1:]
+
+    def require(self, what: str, who: str):
+        value = getattr(self, what)
+        if value is None:
+            raise ValueError(f"the {who} penalty needs {what}=...; pass it to the objective call")
+        return value
 
 
 @dataclass
 class ObjectiveOutput:
-    loss: torch.Tensor  # scalar to minimise
-    risks: torch.Tensor  # (E,) per-environment risks R_e
-    penalty: torch.Tensor  # scalar penalty (0 for ERM)
+    loss: torch.Tensor  # (*B,) to minimise (sum it over runs before backward)
+    risks: torch.Tensor  # (E, *B) per-environment risks R_e, detached
+    penalty: torch.Tensor  # (*B,) penalty (0 for ERM), detached
+
+
+def _check_penalty_weight(value: PenaltyWeight) -> PenaltyWeight:
+    if isinstance(value, torch.Tensor):
+        if not (torch.isfinite(value).all() and (value >= 0).all()):
+            raise ValueError(f"penalty_weight must be finite numbers >= 0; got {value.tolist()!r}")
+        return value
+    return check_positive("penalty_weight", value, allow_zero=True)
 
 
 class Objective:
-    """Base class: subclasses implement :meth:`penalty`; ERM returns zero."""
+    """Base class: subclasses implement :meth:`penalty`; ERM returns zero.
+
+    ``env_reduction`` ("sum" or "mean") says how penalties made of one term per environment
+    combine them: the paper writes sums; the ColoredMNIST reference code averages IRMv1's.
+    """
 
     name = "base"
     #: False for objectives without a penalty (ERM): ``penalty_weight`` is then ignored.
     has_penalty = True
 
-    def __init__(self, risk_fn: RiskFn = logistic_risk, rescale: bool = True):
+    def __init__(self, risk_fn: RiskFn = logistic_risk, rescale: bool = True, env_reduction: str = "sum"):
         self.risk_fn = risk_fn
         self.rescale = rescale
+        self.env_reduction = check_choice("env_reduction", env_reduction, ("sum", "mean"))
+
+    def reduce_envs(self, per_env: torch.Tensor) -> torch.Tensor:
+        """(E, *B) -> (*B,) with this objective's ``env_reduction``."""
+        return per_env.sum(0) if self.env_reduction == "sum" else per_env.mean(0)
 
     def risks(self, env_logits: Sequence[torch.Tensor], env_targets: Sequence[torch.Tensor]) -> torch.Tensor:
         return torch.stack([self.risk_fn(lg, t) for lg, t in zip(env_logits, env_targets)])
 
-    def penalty(self, env_logits: Sequence[torch.Tensor], env_targets: Sequence[torch.Tensor]) -> torch.Tensor:
+    def total_risk(self, risks: torch.Tensor) -> torch.Tensor:
+        """How the risks enter the loss: their sum over environments (Eq. 3)."""
+        return risks.sum(0)
+
+    def penalty(self, inputs: EnvInputs) -> torch.Tensor:
         raise NotImplementedError
+
+    def reset(self) -> None:
+        """Forget any state kept between steps (GroupDRO's weights); stateless by default."""
 
     def __call__(
         self,
         env_logits: Sequence[torch.Tensor],
         env_targets: Sequence[torch.Tensor],
-        penalty_weight: float = 0.0,
+        penalty_weight: PenaltyWeight = 0.0,
+        *,
+        features: Sequence[torch.Tensor] | None = None,
+        params: Sequence[torch.Tensor] | None = None,
     ) -> ObjectiveOutput:
-        check_positive("penalty_weight", penalty_weight, allow_zero=True)
+        penalty_weight = _check_penalty_weight(penalty_weight)
         if len(env_logits) != len(env_targets) or not env_logits:
             raise ValueError(
                 "env_logits and env_targets must be non-empty lists of the same length "
                 f"(one entry per environment); got {len(env_logits)} and {len(env_targets)}"
             )
         risks = self.risks(env_logits, env_targets)
-        if not self.has_penalty:
-            penalty_weight = 0.0
-        penalty = self.penalty(env_logits, env_targets)
-        loss = risks.sum() + penalty_weight * penalty
-        if self.rescale and penalty_weight > 1.0:
-            loss = loss / penalty_weight
+        inputs = EnvInputs(env_logits, env_targets, risks, features, params)
+        total = self.total_risk(risks)
+        if self.has_penalty:
+            penalty = self.penalty(inputs)
+            weight = torch.as_tensor(penalty_weight, dtype=total.dtype, device=total.device)
+            loss = total + weight * penalty
+            if self.rescale:
+                loss = loss / torch.clamp(weight, min=1.0)
+        else:
+            penalty = torch.zeros_like(total)
+            loss = total
         return ObjectiveOutput(loss=loss, risks=risks.detach(), penalty=penalty.detach())

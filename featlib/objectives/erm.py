@@ -1,8 +1,6 @@
 """Empirical risk minimisation: the sum of per-environment risks, Eq. (3)."""
 from __future__ import annotations
 
-import torch
-
 from .base import Objective
 from .registry import OBJECTIVES
 
@@ -13,6 +11,3 @@ class ERM(Objective):
 
     name = "erm"
     has_penalty = False
-
-    def penalty(self, env_logits, env_targets) -> torch.Tensor:
-        return env_logits[0].new_zeros(())

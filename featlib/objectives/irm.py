@@ -11,26 +11,33 @@ from collections.abc import Sequence
 
 import torch
 
-from .base import Objective
+from .base import EnvInputs, Objective
 from .registry import OBJECTIVES
 
 
 def scale_gradients(objective: Objective, env_logits: Sequence[torch.Tensor], env_targets, create_graph=True):
-    """(E,) the per-environment ``d R_e(s f) / d s`` at ``s = 1`` (= C_IRMv1^e), by autograd."""
+    """(E, *B) the per-environment ``d R_e(s f) / d s`` at ``s = 1`` (= C_IRMv1^e), by autograd.
+
+    With run dimensions B each run gets its own dummy scale, so the derivatives stay per run."""
     grads = []
     for logits, targets in zip(env_logits, env_targets):
-        scale = torch.ones((), device=logits.device, dtype=logits.dtype, requires_grad=True)
-        risk = objective.risk_fn(logits * scale, targets)
-        (grad,) = torch.autograd.grad(risk, scale, create_graph=create_graph)
+        scale = torch.ones(logits.shape[:-1], device=logits.device, dtype=logits.dtype, requires_grad=True)
+        risk = objective.risk_fn(logits * scale.unsqueeze(-1), targets)
+        (grad,) = torch.autograd.grad(risk.sum(), scale, create_graph=create_graph)
         grads.append(grad)
     return torch.stack(grads)
 
 
+def irmv1_penalty(objective: Objective, inputs: EnvInputs) -> torch.Tensor:
+    """``reduce_e (d R_e / d s |_{s=1})^2`` with the objective's ``env_reduction``."""
+    return objective.reduce_envs(scale_gradients(objective, inputs.logits, inputs.targets).pow(2))
+
+
 @OBJECTIVES.register("irmv1")
 class IRMv1(Objective):
-    """IRMv1: ``sum_e R_e + lambda * sum_e (d R_e / d s |_{s=1})^2``."""
+    """IRMv1: ``sum_e R_e + lambda * sum_e (d R_e / d s |_{s=1})^2`` (Arjovsky et al., 2019)."""
 
     name = "irmv1"
 
-    def penalty(self, env_logits, env_targets) -> torch.Tensor:
-        return scale_gradients(self, env_logits, env_targets).pow(2).sum()
+    def penalty(self, inputs: EnvInputs) -> torch.Tensor:
+        return irmv1_penalty(self, inputs)

@@ -1,0 +1,126 @@
+"""Tables and figures of the ColoredMNIST chapters, ours beside the paper's (labelled).
+
+Inputs are the frames that :class:`~featlib.experiments.colored_mnist.ColoredMNISTExperiment`
+produces: one row per OOD-stage run, and per-round feature-learning histories.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from .colored_mnist import format_mean_std, select_best
+from .paper_values import ORACLE, TABLE2, TABLE7
+
+INIT_LABELS = {"erm-nf": "ERM-NF", "erm": "ERM", "bonsai": "Bonsai", "feat": "FeAT", "ifeat": "iFeAT"}
+OBJECTIVE_LABELS = {"erm": "ERM", "irmv1": "IRMv1", "vrex": "V-REx", "irmx": "IRMX", "ib_irm": "IB-IRM",
+                    "clove": "CLOvE", "iga": "IGA", "fishr": "Fishr", "group_dro": "GroupDRO"}
+DATASET_LABELS = {"cmnist025": "ColoredMNIST-025", "cmnist01": "ColoredMNIST-01"}
+
+
+def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper: bool = True) -> pd.DataFrame:
+    """Table 2: rows objectives, columns (dataset, initialisation[, source]); "mean ± std" (%)."""
+    best = select_best(results)
+    cells: dict[tuple, dict[str, str]] = {}
+    for row in best.itertuples():
+        col = (DATASET_LABELS[row.dataset], INIT_LABELS[row.init])
+        name = OBJECTIVE_LABELS[row.objective]
+        cells.setdefault(col + ("ours",), {})[name] = format_mean_std(row.mean, row.std)
+        paper = TABLE2.get(row.dataset, {}).get(row.objective, {}).get(row.init)
+        if with_paper:
+            cells.setdefault(col + ("paper",), {})[name] = (
+                f"{paper[0]:.2f} ± {paper[1]:.2f}" if paper else "-")
+    if oracle is not None:
+        for dataset, frame in oracle.groupby("dataset"):
+            values = frame["worst_test_acc"].to_numpy()
+            for init in best.loc[best["dataset"] == dataset, "init"].unique():
+                col = (DATASET_LABELS[dataset], INIT_LABELS[init])
+                cells[col + ("ours",)]["Oracle"] = format_mean_std(values.mean(), values.std())
+                if with_paper:
+                    cells[col + ("paper",)]["Oracle"] = f"{ORACLE[dataset][0]:.2f} ± {ORACLE[dataset][1]:.2f}"
+    frame = pd.DataFrame(cells)
+    order = [OBJECTIVE_LABELS[o] for o in OBJECTIVE_LABELS if OBJECTIVE_LABELS[o] in frame.index] + (
+        ["Oracle"] if "Oracle" in frame.index else [])
+    frame = frame.reindex(order)
+    frame.columns = pd.MultiIndex.from_tuples(frame.columns, names=["dataset", "features", "source"])
+    if not with_paper:
+        frame.columns = frame.columns.droplevel("source")
+    return frame.fillna("-")
+
+
+def feat_comparison(results: pd.DataFrame, feat: str = "feat", others=("erm", "bonsai")) -> pd.DataFrame:
+    """Per dataset and objective: does FeAT's best mean beat each other initialisation's?"""
+    best = select_best(results).set_index(["dataset", "objective", "init"])["mean"]
+    rows = []
+    for (dataset, objective), _ in best.groupby(level=[0, 1]):
+        row = {"dataset": dataset, "objective": objective, feat: best.get((dataset, objective, feat), np.nan)}
+        for other in others:
+            value = best.get((dataset, objective, other), np.nan)
+            row[other] = value
+            row[f"{feat}_beats_{other}"] = bool(row[feat] > value)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def best_over_weights(results: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 1(b)'s curve: for each objective and pre-training length, the penalty weight with the
+    best mean over seeds, with that mean and std."""
+    stats = (results.groupby(["objective", "pretrain_epochs", "penalty_weight"])["worst_test_acc"]
+             .agg(mean="mean", std=lambda v: float(np.std(v))).reset_index())
+    return stats.loc[stats.groupby(["objective", "pretrain_epochs"])["mean"].idxmax()].reset_index(drop=True)
+
+
+def plot_pretraining_curves(ax, nf_results: pd.DataFrame, feat_best: pd.DataFrame | None = None, feat_epochs=None):
+    """OOD accuracy against ERM pre-training epochs per objective (ERM-NF); FeAT marked at the
+    epochs its feature learning took."""
+    curves = best_over_weights(nf_results)
+    colours = {}
+    for objective, frame in curves.groupby("objective", sort=False):
+        line, = ax.plot(frame["pretrain_epochs"], 100 * frame["mean"], "o-", label=OBJECTIVE_LABELS[objective])
+        colours[objective] = line.get_color()
+    if feat_best is not None and feat_epochs is not None:
+        for row in feat_best.itertuples():
+            if row.objective in colours:
+                ax.plot([feat_epochs], [100 * row.mean], marker="*", markersize=14, color=colours[row.objective],
+                        markeredgecolor="black", linestyle="none")
+        ax.plot([], [], marker="*", color="grey", markeredgecolor="black", linestyle="none", markersize=12,
+                label=f"FeAT features ({feat_epochs} epochs)")
+    ax.set(xlabel="ERM pre-training epochs", ylabel="OOD accuracy (%), worst test env.")
+    ax.legend(fontsize=8, ncol=2)
+    return ax
+
+
+def round_table(rounds: pd.DataFrame, dataset: str, with_paper: bool = True) -> pd.DataFrame:
+    """Table 7: training, retention and OOD accuracy per FeAT round, mean ± std over seeds (%)."""
+    frame = rounds[rounds["dataset"] == dataset]
+    out = {}
+    for k, per_round in frame.groupby("round"):
+        col = f"Round-{k}"
+        for metric, label in (("train_acc", "Training acc."), ("retention_acc", "Retention acc."),
+                              ("ood_acc", "OOD acc.")):
+            values = per_round[metric].dropna().to_numpy()
+            out.setdefault((col, "ours"), {})[label] = format_mean_std(values.mean(), values.std()) if len(values) else "-"
+            if with_paper:
+                paper = TABLE7[dataset][metric]
+                value = paper[k - 1] if k - 1 < len(paper) else None
+                out.setdefault((col, "paper"), {})[label] = f"{value[0]:.2f} ± {value[1]:.2f}" if value else "-"
+        out[(col, "ours")]["Seeds that reached it"] = str(per_round["seed"].nunique())
+        out[(col, "ours")]["Seeds that accepted it"] = str(int(per_round["accepted"].sum()))
+    table = pd.DataFrame(out).fillna("")
+    table.columns = pd.MultiIndex.from_tuples(table.columns, names=["round", "source"])
+    return table
+
+
+def plot_set_sizes(ax, rounds: pd.DataFrame, title: str):
+    """|D^a_k| and |D^r_k| (share of the training set) after each accepted round, per seed."""
+    accepted = rounds[rounds["accepted"]]
+    total = accepted["size_augmentation"] + accepted["size_retention"]
+    for name, column, style in (("augmentation $D^a_k$", "size_augmentation", "o-"),
+                                ("retention $D^r_k$", "size_retention", "s--")):
+        share = (accepted[column] / total).groupby(accepted["round"])
+        ax.errorbar(share.mean().index, 100 * share.mean(), yerr=100 * share.std().fillna(0), fmt=style,
+                    capsize=3, label=name)
+    ax.set(xlabel="round k", ylabel="% of the training set", title=title)
+    ax.set_xticks(sorted(accepted["round"].unique()))
+    ax.legend(fontsize=8)
+    return ax

@@ -1,0 +1,339 @@
+"""The ColoredMNIST protocol of Sec. 6 (Table 2, Table 7, Fig. 1b), many runs at a time.
+
+For each dataset (ColoredMNIST-025 / -01) and seed, a feature initialisation is learned
+("erm", "bonsai", "feat"; "ifeat" too), then every OOD objective trains a classifier on it for
+every (penalty weight, ERM pre-training length) pair: 10 seeds x 5 weights x 6 lengths x 8
+objectives x 4 initialisations in the paper. "erm-nf" is the common protocol: the whole network
+from a random initialisation, ERM pre-training, then the OOD objective, featurizer not frozen.
+
+How the runs are batched (see :mod:`featlib.models.stacked`):
+
+* frozen featurizers: one stack per objective holding every (initialisation, seed) group and
+  every configuration: heads ``(G, C, H)`` on features ``(G, n, H)`` computed once;
+* ERM-NF: one stack per (objective, seed) of C complete MLPs sharing that seed's images.
+
+``stacked=False`` trains every run alone (the reference code's way); both give the same numbers
+(``tests/test_stacked_training.py``). Finished pieces are written to ``cache_dir`` as they
+complete, so an interrupted run resumes where it stopped.
+
+Reported OOD accuracy is the worst of the three test environments after the last step; for
+each (initialisation, objective) the table shows the configuration with the best mean over
+seeds (test-domain selection, as in the reference protocol), with mean and standard deviation
+over seeds at that configuration.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist
+from ..device import get_device
+from ..feature_learning import FEATURE_LEARNERS, LearnedFeatures
+from ..models.mlp import ColoredMNISTMLP
+from ..models.stacked import StackedHeads, StackedMLP
+from ..objectives import OBJECTIVES
+from ..training.ood_stage import LabelledInputs, OODStageConfig, train_stack
+from ..validation import check_choice, check_int, check_positive, check_sequence
+
+#: Table 2's rows and columns.
+TABLE2_OBJECTIVES = ("erm", "irmv1", "vrex", "irmx", "ib_irm", "clove", "iga", "fishr")
+TABLE2_INITS = ("erm-nf", "erm", "bonsai", "feat")
+#: Initialisations that a feature learner produces (all but ERM-NF).
+LEARNED_INITS = ("erm", "bonsai", "feat", "ifeat")
+
+#: Epochs per round of each feature learner, Table 6 (Appendix F.1).
+SCHEDULES: dict[str, dict[str, dict]] = {
+    "cmnist025": {
+        "erm": {"epochs": 150},
+        "bonsai": {"round_epochs": (50, 150), "synthesis_epochs": 500},
+        "feat": {"epochs_per_round": 150},
+        "ifeat": {"epochs_per_round": 150},
+    },
+    "cmnist01": {
+        "erm": {"epochs": 500},
+        "bonsai": {"round_epochs": (150, 400), "synthesis_epochs": 500},
+        "feat": {"epochs_per_round": 150},
+        "ifeat": {"epochs_per_round": 150},
+    },
+}
+
+
+def _scaled(value, scale: float):
+    if isinstance(value, tuple):
+        return tuple(_scaled(v, scale) for v in value)
+    return max(1, int(round(value * scale)))
+
+
+@dataclass(frozen=True)
+class CMNISTProtocol:
+    """Everything that defines a ColoredMNIST study; the defaults are the paper's full scale."""
+
+    dataset: str = "cmnist025"
+    seeds: tuple[int, ...] = tuple(range(1, 11))
+    objectives: tuple[str, ...] = TABLE2_OBJECTIVES
+    inits: tuple[str, ...] = TABLE2_INITS
+    penalty_weights: tuple[float, ...] = (1e1, 1e2, 1e3, 1e4, 1e5)
+    pretrain_epochs: tuple[int, ...] = (0, 50, 100, 150, 200, 250)
+    ood_steps: int = 1000
+    hidden_dim: int = 256
+    n_train: int = 50000
+    n_test: int = 10000
+    epoch_scale: float = 1.0  # multiplies every feature-learning epoch count of Table 6
+    max_rounds: int = 5
+    retain_weight: float = 0.01
+    termination: float = 1.30
+    lr: float = 1e-3
+    l2: float = 1e-3
+    eval_every: int = 100
+    env_reduction: str = "mean"
+
+    def __post_init__(self) -> None:
+        COLORED_MNIST.get(self.dataset)
+        for name in ("seeds", "objectives", "inits", "penalty_weights", "pretrain_epochs"):
+            object.__setattr__(self, name, tuple(check_sequence(name, list(getattr(self, name)))))
+        for seed in self.seeds:
+            check_int("seeds", seed, minimum=0)
+        for objective in self.objectives:
+            OBJECTIVES.get(objective)
+        for init in self.inits:
+            check_choice("inits", init, ("erm-nf",) + LEARNED_INITS)
+        for weight in self.penalty_weights:
+            check_positive("penalty_weights", weight, allow_zero=True)
+        for epochs in self.pretrain_epochs:
+            check_int("pretrain_epochs", epochs, minimum=0)
+        check_int("ood_steps", self.ood_steps, minimum=1)
+        check_int("hidden_dim", self.hidden_dim, minimum=1)
+        check_int("n_train", self.n_train, minimum=2, maximum=50000)
+        check_int("n_test", self.n_test, minimum=1, maximum=10000)
+        check_positive("epoch_scale", self.epoch_scale)
+        check_int("max_rounds", self.max_rounds, minimum=1)
+        check_positive("retain_weight", self.retain_weight, allow_zero=True)
+        check_positive("termination", self.termination)
+        check_int("eval_every", self.eval_every, minimum=1)
+
+    def learner_options(self, init: str) -> dict:
+        """Keyword arguments of the feature learner ``init`` for this dataset (Table 6, scaled)."""
+        options = {k: _scaled(v, self.epoch_scale) for k, v in SCHEDULES[self.dataset][init].items()}
+        options.update(hidden_dim=self.hidden_dim, lr=self.lr, l2=self.l2)
+        if init in ("feat", "ifeat"):
+            options.update(max_rounds=self.max_rounds, retain_weight=self.retain_weight, threshold=self.termination)
+        return options
+
+    def configurations(self, objective: str) -> list[tuple[float, int]]:
+        """(penalty weight, ERM pre-training epochs) pairs; ERM ignores both, so it has one."""
+        if not OBJECTIVES.get(objective).has_penalty:
+            return [(0.0, 0)]
+        return list(itertools.product(self.penalty_weights, self.pretrain_epochs))
+
+    #: Fields that change learned features, and those that change the OOD stage as well.
+    FEATURE_FIELDS = ("dataset", "hidden_dim", "n_train", "n_test", "epoch_scale", "max_rounds", "retain_weight",
+                      "termination", "lr", "l2")
+    OOD_FIELDS = FEATURE_FIELDS + ("penalty_weights", "pretrain_epochs", "ood_steps", "eval_every", "env_reduction")
+
+    def key(self, fields: Sequence[str], **extra) -> str:
+        """A short hash of the named fields (and ``extra``): cached results are only reused by a
+        protocol that would recompute them identically."""
+        payload = {f: getattr(self, f) for f in fields} | extra
+        return hashlib.sha1(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()[:10]
+
+    def ood_config(self, objective: str) -> OODStageConfig:
+        return OODStageConfig(objective, steps=self.ood_steps, lr=self.lr, l2=self.l2,
+                              eval_every=self.eval_every, env_reduction=self.env_reduction)
+
+    def n_runs(self) -> int:
+        """OOD-stage runs of the whole protocol."""
+        return len(self.seeds) * len(self.inits) * sum(len(self.configurations(o)) for o in self.objectives)
+
+
+def _atomic_write_csv(frame: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    frame.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+
+
+@dataclass
+class ColoredMNISTExperiment:
+    """Runs a :class:`CMNISTProtocol`; results are cached in ``cache_dir`` (None: in memory only)."""
+
+    protocol: CMNISTProtocol
+    cache_dir: str | Path | None = None
+    device: torch.device | None = None
+    stacked: bool = True
+    progress: bool = True
+    mnist_source: str = "auto"
+    _data: dict = field(default_factory=dict, repr=False)
+    _features: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.device = self.device or get_device()
+        self.cache_dir = Path(self.cache_dir) if self.cache_dir is not None else None
+
+    # -- data and features ---------------------------------------------------------------
+    def data(self, seed: int, oracle: bool = False):
+        key = (seed, oracle)
+        if key not in self._data:
+            p = self.protocol
+            self._data[key] = make_colored_mnist(
+                p.dataset, seed, oracle=oracle, n_train=p.n_train, n_test=p.n_test, source=self.mnist_source,
+            ).to(self.device)
+        return self._data[key]
+
+    def _path(self, *parts: str) -> Path | None:
+        return None if self.cache_dir is None else self.cache_dir.joinpath(self.protocol.dataset, *parts)
+
+    def features(self, init: str, seed: int) -> LearnedFeatures:
+        """The feature learner ``init`` run on seed ``seed`` (loaded from the cache when there)."""
+        check_choice("init", init, LEARNED_INITS)
+        key = (init, seed)
+        if key in self._features:
+            return self._features[key]
+        path = self._path("features", f"{init}-seed{seed}-{self.protocol.key(CMNISTProtocol.FEATURE_FIELDS)}.pt")
+        if path is not None and path.exists():
+            saved = torch.load(path, map_location=self.device, weights_only=False)
+            model = ColoredMNISTMLP(self.protocol.hidden_dim).to(self.device)
+            model.load_state_dict(saved["state"])
+            learned = LearnedFeatures(init, model, pd.DataFrame(saved["rounds"]), saved["epochs"])
+        else:
+            torch.manual_seed(seed)
+            learned = FEATURE_LEARNERS.get(init)(self.data(seed), seed, progress=self.progress,
+                                                 **self.protocol.learner_options(init))
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(".tmp")
+                torch.save({"state": learned.model.state_dict(), "rounds": learned.rounds.to_dict("list"),
+                            "epochs": learned.epochs}, tmp)
+                os.replace(tmp, path)
+        self._features[key] = learned
+        return learned
+
+    def rounds(self, init: str) -> pd.DataFrame:
+        """Per-round histories of a feature learner over all seeds (Table 7 for FeAT)."""
+        frames = [self.features(init, s).rounds.assign(seed=s) for s in self.protocol.seeds]
+        return pd.concat(frames, ignore_index=True).assign(dataset=self.protocol.dataset, init=init)
+
+    # -- the OOD stage -------------------------------------------------------------------
+    def _rows(self, history, init_of_group, seed_of_group, configs, objective) -> pd.DataFrame:
+        final = history.final()
+        rows = []
+        for g, (init, seed) in enumerate(zip(init_of_group, seed_of_group)):
+            for c, (weight, pretrain) in enumerate(configs):
+                rows.append({"dataset": self.protocol.dataset, "init": init, "objective": objective, "seed": seed,
+                             "penalty_weight": weight, "pretrain_epochs": pretrain,
+                             **{k: float(v[g, c]) for k, v in final.items()}})
+        return pd.DataFrame(rows)
+
+    def _frozen_stack(self, objective: str, groups: list[tuple[str, int]], configs) -> pd.DataFrame:
+        """Heads on frozen features: every (init, seed) group x every configuration at once."""
+        p = self.protocol
+        learned = [self.features(init, seed) for init, seed in groups]
+        with torch.no_grad():
+            feats = torch.stack([lf.model.featurizer(self.data(s).train_x) for lf, (_, s) in zip(learned, groups)])
+            test_feats = [torch.stack([lf.model.featurizer(self.data(s).test[e].x) for lf, (_, s) in zip(learned, groups)])
+                          for e in range(len(self.data(groups[0][1]).test))]
+        stack = StackedHeads([[lf.model.classifier] * len(configs) for lf in learned]).to(self.device)
+        data0 = self.data(groups[0][1])
+        train = LabelledInputs(feats, torch.stack([self.data(s).train_y for _, s in groups]).unsqueeze(1), data0.env_slices)
+        tests = [LabelledInputs(tf, torch.stack([self.data(s).test[e].y for _, s in groups]).unsqueeze(1))
+                 for e, tf in enumerate(test_feats)]
+        weights = torch.tensor([[w for w, _ in configs]] * len(groups))
+        warmups = torch.tensor([[k for _, k in configs]] * len(groups))
+        history = train_stack(stack, stack.head_parameters(), stack.batch_shape, train, tests, p.ood_config(objective),
+                              weights, warmups, progress=False)
+        return self._rows(history, [i for i, _ in groups], [s for _, s in groups], configs, objective)
+
+    def _nf_stack(self, objective: str, seed: int, configs) -> pd.DataFrame:
+        """ERM-NF: whole networks from the seed's random initialisation, one per configuration."""
+        p = self.protocol
+        data = self.data(seed)
+        init = ColoredMNISTMLP(p.hidden_dim, seed=seed)
+        stack = StackedMLP([init] * len(configs)).to(self.device)
+        train = LabelledInputs(data.train_x, data.train_y, data.env_slices)
+        tests = [LabelledInputs(env.x, env.y) for env in data.test]
+        weights = torch.tensor([w for w, _ in configs])
+        warmups = torch.tensor([k for _, k in configs])
+        history = train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests, p.ood_config(objective),
+                              weights, warmups, progress=False)
+        final = history.final()
+        history.final = lambda: {k: v[None] for k, v in final.items()}  # one group
+        return self._rows(history, ["erm-nf"], [seed], configs, objective)
+
+    def _pieces(self) -> list[tuple[str, str, tuple, Path | None]]:
+        """Independent units of work: (objective, kind, groups, cache file)."""
+        p = self.protocol
+        pieces = []
+        ood_key = p.key(CMNISTProtocol.OOD_FIELDS)
+        for objective in p.objectives:
+            learned = [i for i in p.inits if i != "erm-nf"]
+            if learned:
+                groups = tuple((i, s) for i in learned for s in p.seeds)
+                name = f"frozen-{objective}-{p.key(CMNISTProtocol.OOD_FIELDS, groups=groups)}.csv"
+                pieces.append((objective, "frozen", groups, self._path("ood", name)))
+            if "erm-nf" in p.inits:
+                for s in p.seeds:
+                    pieces.append((objective, "nf", ((("erm-nf", s),)), self._path("ood", f"nf-{objective}-seed{s}-{ood_key}.csv")))
+        return pieces
+
+    def run_piece(self, objective: str, kind: str, groups) -> pd.DataFrame:
+        configs = self.protocol.configurations(objective)
+        if kind == "nf":
+            seed = groups[0][1]
+            if self.stacked:
+                return self._nf_stack(objective, seed, configs)
+            return pd.concat([self._nf_stack(objective, seed, [c]) for c in configs], ignore_index=True)
+        if self.stacked:
+            return self._frozen_stack(objective, list(groups), configs)
+        return pd.concat([self._frozen_stack(objective, [g], [c]) for g in groups for c in configs], ignore_index=True)
+
+    def run(self) -> pd.DataFrame:
+        """Every OOD-stage run of the protocol, one row each (resumes from the cache)."""
+        frames = []
+        pieces = self._pieces()
+        bar = tqdm(pieces, desc=f"{self.protocol.dataset} OOD stage", disable=not self.progress)
+        for objective, kind, groups, path in bar:
+            bar.set_postfix_str(f"{objective} ({kind})")
+            if path is not None and path.exists():
+                frames.append(pd.read_csv(path))
+                continue
+            frame = self.run_piece(objective, kind, groups)
+            if path is not None:
+                _atomic_write_csv(frame, path)
+            frames.append(frame)
+        return pd.concat(frames, ignore_index=True)
+
+    def oracle(self) -> pd.DataFrame:
+        """The oracle row: the same MLP trained with ERM (the dataset's ERM epochs) where colour
+        carries no information, scored on the usual test environments."""
+        p = self.protocol
+        rows = []
+        for seed in p.seeds:
+            data = self.data(seed, oracle=True)
+            learned = FEATURE_LEARNERS.get("erm")(data, seed, **p.learner_options("erm"))
+            rows.append({"dataset": p.dataset, "seed": seed, "worst_test_acc": float(learned.rounds["ood_acc"].iloc[0])})
+        return pd.DataFrame(rows)
+
+
+# -- summaries -------------------------------------------------------------------------------
+def select_best(results: pd.DataFrame) -> pd.DataFrame:
+    """Per (dataset, init, objective): the configuration with the best mean worst-test accuracy
+    over seeds, with mean and std (numpy's, ddof=0, as the reference) over seeds there."""
+    keys = ["dataset", "init", "objective"]
+    by_config = results.groupby(keys + ["penalty_weight", "pretrain_epochs"])["worst_test_acc"]
+    stats = by_config.agg(mean="mean", std=lambda v: float(np.std(v)), n_seeds="count").reset_index()
+    best = stats.loc[stats.groupby(keys)["mean"].idxmax()]
+    return best.reset_index(drop=True)
+
+
+def format_mean_std(mean: float, std: float) -> str:
+    return f"{100 * mean:.2f} ± {100 * std:.2f}"

@@ -1,0 +1,74 @@
+"""What the feature learners share: the result type, the registry and the full-batch loop.
+
+A feature learner turns training data into ``f = w o phi`` (a :class:`ColoredMNISTMLP`): the
+featurizer ``phi`` is what the OOD stage then freezes, the head ``w`` is its starting point.
+All of them train full batch with Adam and an L2 term ``l2 * sum ||theta||^2`` (Appendix F.1),
+one step per epoch.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from ..models.mlp import ColoredMNISTMLP
+from ..registry import Registry
+
+FEATURE_LEARNERS: Registry[Callable[..., "LearnedFeatures"]] = Registry("feature learner")
+
+
+@dataclass
+class LearnedFeatures:
+    """The model a feature learner returns, with its per-round history (one row per round)."""
+
+    method: str
+    model: ColoredMNISTMLP
+    rounds: pd.DataFrame
+    epochs: int  # full-batch epochs spent, all rounds together
+
+
+def per_sample_bce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.binary_cross_entropy_with_logits(logits, y, reduction="none")
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The mean of ``values`` over the examples in ``mask`` (the empirical risk on a subset)."""
+    return (values * mask).sum() / mask.sum()
+
+
+def squared_norm(params: Sequence[torch.Tensor]) -> torch.Tensor:
+    return sum(p.pow(2).sum() for p in params)
+
+
+def fit(
+    params: Sequence[torch.nn.Parameter],
+    loss_fn: Callable[[], torch.Tensor],
+    epochs: int,
+    lr: float,
+    l2: float,
+    desc: str,
+    progress: bool = False,
+) -> None:
+    """``epochs`` full-batch Adam steps on ``loss_fn() + l2 * sum ||theta||^2``."""
+    params = list(params)
+    optimizer = torch.optim.Adam(params, lr=lr)
+    for _ in tqdm(range(epochs), desc=desc, disable=not progress, leave=False):
+        loss = loss_fn() + l2 * squared_norm(params)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+
+@torch.no_grad()
+def accuracy(logits: torch.Tensor, y: torch.Tensor) -> float:
+    return ((logits > 0).to(y.dtype) == y).float().mean().item()
+
+
+@torch.no_grad()
+def worst_test_accuracy(model: Callable[[torch.Tensor], torch.Tensor], tests) -> float:
+    """The paper's OOD accuracy: the worst accuracy over the test environments."""
+    return min(accuracy(model(env.x), env.y) for env in tests)

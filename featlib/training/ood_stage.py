@@ -1,0 +1,168 @@
+"""The OOD stage of the ColoredMNIST protocol, for a whole stack of runs at once.
+
+After feature learning, a classifier is trained with an OOD objective (Sec. 6): full batch,
+Adam (lr 1e-3), an L2 term ``l2 * sum ||theta||^2`` on the trained weights, and the loss of
+each run divided by its penalty weight when that weight is > 1 (the IRMv1 reference
+convention; the L2 term is divided too, as there). A run first trains ``warmup`` steps with
+ERM ("ERM pre-training epochs": one full-batch step is one epoch) and then switches the
+penalty on; for the ERM-NF column the whole network is trained, otherwise the featurizer is
+frozen and only the head moves.
+
+Every run of a stack has its own penalty weight and warm-up length (tensors of the stack's
+batch shape) and shares the objective; :func:`train_stack` returns the per-run accuracies
+through training, evaluated every ``eval_every`` steps and after the last step.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ..objectives import OBJECTIVES, make_objective
+from ..validation import check_choice, check_int, check_positive
+
+#: stack(inputs) -> (logits (*B, n), features broadcastable to (*B, n, H))
+StackFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class OODStageConfig:
+    """Hyperparameters of the OOD stage shared by all runs of a stack (Appendix F.1)."""
+
+    objective: str
+    steps: int = 1000
+    lr: float = 1e-3
+    l2: float = 1e-3
+    eval_every: int = 100
+    env_reduction: str = "mean"
+    warmup_penalty_weight: float = 0.0
+    objective_kwargs: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        OBJECTIVES.get(self.objective)
+        check_int("steps", self.steps, minimum=0)
+        check_positive("lr", self.lr)
+        check_positive("l2", self.l2, allow_zero=True)
+        check_int("eval_every", self.eval_every, minimum=1)
+        check_choice("env_reduction", self.env_reduction, ("sum", "mean"))
+        check_positive("warmup_penalty_weight", self.warmup_penalty_weight, allow_zero=True)
+
+
+@dataclass
+class LabelledInputs:
+    """Inputs of one split for the stack (images, or frozen features) with their labels."""
+
+    inputs: torch.Tensor
+    y: torch.Tensor  # (n,) in {0, 1}, or (G, 1, n) when each group of runs has its own labels
+    env_slices: Sequence[slice] = ()  # training environments (contiguous blocks)
+
+
+@dataclass
+class StackHistory:
+    """Per-run metrics at the evaluation steps: arrays of shape (T, *B) (test: (T, E_test, *B))."""
+
+    steps: list[int]
+    train_acc: np.ndarray
+    test_acc: np.ndarray
+    penalty: np.ndarray
+
+    @property
+    def worst_test_acc(self) -> np.ndarray:
+        return self.test_acc.min(axis=1)
+
+    def final(self) -> dict[str, np.ndarray]:
+        """Metrics after the last step, (*B,) each: what the paper's tables report."""
+        return {
+            "train_acc": self.train_acc[-1],
+            "worst_test_acc": self.worst_test_acc[-1],
+            **{f"test_acc_{e}": self.test_acc[-1, e] for e in range(self.test_acc.shape[1])},
+        }
+
+
+def accuracy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """(*B, n) logits -> (*B,) share of examples with ``(logit > 0) == y``."""
+    return ((logits > 0).to(y.dtype) == y).float().mean(-1)
+
+
+def per_run_squared_norm(params: Sequence[torch.Tensor], batch_shape: tuple[int, ...]) -> torch.Tensor:
+    """(*B,) ``sum ||theta_r||^2`` over the tensors of each run."""
+    return sum(p.pow(2).reshape(*batch_shape, -1).sum(-1) for p in params)
+
+
+@torch.no_grad()
+def evaluate_stack(stack: StackFn, train: LabelledInputs, tests: Sequence[LabelledInputs]):
+    """Training accuracy (mean over training environments, as the reference) and the accuracy
+    on each test environment, (*B,) and (E_test, *B)."""
+    logits, _ = stack(train.inputs)
+    slices = train.env_slices or [slice(None)]
+    train_acc = torch.stack([accuracy(logits[..., s], train.y[..., s]) for s in slices]).mean(0)
+    test_acc = [accuracy(stack(t.inputs)[0], t.y) for t in tests]
+    return train_acc, torch.stack(test_acc) if test_acc else train_acc.new_zeros((0, *train_acc.shape))
+
+
+def train_stack(
+    stack: StackFn,
+    trainable: Sequence[torch.nn.Parameter],
+    batch_shape: tuple[int, ...],
+    train: LabelledInputs,
+    tests: Sequence[LabelledInputs],
+    config: OODStageConfig,
+    penalty_weights: torch.Tensor,
+    warmup_steps: torch.Tensor,
+    progress: bool | str = False,
+) -> StackHistory:
+    """Train all runs of a stack for ``config.steps`` full-batch Adam steps.
+
+    ``penalty_weights`` and ``warmup_steps`` have the stack's batch shape: run r uses
+    ``warmup_penalty_weight`` for its first ``warmup_steps[r]`` steps and ``penalty_weights[r]``
+    after."""
+    device = train.y.device
+    penalty_weights = torch.as_tensor(penalty_weights, dtype=torch.float32, device=device)
+    warmup_steps = torch.as_tensor(warmup_steps, device=device)
+    for name, value in (("penalty_weights", penalty_weights), ("warmup_steps", warmup_steps)):
+        if tuple(value.shape) != tuple(batch_shape):
+            raise ValueError(f"{name} must have the stack's batch shape {tuple(batch_shape)}; got {tuple(value.shape)}")
+    if (warmup_steps < 0).any():
+        raise ValueError(f"warmup_steps must be integers >= 0; got {warmup_steps.tolist()}")
+    objective = make_objective(config.objective, env_reduction=config.env_reduction, **config.objective_kwargs)
+    optimizer = torch.optim.Adam(trainable, lr=config.lr)
+    env_targets = [train.y[..., s] for s in train.env_slices]
+    warm = torch.full_like(penalty_weights, config.warmup_penalty_weight)
+    rescales = objective.has_penalty and objective.rescale
+    records: dict[str, list] = {"steps": [], "train_acc": [], "test_acc": [], "penalty": []}
+    last_penalty = torch.zeros(batch_shape, device=device)
+
+    def record(step: int) -> None:
+        train_acc, test_acc = evaluate_stack(stack, train, tests)
+        records["steps"].append(step)
+        records["train_acc"].append(train_acc.cpu().numpy())
+        records["test_acc"].append(test_acc.cpu().numpy())
+        records["penalty"].append(last_penalty.cpu().numpy())
+
+    bar = tqdm(range(config.steps), desc=progress if isinstance(progress, str) else config.objective,
+               disable=not progress, leave=False)
+    for step in bar:
+        if step % config.eval_every == 0:
+            record(step)
+        logits, features = stack(train.inputs)
+        weight = torch.where(step >= warmup_steps, penalty_weights, warm)
+        out = objective(
+            [logits[..., s] for s in train.env_slices], env_targets, weight,
+            features=[features[..., s, :] for s in train.env_slices], params=list(trainable),
+        )
+        l2 = config.l2 * per_run_squared_norm(trainable, batch_shape)
+        loss = out.loss + (l2 / torch.clamp(weight, min=1.0) if rescales else l2)
+        optimizer.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        optimizer.step()
+        last_penalty = out.penalty
+    record(config.steps)
+    return StackHistory(
+        steps=records["steps"],
+        train_acc=np.stack(records["train_acc"]),
+        test_acc=np.stack(records["test_acc"]),
+        penalty=np.stack(records["penalty"]),
+    )

