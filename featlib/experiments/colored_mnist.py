@@ -224,8 +224,8 @@ class ColoredMNISTExperiment:
         return pd.concat(frames, ignore_index=True).assign(dataset=self.protocol.dataset, init=init)
 
     # -- the OOD stage -------------------------------------------------------------------
-    def _rows(self, history, init_of_group, seed_of_group, configs, objective) -> pd.DataFrame:
-        final = history.final()
+    def _rows(self, final: dict, init_of_group, seed_of_group, configs, objective) -> pd.DataFrame:
+        """One row per run from the final metrics, arrays of shape (groups, configurations)."""
         rows = []
         for g, (init, seed) in enumerate(zip(init_of_group, seed_of_group)):
             for c, (weight, pretrain) in enumerate(configs):
@@ -251,7 +251,7 @@ class ColoredMNISTExperiment:
         warmups = torch.tensor([[k for _, k in configs]] * len(groups))
         history = train_stack(stack, stack.head_parameters(), stack.batch_shape, train, tests, p.ood_config(objective),
                               weights, warmups, progress=False)
-        return self._rows(history, [i for i, _ in groups], [s for _, s in groups], configs, objective)
+        return self._rows(history.final(), [i for i, _ in groups], [s for _, s in groups], configs, objective)
 
     def _nf_stack(self, objective: str, seed: int, configs) -> pd.DataFrame:
         """ERM-NF: whole networks from the seed's random initialisation, one per configuration."""
@@ -265,9 +265,8 @@ class ColoredMNISTExperiment:
         warmups = torch.tensor([k for _, k in configs])
         history = train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests, p.ood_config(objective),
                               weights, warmups, progress=False)
-        final = history.final()
-        history.final = lambda: {k: v[None] for k, v in final.items()}  # one group
-        return self._rows(history, ["erm-nf"], [seed], configs, objective)
+        final = {k: v[None] for k, v in history.final().items()}  # one group: this seed
+        return self._rows(final, ["erm-nf"], [seed], configs, objective)
 
     def _pieces(self) -> list[tuple[str, str, tuple, Path | None]]:
         """Independent units of work: (objective, kind, groups, cache file)."""
