@@ -160,7 +160,7 @@ record("feat_stop_round", {d: float(s.mean()) for d, s in stops.groupby(level=0)
 record("feat_stop_round_mode", {d: int(s.mode().iloc[0]) for d, s in stops.groupby(level=0)})
 for d in datasets:
     display(Markdown(f"**{report.DATASET_LABELS[d]}**: FeAT kept {stops[d].mode().iloc[0]} rounds in most seeds "
-                     f"(per seed: {dict(stops[d])}); the paper reports {FEAT_STOP_ROUND[d]}."))
+                     f"(per seed: {{s: int(k) for s, k in stops[d].items()}}); the paper reports {FEAT_STOP_ROUND[d]}."))
     display(report.round_table(feat_rounds, d))
 """),
 md(r"""

@@ -42,6 +42,8 @@ def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper
     order = [OBJECTIVE_LABELS[o] for o in OBJECTIVE_LABELS if OBJECTIVE_LABELS[o] in frame.index] + (
         ["Oracle"] if "Oracle" in frame.index else [])
     frame = frame.reindex(order)
+    rank = {label: i for i, label in enumerate([*DATASET_LABELS.values(), *INIT_LABELS.values(), "ours", "paper"])}
+    frame = frame[sorted(frame.columns, key=lambda col: [rank[c] for c in col])]
     frame.columns = pd.MultiIndex.from_tuples(frame.columns, names=["dataset", "features", "source"])
     if not with_paper:
         frame.columns = frame.columns.droplevel("source")

@@ -37,6 +37,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from .. import __version__
 from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist
 from ..device import get_device
 from ..feature_learning import FEATURE_LEARNERS, LearnedFeatures
@@ -142,9 +143,10 @@ class CMNISTProtocol:
     OOD_FIELDS = FEATURE_FIELDS + ("penalty_weights", "pretrain_epochs", "ood_steps", "eval_every", "env_reduction")
 
     def key(self, fields: Sequence[str], **extra) -> str:
-        """A short hash of the named fields (and ``extra``): cached results are only reused by a
-        protocol that would recompute them identically."""
-        payload = {f: getattr(self, f) for f in fields} | extra
+        """A short hash of the named fields (and ``extra``) and of featlib's version: cached
+        results are only reused by a protocol that would recompute them identically (bump the
+        version when a change alters what the learners or the OOD stage compute)."""
+        payload = {f: getattr(self, f) for f in fields} | extra | {"featlib": __version__}
         return hashlib.sha1(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()[:10]
 
     def ood_config(self, objective: str) -> OODStageConfig:
