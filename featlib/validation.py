@@ -11,6 +11,8 @@ import numbers
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
 
 def _is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
@@ -45,6 +47,13 @@ def check_positive(name: str, value: Any, allow_zero: bool = False) -> float:
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be a finite number {bound}; got {value!r}")
     return float(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """True or False (numpy booleans too), not a truthy stand-in such as 1 or "yes"."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
 
 
 def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:

@@ -42,8 +42,8 @@ import numpy as np
 import torch
 
 from ..registry import Registry
-from ..validation import check_choice, check_int, check_probability, check_sequence
-from .mnist import SOURCES, _check_bool, _check_root, load_mnist_train
+from ..validation import check_bool, check_choice, check_int, check_probability, check_sequence
+from .mnist import SOURCES, _check_root, load_mnist_train
 
 #: MNIST training-set indices [0, TRAIN_POOL) are the training pool, the rest the held-out pool.
 TRAIN_POOL = 50000
@@ -229,12 +229,12 @@ def make_colored_mnist(
     """
     base = COLORED_MNIST.get(name)
     seed = check_int("seed", seed, minimum=0)
-    oracle = _check_bool("oracle", oracle)
+    oracle = check_bool("oracle", oracle)
     n_train = check_int("n_train", n_train, minimum=max(2, base.num_train_envs), maximum=TRAIN_POOL)
     n_test = check_int("n_test", n_test, minimum=1, maximum=HELD_OUT_POOL)
     check_choice("source", source, SOURCES)
     _check_root(root)
-    _check_bool("download", download)
+    check_bool("download", download)
     spec = base.as_oracle() if oracle else base
 
     images, digits = load_mnist_train(source, root, download)

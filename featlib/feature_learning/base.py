@@ -17,6 +17,8 @@ from tqdm.auto import tqdm
 
 from ..models.mlp import ColoredMNISTMLP
 from ..registry import Registry
+from ..training.ood_stage import accuracy as batched_accuracy
+from ..training.ood_stage import per_run_squared_norm
 
 FEATURE_LEARNERS: Registry[Callable[..., "LearnedFeatures"]] = Registry("feature learner")
 
@@ -41,7 +43,7 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def squared_norm(params: Sequence[torch.Tensor]) -> torch.Tensor:
-    return sum(p.pow(2).sum() for p in params)
+    return per_run_squared_norm(params, ())
 
 
 def fit(
@@ -65,7 +67,7 @@ def fit(
 
 @torch.no_grad()
 def accuracy(logits: torch.Tensor, y: torch.Tensor) -> float:
-    return ((logits > 0).to(y.dtype) == y).float().mean().item()
+    return batched_accuracy(logits, y).item()
 
 
 @torch.no_grad()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import torch
+from torch import nn
 
 from ..models.mlp import ColoredMNISTMLP, xavier_linear
 from ..validation import check_int, check_sequence
@@ -26,7 +27,6 @@ from .base import (
     FEATURE_LEARNERS, LearnedFeatures, accuracy, fit, masked_mean, per_sample_bce, worst_test_accuracy,
 )
 from .erm import train_erm
-from .feat import average_heads
 
 
 def dro_loss(model, x, y, groups) -> torch.Tensor:
@@ -76,14 +76,11 @@ def bonsai_features(
     net.classifier = xavier_linear(hidden_dim, k, torch.Generator().manual_seed(seed)).to(x.device)
     fit(net.parameters(), lambda: per_sample_bce(net.classifier(net.featurizer(x_syn)), targets).mean(),
         synthesis_epochs, lr, l2, "Bonsai synthesis", progress)
-    with torch.no_grad():
-        heads = []
-        for j in range(k):
-            h = xavier_linear(hidden_dim, 1, torch.Generator()).to(x.device)
-            h.weight.copy_(net.classifier.weight[j:j + 1])
-            h.bias.copy_(net.classifier.bias[j:j + 1])
-            heads.append(h)
-    net.classifier = average_heads(heads).requires_grad_(True)
+    averaged = nn.Linear(hidden_dim, 1).to(x.device)
+    with torch.no_grad():  # the k round heads are the rows of the multi-head classifier
+        averaged.weight.copy_(net.classifier.weight.mean(0, keepdim=True))
+        averaged.bias.copy_(net.classifier.bias.mean(0, keepdim=True))
+    net.classifier = averaged
     rows.append({"round": "synthesis", "epochs": synthesis_epochs, "train_acc": accuracy(net(x), y),
                  "ood_acc": worst_test_accuracy(net, data.test), "size_agree": int(agree.sum()),
                  "size_disagree": int((~agree).sum())})
