@@ -14,7 +14,7 @@ pytestmark = pytest.mark.notebook
 
 CHAPTERS = [
     "01_erm_feature_learning", "02_irmv1_and_pretraining", "03_ood_objectives_need_rich_features",
-    "04_feat_on_colored_mnist",
+    "04_feat_on_colored_mnist", "05_feat_on_wilds",
 ]
 
 
@@ -111,6 +111,10 @@ def test_book_renders_every_chapter_with_figures(executed, tmp_path, repo_root):
         (0, {"activation": "tanh"}, "activation must be one of 'identity', 'relu', 'smoothed_relu'; got 'tanh'"),
         (2, {"dataset": "cmnist02"}, "dataset must be one of 'cmnist025', 'cmnist01'; got 'cmnist02'"),
         (2, {"ood_steps": -1}, "ood_steps must be an integer in [1, inf]; got -1"),
+        (4, {"dataset": "imagenet"}, "dataset must be one of 'camelyon17', 'civilcomments', 'fmow', 'iwildcam', "
+                                     "'amazon', 'rxrx1'; got 'imagenet'"),
+        (4, {"scale": -0.5}, "scale must be a finite number > 0; got -0.5"),
+        (4, {"methods": ["erm", "rfc"]}, "methods must be one of 'erm', 'bonsai', 'feat', 'ifeat'; got 'rfc'"),
         (3, {"objectives": ["erm", "irm"]}, "objective must be one of 'erm', 'irmv1', 'vrex', 'irmx', 'ib_irm', "
                                             "'clove', 'iga', 'fishr', 'group_dro'; got 'irm'"),
     ],
@@ -142,3 +146,34 @@ def test_chapter_04_compares_the_initialisations(executed):
     assert "irmv1" in r["feat_beats_erm"]["cmnist025"]
     assert set(r["feat_stop_round"]) == {"cmnist025", "cmnist01"}
     assert all(1 <= v <= 4 for v in r["feat_stop_round"].values())
+
+
+def test_chapter_05_runs_the_wilds_protocol_on_fabricated_camelyon17(executed):
+    r = read_records(executed / "05_feat_on_wilds.ipynb")
+    assert r["full_scale"] is False and "fabricated Camelyon17, 2 seed(s)" in r["scale"]
+    assert len(r["table3"]) == 4 * 5  # ERM, Bonsai, FeAT, iFeAT x five OOD objectives
+    assert all(0 <= v <= 100 for v in r["table3"].values())
+    assert {"ERM/DFR", "FeAT/DFR", "FeAT/DFR-s"} <= set(r["dfr"])
+    assert r["committed_full_scale"] is False
+
+
+def test_chapter_05_stops_on_a_missing_dataset_directory(tmp_path):
+    import papermill as pm
+
+    nb = list_notebooks()[4]
+    with pytest.raises(pm.PapermillExecutionError) as err:
+        execute_notebook(nb, tmp_path / "out.ipynb", {"data_root": str(tmp_path / "nowhere"), "seeds": [0]})
+    assert err.value.ename == "WildsDatasetNotFoundError"
+    assert str(tmp_path / "nowhere" / "camelyon17_v1.0") in err.value.evalue and "download=True" in err.value.evalue
+
+
+def test_chapter_05_batch_run_on_civilcomments_with_the_offline_text_backbone(tmp_path):
+    """The papermill use: the same notebook, another dataset."""
+    nb = list_notebooks()[4]
+    params = {"dataset": "civilcomments", "data_root": str(tmp_path / "data"), "fabricate": True, "seeds": [0],
+              "methods": ["erm", "feat"], "backbone": "minilm", "max_token_length": 24, "scale": 0.0003,
+              "lr": 1e-4, "ood_epochs": 2, "progress": False, "cache_dir": str(tmp_path / "cache")}
+    execute_notebook(nb, tmp_path / "civil.ipynb", params)
+    r = read_records(tmp_path / "civil.ipynb")
+    assert "fabricated CivilComments" in r["scale"] and "MiniLM" in r["scale"]
+    assert len(r["table3"]) == 2 * 5

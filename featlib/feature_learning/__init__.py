@@ -4,6 +4,6 @@
 """
 from . import erm, feat, bonsai  # noqa: F401, I001  (register the learners, in this order)
 from .base import FEATURE_LEARNERS, LearnedFeatures
-from .feat import average_heads
+from .feat_rounds import FeATRounds, average_heads
 
-__all__ = ["FEATURE_LEARNERS", "LearnedFeatures", "average_heads"]
+__all__ = ["FEATURE_LEARNERS", "FeATRounds", "LearnedFeatures", "average_heads"]

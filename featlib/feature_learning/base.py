@@ -37,11 +37,6 @@ def per_sample_bce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.binary_cross_entropy_with_logits(logits, y, reduction="none")
 
 
-def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The mean of ``values`` over the examples in ``mask`` (the empirical risk on a subset)."""
-    return (values * mask).sum() / mask.sum()
-
-
 def squared_norm(params: Sequence[torch.Tensor]) -> torch.Tensor:
     return per_run_squared_norm(params, ())
 

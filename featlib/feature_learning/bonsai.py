@@ -23,16 +23,46 @@ from torch import nn
 
 from ..models.mlp import ColoredMNISTMLP, xavier_linear
 from ..validation import check_int, check_sequence
-from .base import (
-    FEATURE_LEARNERS, LearnedFeatures, accuracy, fit, masked_mean, per_sample_bce, worst_test_accuracy,
-)
+from .base import FEATURE_LEARNERS, LearnedFeatures, accuracy, fit, per_sample_bce, worst_test_accuracy
 from .erm import train_erm
+from .feat_rounds import batch_mean
 
 
-def dro_loss(model, x, y, groups) -> torch.Tensor:
-    """max over the non-empty groups of the group risk."""
-    per_sample = per_sample_bce(model(x), y)
-    return torch.stack([masked_mean(per_sample, g) for g in groups if g.any()]).max()
+def split_groups(correct_per_round: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The DRO groups of a Bonsai round: the correct and the wrong examples of each earlier round."""
+    return [m for correct in correct_per_round for m in (correct, ~correct)]
+
+
+def worst_group_risk(per_sample: torch.Tensor, groups: list[torch.Tensor], index: torch.Tensor | None = None):
+    """DRO: the max over groups of the group's mean loss on the batch (``index``: the batch's
+    positions in the training set, None for the full batch); groups absent from the batch are
+    left out of the step."""
+    risks = [batch_mean(per_sample, (g if index is None else g[index]).to(per_sample.dtype)) for g in groups]
+    risks = [r for r in risks if r is not None]
+    return torch.stack(risks).max() if risks else per_sample.mean()
+
+
+def synthesis_index(correct: torch.Tensor, n: int, rng: np.random.Generator) -> np.ndarray:
+    """The synthesis round's resampled training set: ``n // 2`` draws (with replacement) from the
+    examples where all round networks agree on correctness (``correct``: (n_examples, rounds)
+    bool) and ``n // 2`` from those where they disagree; all examples if one side is empty."""
+    correct = torch.as_tensor(correct).cpu()
+    agree = (correct.all(1) | (~correct).all(1)).numpy()
+    if agree.all() or not agree.any():
+        return np.arange(len(agree))
+    pools = [np.flatnonzero(agree), np.flatnonzero(~agree)]
+    return np.concatenate([rng.choice(p, n // 2, replace=True) for p in pools])
+
+
+def average_round_heads(multi_head: nn.Linear, rounds: int) -> nn.Linear:
+    """One head from the synthesis network's ``rounds`` stacked heads (rows ``rounds x C``): the
+    average of the round heads, the final classifier of Bonsai."""
+    out_features = multi_head.out_features // rounds
+    averaged = nn.Linear(multi_head.in_features, out_features).to(multi_head.weight.device)
+    with torch.no_grad():
+        averaged.weight.copy_(multi_head.weight.reshape(rounds, out_features, -1).mean(0))
+        averaged.bias.copy_(multi_head.bias.reshape(rounds, out_features).mean(0))
+    return averaged
 
 
 @FEATURE_LEARNERS.register("bonsai")
@@ -51,8 +81,9 @@ def bonsai_features(
         if r == 0:
             train_erm(net, x, y, epochs, lr, l2, desc="Bonsai round 0 (ERM)", progress=progress)
         else:
-            split = [m for g in groups for m in (g, ~g)]
-            fit(net.parameters(), lambda: dro_loss(net, x, y, split), epochs, lr, l2, f"Bonsai round {r} (DRO)", progress)
+            split = split_groups(groups)
+            fit(net.parameters(), lambda: worst_group_risk(per_sample_bce(net(x), y), split), epochs, lr, l2,
+                f"Bonsai round {r} (DRO)", progress)
         with torch.no_grad():
             predicted = (net(x) > 0).to(y.dtype)
         groups.append(predicted == y)
@@ -63,24 +94,14 @@ def bonsai_features(
 
     correct = torch.stack(groups, dim=1)
     agree = correct.all(1) | (~correct).all(1)
-    rng = np.random.default_rng(seed)
-    n = len(y)
-    if agree.all() or not agree.any():
-        index = torch.arange(n, device=x.device)
-    else:
-        pools = [torch.nonzero(agree).squeeze(1).cpu().numpy(), torch.nonzero(~agree).squeeze(1).cpu().numpy()]
-        index = torch.as_tensor(np.concatenate([rng.choice(p, n // 2, replace=True) for p in pools]), device=x.device)
+    index = torch.as_tensor(synthesis_index(correct, len(y), np.random.default_rng(seed)), device=x.device)
     x_syn, targets = x[index], torch.stack(predictions, dim=1)[index]
     net = ColoredMNISTMLP(hidden_dim, seed=1000 * seed + len(round_epochs)).to(x.device)
     k = len(round_epochs)
     net.classifier = xavier_linear(hidden_dim, k, torch.Generator().manual_seed(seed)).to(x.device)
     fit(net.parameters(), lambda: per_sample_bce(net.classifier(net.featurizer(x_syn)), targets).mean(),
         synthesis_epochs, lr, l2, "Bonsai synthesis", progress)
-    averaged = nn.Linear(hidden_dim, 1).to(x.device)
-    with torch.no_grad():  # the k round heads are the rows of the multi-head classifier
-        averaged.weight.copy_(net.classifier.weight.mean(0, keepdim=True))
-        averaged.bias.copy_(net.classifier.bias.mean(0, keepdim=True))
-    net.classifier = averaged
+    net.classifier = average_round_heads(net.classifier, k)
     rows.append({"round": "synthesis", "epochs": synthesis_epochs, "train_acc": accuracy(net(x), y),
                  "ood_acc": worst_test_accuracy(net, data.test), "size_agree": int(agree.sum()),
                  "size_disagree": int((~agree).sum())})

@@ -35,39 +35,11 @@ import copy
 
 import pandas as pd
 import torch
-from torch import nn
 
 from ..models.mlp import ColoredMNISTMLP, fresh_head
-from ..validation import check_choice, check_int, check_positive
-from .base import (
-    FEATURE_LEARNERS, LearnedFeatures, accuracy, fit, masked_mean, per_sample_bce, worst_test_accuracy,
-)
-
-
-def average_heads(heads: list[nn.Linear]) -> nn.Linear:
-    """The head whose weight and bias are the means of ``heads``' (Algorithm 1, line 16)."""
-    out = copy.deepcopy(heads[0])
-    with torch.no_grad():
-        out.weight.copy_(torch.stack([h.weight for h in heads]).mean(0))
-        out.bias.copy_(torch.stack([h.bias for h in heads]).mean(0))
-    return out
-
-
-def frozen(head: nn.Linear) -> nn.Linear:
-    head = copy.deepcopy(head)
-    head.requires_grad_(False)
-    return head
-
-
-def feat_loss(phi, head, x, y, aug_sets, retention, retain_weight) -> torch.Tensor:
-    """Eq. (7) for the current round."""
-    feats = phi(x)
-    per_sample = per_sample_bce(head(feats).squeeze(-1), y)
-    augment = torch.stack([masked_mean(per_sample, a) for a in aug_sets]).max()
-    if not retention:
-        return augment
-    retain = sum(masked_mean(per_sample_bce(w(feats).squeeze(-1), y), r) for r, w in retention)
-    return augment + retain_weight * retain
+from ..validation import check_choice, check_int
+from .base import FEATURE_LEARNERS, LearnedFeatures, fit, per_sample_bce, worst_test_accuracy
+from .feat_rounds import FeATRounds, average_heads
 
 
 def _feat(
@@ -78,57 +50,38 @@ def _feat(
     check_choice("variant", variant, ("feat", "ifeat"))
     check_int("epochs_per_round", epochs_per_round, minimum=1)
     check_int("max_rounds", max_rounds, minimum=1)
-    check_positive("retain_weight", retain_weight, allow_zero=True)
-    check_positive("threshold", threshold)
     x, y = data.train_x, data.train_y
+    state = FeATRounds(len(y), variant, retain_weight=retain_weight, threshold=threshold,
+                       keep_full_set=keep_full_set, device=x.device)
     model = ColoredMNISTMLP(hidden_dim, seed=seed).to(x.device)
     phi = model.featurizer
-    everything = torch.ones_like(y, dtype=torch.bool)
-    aug_sets, retention, heads = [everything], [], []
     accepted_state, rows, epochs = None, [], 0
+
+    def round_loss(head):
+        feats = phi(x)
+        retained = [per_sample_bce(w(feats).squeeze(-1), y) for w in state.retained_heads]
+        return state.loss(per_sample_bce(head(feats).squeeze(-1), y), retained)
+
     for k in range(1, max_rounds + 1):
         head = model.classifier if k == 1 else fresh_head(hidden_dim, seed=1000 * seed + k).to(x.device)
-        fit(list(phi.parameters()) + list(head.parameters()),
-            lambda: feat_loss(phi, head, x, y, aug_sets, retention, retain_weight),
+        fit(list(phi.parameters()) + list(head.parameters()), lambda: round_loss(head),
             epochs_per_round, lr, l2, f"{variant} round {k}", progress)
         epochs += epochs_per_round
         with torch.no_grad():
             feats = phi(x)
-            train_acc = accuracy(head(feats).squeeze(-1), y)
-            retention_acc = (
-                sum(accuracy(w(feats[r]).squeeze(-1), y[r]) for r, w in retention) / len(retention)
-                if retention else float("nan")
-            )
-            row = {
-                "round": k, "epochs": epochs_per_round, "train_acc": train_acc, "retention_acc": retention_acc,
-                "ood_acc": worst_test_accuracy(lambda z: head(phi(z)).squeeze(-1), data.test),
-                "ood_acc_average_head": worst_test_accuracy(
-                    lambda z: average_heads(heads + [head])(phi(z)).squeeze(-1), data.test),
-                "n_augmentation_sets": len(aug_sets), "n_retention_sets": len(retention),
-            }
-        terminate = k > 1 and train_acc + retention_acc < threshold
-        row["accepted"] = not terminate
-        if terminate:
-            phi.load_state_dict(accepted_state)
-            rows.append(row)
-            break
-        heads.append(frozen(head))
-        splitter = heads[-1] if variant == "feat" else average_heads(heads)
-        with torch.no_grad():
-            correct = (splitter(feats).squeeze(-1) > 0).to(y.dtype) == y
-        row.update(size_augmentation=int((~correct).sum()), size_retention=int(correct.sum()))
+            row = {"round": k, "epochs": epochs_per_round,
+                   "ood_acc": worst_test_accuracy(lambda z: head(phi(z)).squeeze(-1), data.test),
+                   "ood_acc_average_head": worst_test_accuracy(
+                       lambda z: average_heads(state.heads + [head])(phi(z)).squeeze(-1), data.test)}
+        row.update(state.end_round(head, lambda w: (w(feats).squeeze(-1) > 0).to(y.dtype) == y))
         rows.append(row)
-        if variant == "feat":
-            aug_sets = aug_sets + [~correct] if (~correct).any() else aug_sets
-            retention = retention + [(correct, heads[-1])]
-        else:
-            aug_sets = ([everything] if keep_full_set or not (~correct).any() else []) + (
-                [~correct] if (~correct).any() else [])
-            retention = [(correct, frozen(splitter))]
+        if not row["accepted"]:
+            phi.load_state_dict(accepted_state)
+            break
         accepted_state = copy.deepcopy(phi.state_dict())
-    model.classifier = average_heads(heads).requires_grad_(True)
+    model.classifier = state.final_head().requires_grad_(True)
     rounds = pd.DataFrame(rows)
-    rounds["accepted_rounds"] = len(heads)
+    rounds["accepted_rounds"] = len(state.heads)
     return LearnedFeatures(variant, model, rounds, epochs)
 
 

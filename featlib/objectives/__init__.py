@@ -8,7 +8,7 @@ classifier head's input), IGA needs ``params=``; GroupDRO keeps state (``reset()
 # Registered in the paper's table order, which OBJECTIVES.names() keeps.
 from . import erm, irm  # noqa: F401, I001  (register the objectives)
 from . import vrex, irmx, ib_irm, clove, iga, fishr, group_dro  # noqa: F401, I001
-from .base import Objective, ObjectiveOutput, logistic_risk
+from .base import Objective, ObjectiveOutput, cross_entropy_risk, logistic_risk, per_sample_cross_entropy
 from .irm import scale_gradients
 from .registry import OBJECTIVES
 
@@ -18,4 +18,4 @@ def make_objective(name: str, **kwargs) -> Objective:
     return OBJECTIVES.get(name)(**kwargs)
 
 
-__all__ = ["OBJECTIVES", "Objective", "ObjectiveOutput", "logistic_risk", "make_objective", "scale_gradients"]
+__all__ = ["OBJECTIVES", "Objective", "ObjectiveOutput", "cross_entropy_risk", "logistic_risk", "per_sample_cross_entropy", "make_objective", "scale_gradients"]

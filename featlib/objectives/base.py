@@ -40,6 +40,25 @@ def logistic_risk(logits: torch.Tensor, targets01: torch.Tensor) -> torch.Tensor
     return F.binary_cross_entropy_with_logits(logits, targets, reduction="none").mean(-1)
 
 
+logistic_risk.logit_dims = 1  # trailing dims of one environment's logits that are not run dims: (n,)
+
+
+def per_sample_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """``(*B, n, C)`` logits and ``(n,)`` or ``(*B, n)`` class indices -> ``(*B, n)`` losses."""
+    targets = targets.expand(logits.shape[:-1])
+    flat = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="none")
+    return flat.reshape(logits.shape[:-1])
+
+
+def cross_entropy_risk(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean multi-class cross-entropy over the examples: ``(*B, n, C)`` logits give ``(*B,)``
+    risks. The risk of the WILDS experiments (Appendix F.2), where models have C >= 2 outputs."""
+    return per_sample_cross_entropy(logits, targets).mean(-1)
+
+
+cross_entropy_risk.logit_dims = 2  # (n, C)
+
+
 @dataclass
 class EnvInputs:
     """What a penalty may look at, one list entry per training environment."""
@@ -81,16 +100,23 @@ class Objective:
 
     ``env_reduction`` ("sum" or "mean") says how penalties made of one term per environment
     combine them: the paper writes sums; the ColoredMNIST reference code averages IRMv1's.
+    ``risk_reduction`` does the same for the risks (Eq. 3 sums them; the WILDS implementations
+    of Koh et al. and Shi et al. ("Fish"), which the paper's WILDS runs follow, average them
+    over the domains of the minibatch).
     """
 
     name = "base"
     #: False for objectives without a penalty (ERM): ``penalty_weight`` is then ignored.
     has_penalty = True
 
-    def __init__(self, risk_fn: RiskFn = logistic_risk, rescale: bool = True, env_reduction: str = "sum"):
+    def __init__(
+        self, risk_fn: RiskFn = logistic_risk, rescale: bool = True, env_reduction: str = "sum",
+        risk_reduction: str = "sum",
+    ):
         self.risk_fn = risk_fn
         self.rescale = rescale
         self.env_reduction = check_choice("env_reduction", env_reduction, ("sum", "mean"))
+        self.risk_reduction = check_choice("risk_reduction", risk_reduction, ("sum", "mean"))
 
     def reduce_envs(self, per_env: torch.Tensor) -> torch.Tensor:
         """(E, *B) -> (*B,) with this objective's ``env_reduction``."""
@@ -99,9 +125,12 @@ class Objective:
     def risks(self, env_logits: Sequence[torch.Tensor], env_targets: Sequence[torch.Tensor]) -> torch.Tensor:
         return torch.stack([self.risk_fn(lg, t) for lg, t in zip(env_logits, env_targets)])
 
-    def total_risk(self, risks: torch.Tensor) -> torch.Tensor:
-        """How the risks enter the loss: their sum over environments (Eq. 3)."""
-        return risks.sum(0)
+    def total_risk(self, risks: torch.Tensor, env_ids: Sequence[int] | None = None) -> torch.Tensor:
+        """How the risks enter the loss: their sum over environments (Eq. 3), or their mean.
+
+        ``env_ids`` names the environments of ``risks`` among all of the dataset's (minibatches
+        of WILDS hold a few domains each); only stateful objectives (GroupDRO) use it."""
+        return risks.sum(0) if self.risk_reduction == "sum" else risks.mean(0)
 
     def penalty(self, inputs: EnvInputs) -> torch.Tensor:
         raise NotImplementedError
@@ -117,6 +146,7 @@ class Objective:
         *,
         features: Sequence[torch.Tensor] | None = None,
         params: Sequence[torch.Tensor] | None = None,
+        env_ids: Sequence[int] | None = None,
     ) -> ObjectiveOutput:
         penalty_weight = _check_penalty_weight(penalty_weight)
         if len(env_logits) != len(env_targets) or not env_logits:
@@ -126,7 +156,10 @@ class Objective:
             )
         risks = self.risks(env_logits, env_targets)
         inputs = EnvInputs(env_logits, env_targets, risks, features, params)
-        total = self.total_risk(risks)
+        if env_ids is not None and len(env_ids) != len(env_logits):
+            raise ValueError(f"env_ids must name one environment per entry of env_logits; got {len(env_ids)} ids "
+                             f"for {len(env_logits)} environments")
+        total = self.total_risk(risks, env_ids)
         if self.has_penalty:
             penalty = self.penalty(inputs)
             weight = torch.as_tensor(penalty_weight, dtype=total.dtype, device=total.device)

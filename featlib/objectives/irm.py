@@ -18,11 +18,15 @@ from .registry import OBJECTIVES
 def scale_gradients(objective: Objective, env_logits: Sequence[torch.Tensor], env_targets, create_graph=True):
     """(E, *B) the per-environment ``d R_e(s f) / d s`` at ``s = 1`` (= C_IRMv1^e), by autograd.
 
-    With run dimensions B each run gets its own dummy scale, so the derivatives stay per run."""
+    With run dimensions B each run gets its own dummy scale, so the derivatives stay per run.
+    The risk function's ``logit_dims`` (1 for binary logits ``(n,)``, 2 for multi-class logits
+    ``(n, C)``) says which trailing dimensions belong to one run."""
     grads = []
+    logit_dims = getattr(objective.risk_fn, "logit_dims", 1)
     for logits, targets in zip(env_logits, env_targets):
-        scale = torch.ones(logits.shape[:-1], device=logits.device, dtype=logits.dtype, requires_grad=True)
-        risk = objective.risk_fn(logits * scale.unsqueeze(-1), targets)
+        run_shape = logits.shape[: logits.dim() - logit_dims]
+        scale = torch.ones(run_shape, device=logits.device, dtype=logits.dtype, requires_grad=True)
+        risk = objective.risk_fn(logits * scale.reshape(*run_shape, *(1,) * logit_dims), targets)
         (grad,) = torch.autograd.grad(risk.sum(), scale, create_graph=create_graph)
         grads.append(grad)
     return torch.stack(grads)

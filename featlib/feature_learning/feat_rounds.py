@@ -1,0 +1,180 @@
+"""The round bookkeeping of FeAT (Algorithm 1) and iFeAT (Algorithm 2), shared by every trainer.
+
+Both the full-batch ColoredMNIST learner (:mod:`.feat`) and the minibatch WILDS learner
+(:mod:`featlib.wilds.feature_learning`) keep their sets and heads in a :class:`FeATRounds`:
+
+* the augmentation sets ``G^a`` (``D^a_0`` = the whole training set to start with) and the
+  retention sets ``G^r``, each with the frozen head ``w_i`` that was right on it, all stored as
+  boolean masks over the training examples;
+* :meth:`FeATRounds.loss`, Eq. (7) on a batch of example indices:
+  ``max_{D^a_i} R_{D^a_i}(w_k o phi) + lambda * sum_{D^r_i} R_{D^r_i}(w_i o phi)``, where each
+  risk is the mean loss over the batch's members of the set (sets with no member in the batch
+  are left out of that step; with the full batch every non-empty set is in);
+* the termination rule of Appendix F.1 (from round 2 on, training accuracy + retention accuracy
+  below ``threshold`` = 130% discards the round) and the split of the training set after an
+  accepted round by whether the round's classifier is correct (``D^r_k``) or wrong (``D^a_k``);
+* the final classifier, the average of the accepted heads (Algorithm 1, last line).
+
+FeAT keeps every set and head (round k optimises over ``2k - 1`` sets); iFeAT keeps only the
+latest sets and one stored head, the running average of the heads, which is also the
+classifier that splits the data. ``keep_full_set`` keeps ``D^a_0`` in iFeAT's ``G^a`` as
+Algorithm 1 and the authors' code do (see :mod:`.feat`).
+"""
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+
+from ..validation import check_bool, check_choice, check_int, check_positive
+
+VARIANTS = ("feat", "ifeat")
+
+
+def average_heads(heads: Sequence[nn.Module]) -> nn.Module:
+    """The head whose parameters are the means of ``heads``' (Algorithm 1, line 16)."""
+    out = copy.deepcopy(heads[0])
+    with torch.no_grad():
+        for name, param in out.named_parameters():
+            param.copy_(torch.stack([dict(h.named_parameters())[name] for h in heads]).mean(0))
+    return out
+
+
+def frozen(head: nn.Module) -> nn.Module:
+    """A detached copy of ``head`` that no optimiser will move (a stored historical head)."""
+    head = copy.deepcopy(head)
+    head.requires_grad_(False)
+    return head
+
+
+def batch_mean(values: torch.Tensor, members: torch.Tensor) -> torch.Tensor | None:
+    """The mean of ``values`` over the examples flagged in ``members`` (None if there are none)."""
+    count = members.sum()
+    if count == 0:
+        return None
+    return (values * members).sum() / count
+
+
+class FeATRounds:
+    """Sets, stored heads and the stopping rule of FeAT / iFeAT over ``n`` training examples."""
+
+    def __init__(self, n: int, variant: str, *, retain_weight: float = 0.01, threshold: float = 1.30,
+                 keep_full_set: bool = True, device: torch.device | str = "cpu"):
+        self.n = check_int("n", n, minimum=1)
+        self.variant = check_choice("variant", variant, VARIANTS)
+        self.retain_weight = check_positive("retain_weight", retain_weight, allow_zero=True)
+        self.threshold = check_positive("threshold", threshold)
+        self.keep_full_set = check_bool("keep_full_set", keep_full_set)
+        self.everything = torch.ones(n, dtype=torch.bool, device=device)
+        self.aug_sets: list[torch.Tensor] = [self.everything]
+        self.retention: list[tuple[torch.Tensor, nn.Module]] = []
+        self.heads: list[nn.Module] = []
+
+    # ------------------------------------------------------------------ the round's objective
+    @property
+    def round(self) -> int:
+        """The number (1-based) of the round being trained now."""
+        return len(self.heads) + 1
+
+    @property
+    def retained_heads(self) -> list[nn.Module]:
+        return [head for _, head in self.retention]
+
+    def loss(self, per_sample: torch.Tensor, retained_per_sample: Sequence[torch.Tensor],
+             index: torch.Tensor | None = None) -> torch.Tensor:
+        """Eq. (7) on a batch.
+
+        ``per_sample``: the new head's loss on each batch example; ``retained_per_sample[i]``:
+        stored head i's loss on them (same order as :attr:`retained_heads`); ``index``: the
+        batch examples' positions in the training set (None: the batch is the whole set)."""
+        def members(mask):
+            return (mask if index is None else mask[index]).to(per_sample.dtype)
+
+        augment = [batch_mean(per_sample, members(a)) for a in self.aug_sets]
+        augment = [r for r in augment if r is not None]
+        if not augment:  # cannot happen while D^a_0 (everything) is kept; guard iFeAT without it
+            augment = [per_sample.mean()]
+        loss = torch.stack(augment).max()
+        if len(retained_per_sample) != len(self.retention):
+            raise ValueError(f"retained_per_sample needs one entry per retention set ({len(self.retention)}); "
+                             f"got {len(retained_per_sample)}")
+        retain = [batch_mean(losses, members(mask)) for (mask, _), losses in zip(self.retention, retained_per_sample)]
+        retain = [r for r in retain if r is not None]
+        if retain:
+            loss = loss + self.retain_weight * torch.stack(retain).sum()
+        return loss
+
+    # ------------------------------------------------------------------ after the round
+    def retention_accuracy(self, retained_correct: Sequence[torch.Tensor]) -> float:
+        """Mean over the retention sets of the stored head's accuracy on its set
+        (``retained_correct[i]``: bool, head i right on each training example)."""
+        if not self.retention:
+            return float("nan")
+        accs = [correct[mask].float().mean().item() if mask.any() else 1.0
+                for (mask, _), correct in zip(self.retention, retained_correct)]
+        return sum(accs) / len(accs)
+
+    def should_stop(self, train_acc: float, retention_acc: float) -> bool:
+        """Appendix F.1: from round 2 on, stop (and discard the round) when training accuracy plus
+        retention accuracy is below the threshold."""
+        return self.round > 1 and train_acc + retention_acc < self.threshold
+
+    def accept(self, head: nn.Module) -> nn.Module:
+        """Store the round's head; returns the classifier that splits the training set (the new
+        head for FeAT, the average of all heads for iFeAT)."""
+        self.heads.append(frozen(head))
+        return self.heads[-1] if self.variant == "feat" else frozen(average_heads(self.heads))
+
+    def split(self, splitter: nn.Module, correct: torch.Tensor) -> dict[str, int]:
+        """Add ``D^r`` (``correct``) and ``D^a`` (``~correct``) of the accepted round."""
+        correct = correct.to(self.everything.device)
+        wrong = ~correct
+        if self.variant == "feat":
+            if wrong.any():
+                self.aug_sets = self.aug_sets + [wrong]
+            self.retention = self.retention + [(correct, self.heads[-1])]
+        else:
+            keep = [self.everything] if self.keep_full_set or not wrong.any() else []
+            self.aug_sets = keep + ([wrong] if wrong.any() else [])
+            self.retention = [(correct, splitter)]
+        return {"size_augmentation": int(wrong.sum()), "size_retention": int(correct.sum())}
+
+    def end_round(self, head: nn.Module, correct: Callable[[nn.Module], torch.Tensor]) -> dict:
+        """The end of a round (Algorithm 1, lines 8-15, with Appendix F.1's check): measure the
+        training accuracy of ``head`` and the retention accuracy of the stored heads
+        (``correct(w)``: bool, w right on each training example), then either reject the round
+        or accept ``head`` and split the training set by its (FeAT) or the averaged head's
+        (iFeAT) correctness. Returns the round's history entries, ``accepted`` among them; on
+        rejection the caller rolls the featurizer back."""
+        with torch.no_grad():
+            train_acc = correct(head).float().mean().item()
+            retention_acc = self.retention_accuracy([correct(w) for w in self.retained_heads])
+            row = {"train_acc": train_acc, "retention_acc": retention_acc,
+                   "n_augmentation_sets": len(self.aug_sets), "n_retention_sets": len(self.retention),
+                   "accepted": not self.should_stop(train_acc, retention_acc)}
+            if row["accepted"]:
+                splitter = self.accept(head)
+                row.update(self.split(splitter, correct(splitter)))
+        return row
+
+    def final_head(self) -> nn.Module:
+        """The average of the accepted rounds' heads (Algorithm 1, line 16)."""
+        if not self.heads:
+            raise ValueError("no round was accepted yet, so there is no head to average")
+        return average_heads(self.heads)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        """Everything needed to resume: masks and heads (as modules, saved with torch.save)."""
+        return {"variant": self.variant, "aug_sets": [m.cpu() for m in self.aug_sets],
+                "retention": [(m.cpu(), h) for m, h in self.retention], "heads": list(self.heads)}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["variant"] != self.variant:
+            raise ValueError(f"checkpoint is for {state['variant']!r}, not {self.variant!r}")
+        device = self.everything.device
+        self.aug_sets = [m.to(device) for m in state["aug_sets"]]
+        self.retention = [(m.to(device), h.to(device)) for m, h in state["retention"]]
+        self.heads = [h.to(device) for h in state["heads"]]
