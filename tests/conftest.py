@@ -13,3 +13,23 @@ def repo_root():
     from featlib.notebooks import REPO_ROOT
 
     return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def executed(tmp_path_factory):
+    """Every chapter notebook executed once per session with the small profile (a few minutes)."""
+    from featlib.notebooks import execute_all
+
+    out = tmp_path_factory.mktemp("executed")
+    execute_all("small", out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def built_book(executed, tmp_path_factory):
+    """The book staged from ``executed`` and rendered once per session; its HTML directory."""
+    from featlib.book import render, stage
+
+    root = tmp_path_factory.mktemp("book")
+    stage(executed, root / "stage")
+    return render(root / "stage", root)

@@ -102,7 +102,7 @@ for name in compare_activations:
     SyntheticSetup(activation=name)
 beta_bar = float(np.mean(betas))
 print(f"device: {describe_device()}; {spec}; m={m}, lr={lr}, steps={steps}")
-"""),
+""", tags=["validate"]),
 md(r"""
 ## Both coefficients grow
 
@@ -130,6 +130,8 @@ axes[1].set(xscale="symlog", xlabel="GD step (symlog)", ylabel="accuracy", ylim=
 axes[1].legend(fontsize=8)
 fig.tight_layout()
 plt.show()
+""", caption='ERM on the two-bit model (Theorem 4.1). Left: the invariant and spurious coefficients grow together; dotted lines are their population limits. Right: training accuracy and OOD test accuracy, where the spurious correlation is reversed.', name='fig-erm-coefficients'),
+code(r"""
 
 final = history.iloc[-1]
 record("erm_inv_final", final["inv"])
@@ -168,6 +170,8 @@ ax.set(xscale="log", yscale="log", xlabel="GD step", ylabel="increment per step"
        title="per-step increments of the coefficients")
 ax.legend()
 plt.show()
+""", caption='Per-step increments of the two coefficients: the spurious one grows faster at every step while its correlation with the label is the stronger one.', name='fig-erm-increments'),
+code(r"""
 print(f"share of training steps where the spurious increment exceeds the invariant one: {lead_share:.3f}")
 """),
 md(r"""
@@ -205,6 +209,8 @@ axes[1].axvline(beta_bar, color="black", linestyle="--")
 axes[1].set(xlabel=r"$\alpha$", ylabel="OOD test accuracy", ylim=(-0.02, 1.02), title="ERM out of distribution")
 fig.tight_layout()
 plt.show()
+""", caption="Sweeping the invariant flip rate alpha: the spurious coefficient leads while alpha is above the mean spurious flip rate and falls behind below it (dashed line, the predicted flip); ERM's OOD accuracy follows.", name='fig-erm-flip'),
+code(r"""
 sweep.round(4)
 """),
 md(r"""
@@ -236,6 +242,8 @@ for ax, name in zip(axes[0], compare_activations):
     ax.legend(fontsize=8)
 fig.tight_layout()
 plt.show()
+""", caption='The same ERM run with other activations psi: the spurious coefficient still leads at most steps.', name='fig-erm-activations'),
+code(r"""
 record("activation_spurious_lead_share", leads)
 leads
 """),
@@ -243,12 +251,13 @@ md(r"""
 ## What we see
 
 * ERM learns the invariant *and* the spurious feature; the coefficients converge to the
-  closed-form population limits.
+  closed-form population limits ({numref}`fig-erm-coefficients`).
 * When $\alpha > \bar\beta$ the spurious coefficient grows faster at (nearly) every step, and
-  the order flips where the theorem says, at $\alpha = \bar\beta$.
+  the order flips where the theorem says, at $\alpha = \bar\beta$ ({numref}`fig-erm-increments`
+  and {numref}`fig-erm-flip`).
 * The ERM model is poor out of distribution not for lack of the invariant feature but because it
-  weights the spurious one more. The next chapter asks what an OOD objective such as IRMv1 can
-  do with these features, and what it can do without them.
+  weights the spurious one more. The next chapter, {doc}`02_irmv1_and_pretraining`, asks what an
+  OOD objective such as IRMv1 can do with these features, and what it can do without them.
 """),
 ]
 write(os.path.join(os.path.dirname(__file__), "..", "notebooks", "01_erm_feature_learning.ipynb"), cells)

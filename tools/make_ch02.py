@@ -11,7 +11,8 @@ OOD objectives add a penalty to ERM that is meant to steer the model towards inv
 features. In practice they only work after some epochs of ERM pre-training, and how well they
 work depends on how long that pre-training ran ({cite:p}`zhang2022rich,chen2023pareto`). The
 paper explains this for IRMv1 {cite:p}`arjovsky2019invariant` on the two-bit model of the
-previous chapter. IRMv1 minimises
+previous chapter, {doc}`01_erm_feature_learning`, where ERM learns both features
+({numref}`fig-erm-coefficients`). IRMv1 minimises
 
 $$
 L_{\mathrm{IRMv1}}(\mathbf W) = \sum_{e}\frac{1}{n_e}\sum_{i}\ell(y_i^e\hat y_i^e)
@@ -89,7 +90,7 @@ env_labels = [f"beta={b}" for b in spec.betas]
 u_inv, _ = erm_population_logit_weights(spec.alpha, spec.betas)
 invariant_solution = {"invariant solution  log((1-a)/a)/2": u_inv / 2}
 print(f"device: {describe_device()}; {spec}; m={m}, lr={lr}, lambda={penalty_weight:g}")
-"""),
+""", tags=["validate"]),
 md(r"""
 ## Fig. 2: with and without pre-training
 
@@ -104,6 +105,8 @@ with_pt = setup.run([Phase("erm", pretrain_steps), Phase("irmv1", irm_steps, pen
 without_pt = setup.run([Phase("irmv1", irm_steps, penalty_weight)])
 fig = figure2(with_pt, without_pt, pretrain_steps, env_labels, invariant_solution)
 plt.show()
+""", caption='Fig. 2 of the paper, reproduced: IRMv1 after ERM pre-training (a, b) re-weights the learned features towards the invariant one; IRMv1 from scratch (c, d) learns no features. The dashed line marks the end of pre-training.', name='fig-irmv1-pretraining'),
+code(r"""
 
 switch, after = with_pt.loc[pretrain_steps], with_pt.loc[pretrain_steps + 1]
 c_cols = [c for c in with_pt.columns if c.startswith("c_irmv1_")]
@@ -150,6 +153,8 @@ plot_c_irmv1(axes[0], short, short_pretrain_steps, "$C_{IRMv1}$, short pre-train
 plot_coefficients(axes[1], short, short_pretrain_steps, invariant_solution, "FL, short pre-training")
 fig.tight_layout()
 plt.show()
+""", caption='Too little ERM pre-training (Corollary 4.4): IRMv1 cannot recover an invariant feature that ERM did not learn yet.', name='fig-irmv1-short'),
+code(r"""
 s0, s1 = short.loc[short_pretrain_steps], short.loc[short_pretrain_steps + 1]
 record("short_inv_switch", s0["inv"]); record("short_spu_switch", s0["spu"])
 record("short_inv_first_step_change", s1["inv"] - s0["inv"])
@@ -192,6 +197,8 @@ axes[1].set(xscale="log", xlabel="ERM pre-training steps (0 plotted at 0.5)", yl
 axes[1].legend(fontsize=8)
 fig.tight_layout()
 plt.show()
+""", caption='How much pre-training IRMv1 needs: feature learning and OOD test loss after IRMv1, against the number of ERM pre-training steps.', name='fig-irmv1-sweep'),
+code(r"""
 # "Recovered": IRMv1 ends with at least half the invariant solution's coefficient.
 recovered = sweep[sweep["inv_final"] >= 0.5 * u_inv / 2]
 min_pretrain = int(recovered["pretrain_steps"].min()) if len(recovered) else None
@@ -215,7 +222,9 @@ pre-training that the paper's Fig. 1(b) shows for real OOD objectives on Colored
 
 Hence the paper's conclusion: OOD objectives need *rich* pre-trained features, ideally all the
 potentially useful ones, which ERM does not guarantee when a spurious feature is learned
-faster. The FeAT chapters build those features.
+faster. The FeAT chapters build those features: {doc}`03_ood_objectives_need_rich_features`
+shows the same dependence on pre-training on ColoredMNIST, and {doc}`04_feat_on_colored_mnist`
+trains FeAT.
 """),
 ]
 write(os.path.join(os.path.dirname(__file__), "..", "notebooks", "02_irmv1_and_pretraining.ipynb"), cells)

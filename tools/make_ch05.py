@@ -18,7 +18,7 @@ md(r"""
 *Sec. 6 of the paper ("Experiments on real-world benchmarks"), Table 3, Appendix F.2 (Tables
 8-12).*
 
-ColoredMNIST has one spurious feature that we control. The WILDS benchmarks
+On ColoredMNIST ({doc}`04_feat_on_colored_mnist`) there is one spurious feature, and we control it. The WILDS benchmarks
 {cite:p}`koh2021wilds` have many, unknown ones: hospital staining in Camelyon17 tissue patches,
 identity words in CivilComments, image years and regions in FMoW, camera traps in iWildCam,
 reviewers in Amazon and experimental batches in RxRx1. The paper asks the same question there:
@@ -62,7 +62,7 @@ methods = ["erm", "bonsai", "feat"]
 seeds = None               # None: the paper's seeds (10 for Camelyon17, 3 otherwise)
 scale = 1.0                # multiplies Table 12's feature-learning steps
 backbone = None            # None: the paper's (densenet121, resnet50, distilbert)
-pretrained = "auto"        # ImageNet / HF weights when they can be fetched
+pretrained: bool | str = "auto"  # ImageNet / HF weights when they can be fetched
 lr = None
 batch_size = None
 ood_epochs = None          # None: Table 10's epochs
@@ -71,7 +71,7 @@ max_examples = None        # cap per split, for quick looks at the real data
 max_token_length = None
 cache_dir = "_cache/wilds"
 progress = True            # tqdm bars for every training stage
-committed_results = "../results/wilds"
+committed_results: str | None = "../results/wilds"
 """, tags=["parameters"]),
 code(r"""
 import time
@@ -84,6 +84,7 @@ from IPython.display import Markdown, display
 from featlib.device import describe_device
 from featlib.experiments import wilds_report as report
 from featlib.experiments.wilds_experiment import WildsExperiment, WildsProtocol
+from featlib.data.wilds_data import require_local
 from featlib.results import record
 from featlib.validation import check_bool
 
@@ -91,14 +92,19 @@ protocol = WildsProtocol(
     dataset=dataset, methods=tuple(methods), seeds=None if seeds is None else tuple(seeds), backbone=backbone,
     pretrained=pretrained, scale=scale, lr=lr, batch_size=batch_size, ood_epochs=ood_epochs, resolution=resolution,
     max_examples=max_examples, max_token_length=max_token_length,
-)
-if check_bool("fabricate", fabricate):
+)  # every parameter is checked here, before anything runs
+check_bool("download", download)
+check_bool("progress", progress)
+if not check_bool("fabricate", fabricate) and not download:
+    require_local(dataset, data_root)  # a missing dataset stops here, naming the folder searched
+""", tags=["validate"]),
+code(r"""
+if fabricate:
     from featlib.data.wilds_fabricate import fabricate_wilds
     fabricate_wilds(dataset, data_root)
-experiment = WildsExperiment(protocol, data_root, cache_dir, download=check_bool("download", download),
-                             progress=check_bool("progress", progress))
+experiment = WildsExperiment(protocol, data_root, cache_dir, download=download, progress=progress)
 spec = protocol.spec
-data = experiment.data  # a missing dataset stops here, naming the folder searched
+data = experiment.data
 full_scale = (scale == 1.0 and not fabricate and max_examples is None and backbone in (None, spec.backbone)
               and seeds is None and lr is None and batch_size is None and ood_epochs is None and resolution is None)
 cfg = protocol.train_config()
@@ -120,7 +126,7 @@ inputs per domain, as the grouper of Table 10 ("group by") defines domains.
 code(r"""
 examples = report.show_examples(data)
 examples if isinstance(examples, pd.DataFrame) else plt.show()
-"""),
+""", caption="Training inputs of a few domains (the grouper's groups) with their labels.", name='fig-wilds-examples'),
 md(r"""
 ## This run
 
@@ -154,7 +160,7 @@ code(r"""
 report.plot_table3(results, dataset)
 plt.tight_layout()
 plt.show()
-"""),
+""", caption="Test score of each OOD objective on each initialisation's frozen features (bars, ours, mean and std over seeds) and the paper's Table 3 values (black marks, labelled as the paper's).", name='fig-wilds-table3'),
 md(r"""
 ## DFR and DFR-s
 
@@ -208,7 +214,7 @@ else:
 md(r"""
 ## What we see
 
-In this run ({glue:text}`scale`), the best mean test score, {glue:text}`best_score:.2f`, came
+In this run ({glue:text}`scale`; {numref}`fig-wilds-table3`), the best mean test score, {glue:text}`best_score:.2f`, came
 from {glue:text}`best_row`, and the whole protocol took {glue:text}`wall_time_s:.0f` seconds.
 
 Table 3 of the paper shows FeAT's features giving the best invariant feature quality (DFR) on

@@ -14,10 +14,14 @@ def md(text):
     return new_markdown_cell(text.strip("\n"))
 
 
-def code(text, tags=None):
+def code(text, tags=None, caption=None, name=None):
+    """A code cell; ``caption`` (and ``name``, for {numref} cross-references) make its image
+    output a numbered figure with that caption in the book (myst-nb's ``mystnb.figure``)."""
     cell = new_code_cell(text.strip("\n"))
     if tags:
         cell.metadata["tags"] = list(tags)
+    if caption:
+        cell.metadata["mystnb"] = {"figure": {"caption": caption, **({"name": name} if name else {})}}
     return cell
 
 

@@ -1,0 +1,196 @@
+"""The built book in a real browser: headless Chromium (Playwright) on the pages served locally.
+
+Offline: every request that leaves the local server is aborted and counts as a failure, so the
+pages must load everything (MathJax included) from the book itself. Needs the ``playwright``
+package and a Chromium (``/usr/bin/chromium``, Debian's ``chromium``; or ``FEATLIB_CHROMIUM``);
+without them the tests skip, or fail where ``CI`` is set.
+"""
+import functools
+import http.server
+import os
+import shutil
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from featlib.notebooks import REPO_ROOT
+from test_notebooks import CHAPTERS, MIN_IMAGES
+
+try:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import sync_playwright
+except ImportError:  # chromium_executable skips (or fails in CI) with the reason
+    PlaywrightTimeout, sync_playwright = TimeoutError, None
+
+pytestmark = [pytest.mark.browser, pytest.mark.notebook]
+
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+TIMEOUT_MS = 30_000
+
+
+def toc_pages():
+    """The root page and every chapter of ``_toc.yml``, as paths of the HTML directory."""
+    toc = yaml.safe_load((REPO_ROOT / "_toc.yml").read_text())
+    files = [toc["root"]] + [c["file"] for part in toc.get("parts", []) for c in part["chapters"]]
+    return [f"{f}.html" for f in files]
+
+
+def unavailable(reason):
+    """Skip, or fail where ``CI`` is set: CI must run the browser tests."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; CI is set, so the browser tests must run", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def chromium_executable():
+    """Chromium's path, checked before anything slow (the notebooks, the book) runs."""
+    if sync_playwright is None:
+        unavailable("the playwright package is not installed (pip install playwright)")
+    executable = os.environ.get("FEATLIB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    if not os.access(executable, os.X_OK):
+        unavailable(f"no Chromium at {executable} (apt-get install chromium, or set FEATLIB_CHROMIUM)")
+    return executable
+
+
+@pytest.fixture(scope="module")
+def site(chromium_executable, built_book):
+    """The built book served over HTTP on 127.0.0.1 (a free port); its base URL."""
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(built_book)))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium_executable, site):
+    """Headless Chromium for this module only (Playwright's event loop is gone when papermill runs)."""
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=chromium_executable, headless=True, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+class Visit:
+    """A fresh page that records what went wrong while it loaded."""
+
+    def __init__(self, browser, base):
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.context.set_default_timeout(TIMEOUT_MS)
+        self.page = self.context.new_page()
+        self.problems = []
+        origin = urlsplit(base).netloc
+        self.page.route("**/*", lambda route: route.continue_() if urlsplit(route.request.url).netloc == origin
+                        or route.request.url.startswith(("data:", "blob:")) else route.abort("internetdisconnected"))
+        self.page.on("console", lambda m: m.type == "error" and self.problems.append(f"console error: {m.text}"))
+        self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
+        self.page.on("requestfailed", lambda r: self.problems.append(f"request failed: {r.url} ({r.failure})"))
+        self.page.on("response", lambda r: r.status >= 400 and self.problems.append(f"HTTP {r.status}: {r.url}"))
+
+    def open(self, url):
+        response = self.page.goto(url, wait_until="load")
+        assert response is not None and response.status == 200, f"{url}: {response and response.status}"
+        self.page.wait_for_load_state("networkidle")
+        return self.page
+
+    def close(self):
+        self.context.close()
+
+
+@pytest.fixture
+def visit(browser, site):
+    visits = []
+
+    def open_page(path):
+        v = Visit(browser, site)
+        visits.append(v)
+        return v, v.open(site + path)
+
+    yield open_page
+    for v in visits:
+        v.close()
+
+
+def images(page):
+    """``(src, naturalWidth)`` of every image, once each has finished loading."""
+    page.wait_for_function("Array.from(document.images).every(img => img.complete)")
+    return page.eval_on_selector_all("img", "imgs => imgs.map(img => [img.currentSrc || img.src, img.naturalWidth])")
+
+
+def wait_for_mathjax(visit):
+    """Wait until MathJax, if the page loads it, has typeset; the number of ``mjx-container``."""
+    page = visit.page
+    if page.evaluate("() => !document.querySelector('script[src*=\"mathjax\"]')"):
+        return 0
+    try:
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+        started = True
+    except PlaywrightTimeout:
+        started = False
+    if not started:
+        pytest.fail(f"{page.url}: MathJax did not start\n" + "\n".join(visit.problems), pytrace=False)
+    page.evaluate("() => MathJax.startup.promise")
+    return page.locator("mjx-container").count()
+
+
+@pytest.mark.parametrize("path", toc_pages())
+def test_page_loads_offline_with_images_and_equations(visit, path):
+    v, page = visit(path)
+    rendered = wait_for_mathjax(v)
+    imgs = images(page)
+    assert not [src for src, width in imgs if width == 0], f"{path}: images that did not load"
+    stem = Path(path).stem
+    if stem in CHAPTERS:
+        assert len(imgs) >= MIN_IMAGES.get(stem, 3), f"{path}: {len(imgs)} images"
+        launch = page.locator('a[href^="https://colab.research.google.com/github/"]')
+        assert launch.count() >= 1, f"{path}: no 'Open in Colab' launch link"
+        assert f"notebooks/{stem}.ipynb" in launch.first.get_attribute("href")
+    math = page.locator(".math").count()
+    if math:  # Sphinx's math elements: every one typeset by MathJax, no raw TeX left
+        assert rendered >= math, f"{path}: {rendered} typeset of {math} equations"
+        raw = page.eval_on_selector_all(".math", "els => els.filter(e => !e.querySelector('mjx-container')).length")
+        assert raw == 0, f"{path}: {raw} equations left as raw TeX"
+    assert not v.problems, f"{path}:\n" + "\n".join(v.problems)
+
+
+def test_chapter_01_has_typeset_equations(visit):
+    v, page = visit("notebooks/01_erm_feature_learning.html")
+    assert wait_for_mathjax(v) > 0
+    assert not v.problems, "\n".join(v.problems)
+
+
+def test_front_page_redirects_to_the_introduction_and_looks_right(visit, repo_root):
+    v, page = visit("index.html")
+    page.wait_for_url("**/book/intro.html")
+    page.wait_for_load_state("networkidle")
+    assert "The FeAT book" in page.locator("h1").first.inner_text()
+    assert not [src for src, width in images(page) if width == 0]
+    wait_for_mathjax(v)
+    shots = repo_root / "_build" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    # A viewport as tall as the page: the theme's sticky sidebars (100vh high) then show whole.
+    page.set_viewport_size({"width": 1280, "height": page.evaluate("document.documentElement.scrollHeight")})
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    page.screenshot(path=str(shots / "front.png"), full_page=True)
+    assert (shots / "front.png").stat().st_size > 10_000
+    assert not v.problems, "\n".join(v.problems)
+
+
+def test_search_finds_the_book(visit):
+    v, page = visit("search.html?q=FeAT")
+    results = page.locator("#search-results ul.search li")
+    results.first.wait_for(state="visible")
+    assert results.count() >= 1
+    assert not v.problems, "\n".join(v.problems)
