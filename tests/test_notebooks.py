@@ -159,7 +159,8 @@ def test_chapter_05_stops_on_a_missing_dataset_directory(tmp_path):
 
     nb = list_notebooks()[4]
     with pytest.raises(WildsDatasetNotFoundError) as err:  # before a kernel starts
-        execute_notebook(nb, tmp_path / "out.ipynb", {"data_root": str(tmp_path / "nowhere"), "seeds": [0]})
+        execute_notebook(nb, tmp_path / "out.ipynb", {"data_root": str(tmp_path / "nowhere"), "download": False,
+                                                           "seeds": [0]})
     assert str(tmp_path / "nowhere" / "camelyon17_v1.0") in str(err.value) and "download=True" in str(err.value)
 
 

@@ -47,7 +47,8 @@ md(r"""
 
 The defaults are the paper's protocol for the chosen `dataset` (Tables 10 and 12: steps, rounds,
 retain penalty, optimiser, batch size, domains per batch, seeds), on the real data under
-`data_root`. `download=True` fetches the dataset through `wilds` (Camelyon17 is about 10 GB).
+`data_root`. With `download=True` (the default) `wilds` fetches the dataset there the first time
+(Camelyon17 is about 10 GB); with `download=False` a missing dataset stops the notebook.
 `fabricate=True` instead writes a tiny fabricated dataset in the WILDS layout; this is what the
 CI and CPU builds of this book run. Its images and comments carry a learnable label signal and
 a domain signal correlated with the label in training only. The `None` entries fall back to the
@@ -56,7 +57,7 @@ dataset's protocol values.
 code(r"""
 dataset = "camelyon17"
 data_root = "data/wilds"
-download = False
+download = True            # fetch the real data through wilds when it is not under data_root
 fabricate = False
 methods = ["erm", "bonsai", "feat"]
 seeds = None               # None: the paper's seeds (10 for Camelyon17, 3 otherwise)
@@ -223,8 +224,7 @@ Bonsai falling below ERM on several datasets, which the paper attributes to Bons
 feature learning. On the fabricated data of the CPU build, the tables above only test the
 pipeline: feature learning, the OOD stage, DFR and the official metrics all run through the
 real `wilds` loaders. The numbers are not evidence for or against the paper. For that, run
-this notebook in Colab with a GPU, `fabricate=False`, `download=True` and the default
-parameters. The parameter `dataset` selects any of the six datasets, for example
+this notebook in Colab with a GPU and the default parameters. The parameter `dataset` selects any of the six datasets, for example
 `papermill ... -p dataset civilcomments`.
 """),
 ]
