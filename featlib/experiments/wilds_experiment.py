@@ -220,7 +220,8 @@ class WildsExperiment:
         if path.exists():
             return torch.load(path, weights_only=False)
         learned = self.learn(method, seed)
-        out = {split: embed(learned.model.featurizer, subset, self.device, 256,
+        cfg = self.protocol.train_config()
+        out = {split: embed(learned.model.featurizer, subset, self.device, cfg.eval_batch_size, cfg.num_workers,
                             desc=f"embed {split}" if self.progress else None)
                for split, subset in self.data.splits.items()}
         out["head"] = learned.model.classifier.cpu()

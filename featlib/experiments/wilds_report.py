@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..data.wilds_data import WILDS_DATASETS
 from .paper_values import TABLE3
-from .wilds_experiment import METHOD_LABELS, WildsResults  # noqa: F401  (re-exported for the chapter)
+from .wilds_experiment import METHOD_LABELS, WildsResults
 
 OBJECTIVE_LABELS = {"erm": "ERM", "group_dro": "GroupDRO", "irmv1": "IRMv1", "vrex": "V-REx", "irmx": "IRMX",
                     "dfr": "DFR", "dfr-s": "DFR-s"}
