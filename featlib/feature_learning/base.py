@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..models.mlp import ColoredMNISTMLP
+from ..profiling import training_step
 from ..registry import Registry
 from ..training.ood_stage import accuracy as batched_accuracy
 from ..training.ood_stage import per_run_squared_norm
@@ -49,15 +50,22 @@ def fit(
     l2: float,
     desc: str,
     progress: bool = False,
+    on_epoch: Callable[[int], None] | None = None,
 ) -> None:
-    """``epochs`` full-batch Adam steps on ``loss_fn() + l2 * sum ||theta||^2``."""
+    """``epochs`` full-batch Adam steps on ``loss_fn() + l2 * sum ||theta||^2``; ``on_epoch(e)``
+    is called after step ``e`` (1-based), e.g. to keep snapshots of a longer run. Each step runs
+    inside :func:`featlib.profiling.training_step`, labelled ``desc``, for the cost benchmark."""
     params = list(params)
     optimizer = torch.optim.Adam(params, lr=lr)
-    for _ in tqdm(range(epochs), desc=desc, disable=not progress, leave=False):
-        loss = loss_fn() + l2 * squared_norm(params)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+    device = params[0].device if params else torch.device("cpu")
+    for epoch in tqdm(range(epochs), desc=desc, disable=not progress, leave=False):
+        with training_step(desc, device):
+            loss = loss_fn() + l2 * squared_norm(params)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        if on_epoch is not None:
+            on_epoch(epoch + 1)
 
 
 @torch.no_grad()

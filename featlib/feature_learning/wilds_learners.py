@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from ..models.wilds_backbones import WildsModel, linear_head
 from ..objectives import per_sample_cross_entropy
+from ..profiling import training_step
 from ..registry import Registry
 from ..training.minibatch import (
     Checkpoint, DomainBatchSampler, autocast, make_optimizer, make_scheduler, stream_seed,
@@ -177,13 +178,14 @@ def train_stage(run: WildsRun, stage: str, networks: dict[str, nn.Module], loss_
     smoothed = None
     for step, (x, y, index) in enumerate(_train_loader(run, sampler), start):
         torch.manual_seed(stream_seed(run.seed, stage, step, "dropout"))
-        with autocast(run.device):
-            loss = loss_fn(x.to(run.device), y.to(run.device), index.to(run.device))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        if scheduler is not None:
-            scheduler.step()
+        with training_step(stage, run.device):
+            with autocast(run.device):
+                loss = loss_fn(x.to(run.device), y.to(run.device), index.to(run.device))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
         smoothed = loss.item() if smoothed is None else 0.9 * smoothed + 0.1 * loss.item()
         bar.update(1)
         bar.set_postfix(loss=f"{smoothed:.4f}")
