@@ -156,7 +156,7 @@ def test_torchvision_corrupt_and_missing_files(uncached, tmp_path, mnist):
 
 
 def test_registered_datasets_are_those_of_appendix_f1():
-    assert COLORED_MNIST.names() == ["cmnist025", "cmnist01"]
+    assert COLORED_MNIST.names() == ["cmnist025", "cmnist01", "cmnist025-patch", "cmnist01-patch"]  # + Fig. 4's patch variants
     for name, (eta, flips) in SPECS.items():
         spec = COLORED_MNIST.get(name)
         assert (spec.label_noise, spec.train_flips, spec.test_flips) == (eta, flips, (0.9, 0.1, 0.5))
@@ -261,7 +261,7 @@ def test_same_seed_same_data_other_seed_other_data():
 @pytest.mark.parametrize(
     "args, kwargs, message",
     [
-        (("x", 0), {}, "dataset must be one of 'cmnist025', 'cmnist01'; got 'x'"),
+        (("x", 0), {}, "dataset must be one of 'cmnist025', 'cmnist01', 'cmnist025-patch', 'cmnist01-patch'; got 'x'"),
         (("cmnist025", -1), {}, "seed must be an integer in [0, inf]; got -1"),
         (("cmnist025", 1.5), {}, "seed must be an integer in [0, inf]; got 1.5"),
         (("cmnist025", 0), dict(n_train=-3), "n_train must be an integer in [2, 50000]; got -3"),

@@ -12,12 +12,12 @@ pytestmark = pytest.mark.notebook
 
 CHAPTERS = [
     "01_erm_feature_learning", "02_irmv1_and_pretraining", "03_ood_objectives_need_rich_features",
-    "04_feat_on_colored_mnist", "05_feat_on_wilds",
+    "04_feat_on_colored_mnist", "05_feat_on_wilds", "06_which_features_are_learned", "07_cost_of_feature_learning",
 ]
 
 
 #: Images a rendered chapter must show (figures plus the logo), where not 3.
-MIN_IMAGES = {"04_feat_on_colored_mnist": 2}
+MIN_IMAGES = {"04_feat_on_colored_mnist": 2, "07_cost_of_feature_learning": 2}
 
 
 def parameters_cell(path):
@@ -105,6 +105,14 @@ def test_book_renders_every_chapter_with_figures(built_book):
                                      "'amazon', 'rxrx1'; got 'imagenet'"),
         (4, {"scale": -0.5}, "scale must be a finite number > 0; got -0.5"),
         (4, {"methods": ["erm", "rfc"]}, "methods must be one of 'erm', 'bonsai', 'feat', 'ifeat'; got 'rfc'"),
+        (5, {"dataset": "cmnist02"}, "dataset must be one of 'cmnist025', 'cmnist01', 'cmnist025-patch', "
+                                     "'cmnist01-patch'; got 'cmnist02'"),
+        (5, {"erm_epochs": [150, -300]}, "erm_epochs must be an integer in [1, inf]; got -300"),
+        (5, {"wilds_datasets": ["imagenet"]}, "dataset must be one of 'camelyon17', 'civilcomments', 'fmow', "
+                                              "'iwildcam', 'amazon', 'rxrx1'; got 'imagenet'"),
+        (6, {"steps": 2}, "steps must be an integer in [5, inf]; got 2"),
+        (6, {"methods": ["feat"]}, "methods must include 'erm' (the ratios are to ERM); got ['feat']"),
+        (6, {"benchmarks": ["gpu"]}, "benchmark must be one of 'cmnist', 'wilds'; got 'gpu'"),
         (3, {"objectives": ["erm", "irm"]}, "objective must be one of 'erm', 'irmv1', 'vrex', 'irmx', 'ib_irm', "
                                             "'clove', 'iga', 'fishr', 'group_dro'; got 'irm'"),
     ],
@@ -174,3 +182,26 @@ def test_chapter_05_batch_run_on_civilcomments_with_the_offline_text_backbone(tm
     r = read_records(tmp_path / "civil.ipynb")
     assert "fabricated CivilComments" in r["scale"] and "MiniLM" in r["scale"]
     assert len(r["table3"]) == 2 * 5
+
+
+def test_chapter_06_measures_which_features_each_model_uses(executed):
+    r = read_records(executed / "06_which_features_are_learned.ipynb")
+    assert r["full_scale"] is False and "cmnist025-patch, CNN" in r["scale"]
+    models = ["ERM 150 epochs", "ERM 300 epochs", "ERM 450 epochs", "Bonsai", "FeAT 2 rounds"]
+    for key in ("colour_share_ig", "colour_flip_rate", "ood_acc"):
+        assert list(r[key]) == models and all(0 <= v <= 1 for v in r[key].values()), key
+    assert r["map_kind"] == "GradCAM"
+    # ERM reads the patch: a colour swap flips most of its predictions (colour agrees with y 85% of the time)
+    assert r["colour_flip_rate"]["ERM 150 epochs"] > 0.5
+    assert r["wilds_explained"] == {"camelyon17": 3, "civilcomments": 3}
+
+
+def test_chapter_07_prints_the_cost_table_and_checks_the_targets(executed):
+    r = read_records(executed / "07_cost_of_feature_learning.ipynb")
+    assert r["device"] == "cpu" and "full batch of 2000 images" in r["cases"] and "small_cnn" in r["cases"]
+    assert set(r["ifeat_time_x_erm"]) == set(r["ifeat_memory_x_erm"]) == {"cmnist", "wilds"}
+    assert all(v > 0 for v in r["ifeat_time_x_erm"].values())
+    # memory is deterministic on the CPU: iFeAT's sets and one head add little to ERM's step
+    assert all(1.0 <= v <= 1.5 for v in r["ifeat_memory_x_erm"].values())
+    assert set(r["schedule_x_erm"]) == {f"{b}/{m}" for b in ("cmnist", "wilds") for m in ("erm", "bonsai", "feat", "ifeat")}
+    assert r["schedule_x_erm"]["cmnist/bonsai"] > r["schedule_x_erm"]["cmnist/ifeat"]  # 700 steps against 300

@@ -20,6 +20,10 @@ Reported OOD accuracy is the worst of the three test environments after the last
 each (initialisation, objective) the table shows the configuration with the best mean over
 seeds (test-domain selection, as in the reference protocol), with mean and standard deviation
 over seeds at that configuration.
+
+The protocol trains the MLP on the two-channel datasets only; the colour-patch variants
+("cmnist025-patch", "cmnist01-patch", read by a CNN in the GradCAM figures) are refused, and
+:func:`schedule` gives their feature learners the Table 6 epochs of the base dataset.
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ import hashlib
 import itertools
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +79,43 @@ def _scaled(value, scale: float):
     return max(1, int(round(value * scale)))
 
 
+def schedule_dataset(dataset: str) -> str:
+    """The dataset of :data:`SCHEDULES` whose Table 6 epochs ``dataset`` uses: itself, or for a
+    variant that only draws the colour differently (``"cmnist025-patch"``) the dataset with the
+    same label noise and colour flips drawn as channels (``"cmnist025"``)."""
+    spec = COLORED_MNIST.get(dataset)
+    if dataset in SCHEDULES:
+        return dataset
+    channel = replace(spec, shortcut="channel")
+    for name in SCHEDULES:
+        if COLORED_MNIST.get(name) == channel:
+            return name
+    raise ValueError(f"dataset {dataset!r} has no Table 6 schedule: no dataset of "
+                     f"{', '.join(map(repr, SCHEDULES))} has its label noise and colour flips")
+
+
+def schedule(dataset: str, learner: str, epoch_scale: float = 1.0) -> dict:
+    """Table 6's epochs of the feature learner ``learner`` on ``dataset`` (a patch variant uses
+    its base dataset's), each multiplied by ``epoch_scale`` and rounded (at least 1): the keyword
+    arguments ``epochs`` / ``round_epochs`` and ``synthesis_epochs`` / ``epochs_per_round``."""
+    check_choice("learner", learner, LEARNED_INITS)
+    check_positive("epoch_scale", epoch_scale)
+    return {k: _scaled(v, epoch_scale) for k, v in SCHEDULES[schedule_dataset(dataset)][learner].items()}
+
+
+def check_protocol_dataset(dataset: str) -> str:
+    """Table 2's protocol (the MLP on the two-channel images) runs on the datasets of
+    :data:`SCHEDULES`; the colour-patch variants are for the saliency chapter."""
+    if dataset not in SCHEDULES:
+        hint = ""
+        if dataset in COLORED_MNIST:
+            patch = [n for n in COLORED_MNIST if COLORED_MNIST.get(n).shortcut != "channel"]
+            hint = (f" (the patch variants {', '.join(map(repr, patch))} are for the saliency chapter, "
+                    f"Fig. 4 / Fig. 6, not for Table 2's protocol)")
+        raise ValueError(f"dataset must be one of {', '.join(map(repr, SCHEDULES))}; got {dataset!r}{hint}")
+    return dataset
+
+
 @dataclass(frozen=True)
 class CMNISTProtocol:
     """Everything that defines a ColoredMNIST study; the defaults are the paper's full scale."""
@@ -99,7 +140,7 @@ class CMNISTProtocol:
     env_reduction: str = "mean"
 
     def __post_init__(self) -> None:
-        COLORED_MNIST.get(self.dataset)
+        check_protocol_dataset(self.dataset)
         for name in ("seeds", "objectives", "inits", "penalty_weights", "pretrain_epochs"):
             object.__setattr__(self, name, tuple(check_sequence(name, list(getattr(self, name)))))
         for seed in self.seeds:
@@ -124,7 +165,7 @@ class CMNISTProtocol:
 
     def learner_options(self, init: str) -> dict:
         """Keyword arguments of the feature learner ``init`` for this dataset (Table 6, scaled)."""
-        options = {k: _scaled(v, self.epoch_scale) for k, v in SCHEDULES[self.dataset][init].items()}
+        options = schedule(self.dataset, init, self.epoch_scale)
         options.update(hidden_dim=self.hidden_dim, lr=self.lr, l2=self.l2)
         if init in ("feat", "ifeat"):
             options.update(max_rounds=self.max_rounds, retain_weight=self.retain_weight, threshold=self.termination)

@@ -80,3 +80,20 @@ TABLE3: dict[str, dict[tuple[str, str], tuple[float, float]]] = {
     dataset: {row: values[i] for row, values in _T3_ROWS.items() if values[i] is not None}
     for i, dataset in enumerate(TABLE3_COLUMNS)
 }
+
+#: Table 14 (Appendix F.3): training time and memory (% of a V100's memory) of each method, mean
+#: and std, on two WILDS datasets. The paper's FeAT row is iFeAT (Sec. 5: "we will use iFeAT").
+#: Camelyon17 times are minutes, CivilComments times hours.
+TABLE14: dict[str, dict[str, dict[str, tuple[float, float]]]] = {
+    "camelyon17": {
+        "erm": {"time": (56.21, 8.29), "memory_pct": (22.56, 0.00)},
+        "bonsai": {"time": (214.55, 1.13), "memory_pct": (51.75, 0.01)},
+        "feat": {"time": (101.14, 12.79), "memory_pct": (51.92, 0.04)},
+    },
+    "civilcomments": {
+        "erm": {"time": (24.22, 0.33), "memory_pct": (36.46, 0.00)},
+        "bonsai": {"time": (58.47, 0.91), "memory_pct": (64.43, 0.31)},
+        "feat": {"time": (28.19, 1.15), "memory_pct": (56.21, 0.48)},
+    },
+}
+TABLE14_TIME_UNIT = {"camelyon17": "min", "civilcomments": "h"}

@@ -28,6 +28,9 @@ final classifier is the average of the accepted rounds' heads (Algorithm 1, last
 Where the authors' released code differs (and we follow the paper): it averages heads by a sum
 divided by the wrong count, divides the retention accuracy by the round number, always stops
 after round 0 (then crashes) and implements iFeAT only.
+
+``model`` picks the network (:data:`featlib.models.CMNIST_MODELS`): the MLP of Table 2 or the
+small CNN of the GradCAM figures (Fig. 4 / Fig. 6).
 """
 from __future__ import annotations
 
@@ -36,7 +39,8 @@ import copy
 import pandas as pd
 import torch
 
-from ..models.mlp import ColoredMNISTMLP, fresh_head
+from ..models.cmnist_models import CMNIST_MODELS, make_cmnist_model
+from ..models.mlp import fresh_head
 from ..validation import check_choice, check_int
 from .base import FEATURE_LEARNERS, LearnedFeatures, fit, per_sample_bce, worst_test_accuracy
 from .feat_rounds import FeATRounds, average_heads
@@ -44,17 +48,18 @@ from .feat_rounds import FeATRounds, average_heads
 
 def _feat(
     data, seed: int, *, variant: str, epochs_per_round: int = 150, max_rounds: int = 5,
-    retain_weight: float = 0.01, threshold: float = 1.30, hidden_dim: int = 256, lr: float = 1e-3,
-    l2: float = 1e-3, keep_full_set: bool = True, progress: bool = False,
+    retain_weight: float = 0.01, threshold: float = 1.30, model: str = "mlp", hidden_dim: int = 256,
+    lr: float = 1e-3, l2: float = 1e-3, keep_full_set: bool = True, progress: bool = False,
 ) -> LearnedFeatures:
     check_choice("variant", variant, ("feat", "ifeat"))
     check_int("epochs_per_round", epochs_per_round, minimum=1)
     check_int("max_rounds", max_rounds, minimum=1)
+    CMNIST_MODELS.get(model)
     x, y = data.train_x, data.train_y
     state = FeATRounds(len(y), variant, retain_weight=retain_weight, threshold=threshold,
                        keep_full_set=keep_full_set, device=x.device)
-    model = ColoredMNISTMLP(hidden_dim, seed=seed).to(x.device)
-    phi = model.featurizer
+    net = make_cmnist_model(model, data.image_shape, hidden_dim, seed=seed).to(x.device)
+    phi = net.featurizer
     accepted_state, rows, epochs = None, [], 0
 
     def round_loss(head):
@@ -63,7 +68,7 @@ def _feat(
         return state.loss(per_sample_bce(head(feats).squeeze(-1), y), retained)
 
     for k in range(1, max_rounds + 1):
-        head = model.classifier if k == 1 else fresh_head(hidden_dim, seed=1000 * seed + k).to(x.device)
+        head = net.classifier if k == 1 else fresh_head(hidden_dim, seed=1000 * seed + k).to(x.device)
         fit(list(phi.parameters()) + list(head.parameters()), lambda: round_loss(head),
             epochs_per_round, lr, l2, f"{variant} round {k}", progress)
         epochs += epochs_per_round
@@ -79,19 +84,22 @@ def _feat(
             phi.load_state_dict(accepted_state)
             break
         accepted_state = copy.deepcopy(phi.state_dict())
-    model.classifier = state.final_head().requires_grad_(True)
+    net.classifier = state.final_head().requires_grad_(True)
     rounds = pd.DataFrame(rows)
     rounds["accepted_rounds"] = len(state.heads)
-    return LearnedFeatures(variant, model, rounds, epochs)
+    return LearnedFeatures(variant, net, rounds, epochs)
 
 
 @FEATURE_LEARNERS.register("feat")
 def feat_features(data, seed: int, **kwargs) -> LearnedFeatures:
-    """FeAT, Algorithm 1 (all augmentation/retention sets and heads kept)."""
+    """FeAT, Algorithm 1 (all augmentation/retention sets and heads kept). Options: those of
+    ``_feat`` (``epochs_per_round``, ``max_rounds``, ``retain_weight``, ``threshold``, ``model``
+    = "mlp" or "cnn", ``hidden_dim``, ``lr``, ``l2``, ``keep_full_set``, ``progress``)."""
     return _feat(data, seed, variant="feat", **kwargs)
 
 
 @FEATURE_LEARNERS.register("ifeat")
 def ifeat_features(data, seed: int, **kwargs) -> LearnedFeatures:
-    """iFeAT, Algorithm 2 (only the latest sets and one stored head)."""
+    """iFeAT, Algorithm 2 (only the latest sets and one stored head); the options of
+    :func:`feat_features`."""
     return _feat(data, seed, variant="ifeat", **kwargs)

@@ -232,6 +232,20 @@ def _hf_offline() -> bool:
     return hub_offline or _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE")
 
 
+@contextmanager
+def _quiet_hf_loading() -> Iterator[None]:
+    """No "Loading weights" progress bar per model build (a notebook builds one per seed and round)."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
 def _hf_load(load: Callable[..., Any], name: str) -> Any:
     """``load(local_files_only=...)`` from the Hugging Face cache, else from the Hub if reachable."""
     try:
@@ -427,7 +441,8 @@ def _distilbert(pretrained: bool | str, seed: int, max_token_length: int) -> Bac
     from transformers import AutoTokenizer, DistilBertConfig, DistilBertModel
 
     def load() -> tuple[nn.Module, Any]:
-        model = _hf_load(lambda **kw: DistilBertModel.from_pretrained(DISTILBERT_NAME, **kw), DISTILBERT_NAME)
+        with _quiet_hf_loading():
+            model = _hf_load(lambda **kw: DistilBertModel.from_pretrained(DISTILBERT_NAME, **kw), DISTILBERT_NAME)
         tokenizer = _hf_load(lambda **kw: AutoTokenizer.from_pretrained(DISTILBERT_NAME, **kw), DISTILBERT_NAME)
         return model, tokenizer
 
@@ -454,7 +469,8 @@ def _minilm(pretrained: bool | str, seed: int, max_token_length: int) -> Backbon
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     path = minilm_dir()
-    loaded, reason = _resolve(lambda: AutoModel.from_pretrained(str(path), local_files_only=True), pretrained)
+    with _quiet_hf_loading():
+        loaded, reason = _resolve(lambda: AutoModel.from_pretrained(str(path), local_files_only=True), pretrained)
     tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     if loaded is not None:
         model = loaded

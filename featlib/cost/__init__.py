@@ -1,0 +1,14 @@
+"""Time and memory of ERM, Bonsai, FeAT and iFeAT, measured (Appendix F.3, Table 14; chapter 07).
+
+``python -m featlib.cost`` (or ``benchmarks/method_cost.py``) runs the benchmark and prints the
+table of per-step times and peak memory per round with their ratios to ERM, and the targets.
+"""
+from .benchmark import COST_CASES, METHODS, CMNISTCost, CostSettings, WildsCost, measure, run_cost_benchmark
+from .recorder import PeakMemory, StageMeasure, StepRecorder
+from .report import check_targets, format_table, format_targets, paper_table14, plot_costs, schedule_estimate, summarise
+
+__all__ = [
+    "COST_CASES", "METHODS", "CMNISTCost", "CostSettings", "WildsCost", "measure", "run_cost_benchmark",
+    "PeakMemory", "StageMeasure", "StepRecorder",
+    "check_targets", "format_table", "format_targets", "paper_table14", "plot_costs", "schedule_estimate", "summarise",
+]

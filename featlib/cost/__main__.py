@@ -1,0 +1,114 @@
+"""``python -m featlib.cost``: measure, print the side-by-side table and the targets, save data.
+
+    python -m featlib.cost --out results/cost/cpu                        # both cases, full size
+    python -m featlib.cost --benchmarks cmnist --n-train 5000 --steps 12 --repeats 2
+
+Writes ``raw.csv`` (one row per case, repeat, method and round), ``summary.csv``,
+``targets.csv``, ``schedule.csv`` and ``provenance.json`` (command, commit, device, versions,
+wall time) to ``--out``; an interrupted run resumes from ``--out/records``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from .. import __version__
+from ..atomic import atomic_write
+from ..device import describe_device, get_device
+from .benchmark import COST_CASES, METHODS, CostSettings, run_cost_benchmark
+from .report import check_targets, format_table, format_targets, schedule_estimate, summarise
+
+
+def _pretrained(value: str):
+    return {"true": True, "false": False, "auto": "auto"}.get(value.lower(), value)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m featlib.cost", description=__doc__.split("\n\n")[0])
+    p.add_argument("--benchmarks", nargs="+", default=["cmnist", "wilds"], choices=COST_CASES.names())
+    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    p.add_argument("--rounds", type=int, default=4, help="rounds of Bonsai, FeAT and iFeAT (default 4)")
+    p.add_argument("--steps", type=int, default=20, help="steps per round, warm-up included (default 20)")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-memory step")
+    p.add_argument("--cmnist-dataset", default="cmnist025")
+    p.add_argument("--n-train", type=int, default=50000)
+    p.add_argument("--hidden-dim", type=int, default=256)
+    p.add_argument("--wilds-dataset", default="camelyon17")
+    p.add_argument("--wilds-root", default="_cache/wilds-fabricated")
+    p.add_argument("--real-data", action="store_true", help="use the WILDS data in --wilds-root instead of fabricating it")
+    p.add_argument("--backbone", default="densenet121")
+    p.add_argument("--pretrained", type=_pretrained, default=False)
+    p.add_argument("--resolution", type=int, default=96)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--out", type=Path, default=None, help="folder for the CSVs and provenance.json")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        settings = CostSettings(tuple(args.methods), args.rounds, args.steps, args.warmup, args.repeats,
+                                not args.no_memory)
+        cases = []
+        for name in args.benchmarks:
+            if name == "cmnist":
+                cases.append(COST_CASES.get("cmnist")(dataset=args.cmnist_dataset, n_train=args.n_train,
+                                                      hidden_dim=args.hidden_dim))
+            else:
+                cases.append(COST_CASES.get("wilds")(dataset=args.wilds_dataset, root=args.wilds_root,
+                                                     fabricate=not args.real_data, backbone=args.backbone,
+                                                     pretrained=args.pretrained, resolution=args.resolution,
+                                                     batch_size=args.batch_size))
+    except (ValueError, TypeError, KeyError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    device = get_device()
+    start = time.perf_counter()
+    raw = run_cost_benchmark(cases, settings, device=device, out=args.out)
+    summary = summarise(raw)
+    targets = check_targets(summary)
+    estimate = schedule_estimate(summary, {c.name: {m: c.schedule(m) for m in settings.methods} for c in cases})
+    wall = time.perf_counter() - start
+    print(f"\ndevice: {describe_device(device)}, torch {torch.__version__}, {torch.get_num_threads()} threads")
+    for case in cases:
+        print(f"{case.name}: {case.describe()}")
+    print(f"{settings.steps} steps per round ({settings.warmup} warm-up"
+          f"{', 1 memory' if settings.memory else ''}), {settings.repeats} repeats, methods interleaved\n")
+    print(format_table(summary))
+    print("\nThe paper's schedule at our measured step times (no evaluation between rounds):")
+    print(estimate.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print("\nTargets:")
+    print(format_targets(targets))
+    if args.out is not None:
+        from ..experiments.run_cmnist import git_commit
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        for name, frame in (("raw", raw), ("summary", summary), ("targets", targets), ("schedule", estimate)):
+            atomic_write(args.out / f"{name}.csv", lambda tmp, f=frame: f.to_csv(tmp, index=False))
+        provenance = {
+            "command": "python -m featlib.cost " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "commit": git_commit(Path(__file__).resolve().parents[2]),
+            "featlib_version": __version__, "torch": torch.__version__,
+            "device": describe_device(device), "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+            "machine": platform.platform(), "wall_time_s": wall,
+            "finished_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "cases": {c.name: c.describe() for c in cases}, "settings": vars(settings) | {"methods": settings.methods},
+            "note": "wall time includes measurements reused from --out/records, if any",
+        }
+        atomic_write(args.out / "provenance.json", lambda tmp: tmp.write_text(json.dumps(provenance, indent=2, default=str)))
+        print(f"\nwrote {args.out}/{{raw,summary,targets,schedule}}.csv and provenance.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

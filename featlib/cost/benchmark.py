@@ -1,0 +1,277 @@
+"""Run ERM, Bonsai, FeAT and iFeAT under a :class:`StepRecorder`, round by round (Appendix F.3).
+
+Two cases, registered in :data:`COST_CASES`:
+
+* ``"cmnist"``: the ColoredMNIST learners of chapter 04 (full batch: the batch is the whole
+  training set, ``n_train`` images), the MLP of Appendix F.1;
+* ``"wilds"``: the WILDS learners of chapter 05 on one dataset and backbone at a fixed
+  minibatch size (fabricated data offline, the real data where it is on disk).
+
+Every method runs the library's own learner (so the measured steps are the ones the book
+trains with), ``steps`` steps per round, ``rounds`` rounds for Bonsai (plus its synthesis
+round), FeAT and iFeAT, with the termination check switched off (threshold ~0) so that round k
+is reached whatever the data. Methods are interleaved within each repeat (ERM, Bonsai, FeAT,
+iFeAT, then again), so slow drifts of the machine hit all methods alike.
+
+A finished (case, repeat, method) measurement is written to ``out/records`` at once; a rerun
+with the same settings skips it, so an interrupted benchmark resumes without losing work.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from ..atomic import atomic_write
+from ..device import describe_device, get_device
+from ..profiling import recording
+from ..registry import Registry
+from ..validation import check_bool, check_choice, check_int, check_sequence
+from .recorder import StepRecorder
+
+METHODS = ("erm", "bonsai", "feat", "ifeat")
+#: The termination threshold used while benchmarking: train + retention accuracy never falls
+#: below it, so FeAT and iFeAT run every requested round.
+NO_TERMINATION = 1e-9
+
+
+@dataclass(frozen=True)
+class CostSettings:
+    """How much to measure: rounds per method, steps per round, warm-up and repeats."""
+
+    methods: tuple[str, ...] = METHODS
+    rounds: int = 4
+    steps: int = 20
+    warmup: int = 3
+    repeats: int = 3
+    memory: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "methods", tuple(check_sequence("methods", list(self.methods))))
+        for m in self.methods:
+            check_choice("methods", m, METHODS)
+        if "erm" not in self.methods:
+            raise ValueError(f"methods must include 'erm' (the ratios are to ERM); got {list(self.methods)}")
+        check_int("rounds", self.rounds, minimum=1)
+        check_int("warmup", self.warmup, minimum=0)
+        check_bool("memory", self.memory)
+        check_int("steps", self.steps, minimum=self.warmup + (2 if self.memory else 1))
+        check_int("repeats", self.repeats, minimum=1)
+
+    def recorder(self) -> StepRecorder:
+        return StepRecorder(self.warmup, self.memory)
+
+
+class CostCase:
+    """One benchmark case: how to build the data once and run one method's learner."""
+
+    name: str
+    batch_size: int
+
+    def describe(self) -> str: ...
+    def prepare(self, device: torch.device) -> None: ...
+    def run(self, method: str, settings: CostSettings, device: torch.device, scratch: Path) -> None: ...
+    def schedule(self, method: str) -> list[int]:
+        """The paper's steps per round of ``method`` (Bonsai: its rounds, then the synthesis)."""
+        ...
+
+
+COST_CASES: Registry[Callable[..., CostCase]] = Registry("benchmark")
+
+
+@COST_CASES.register("cmnist")
+@dataclass
+class CMNISTCost(CostCase):
+    """ColoredMNIST learners, full batch (Table 6's schedule for the time estimate)."""
+
+    dataset: str = "cmnist025"
+    n_train: int = 50000
+    n_test: int = 1000
+    hidden_dim: int = 256
+    seed: int = 1
+    name: str = "cmnist"
+
+    def __post_init__(self) -> None:
+        from ..experiments.colored_mnist import SCHEDULES
+
+        check_choice("dataset", self.dataset, SCHEDULES)
+        check_int("n_train", self.n_train, minimum=2, maximum=50000)
+        check_int("n_test", self.n_test, minimum=1, maximum=10000)
+        check_int("hidden_dim", self.hidden_dim, minimum=1)
+        self._data = None
+
+    @property
+    def batch_size(self) -> int:
+        return self.n_train
+
+    def describe(self) -> str:
+        return (f"ColoredMNIST ({self.dataset}), MLP H={self.hidden_dim}, full batch of {self.n_train} images")
+
+    def prepare(self, device: torch.device) -> None:
+        from ..data import make_colored_mnist
+
+        if self._data is None:
+            self._data = make_colored_mnist(self.dataset, self.seed, n_train=self.n_train, n_test=self.n_test).to(device)
+
+    def run(self, method: str, settings: CostSettings, device: torch.device, scratch: Path) -> None:
+        from ..feature_learning import FEATURE_LEARNERS
+
+        options = {"hidden_dim": self.hidden_dim}
+        if method == "erm":
+            options["epochs"] = settings.steps
+        elif method == "bonsai":
+            options.update(round_epochs=(settings.steps,) * settings.rounds, synthesis_epochs=settings.steps)
+        else:
+            options.update(epochs_per_round=settings.steps, max_rounds=settings.rounds, threshold=NO_TERMINATION)
+        FEATURE_LEARNERS.get(method)(self._data, self.seed, **options)
+
+    def schedule(self, method: str) -> list[int]:
+        from ..experiments.colored_mnist import SCHEDULES
+        from ..experiments.paper_values import FEAT_STOP_ROUND
+
+        table6 = SCHEDULES[self.dataset][method]
+        if method == "erm":
+            return [table6["epochs"]]
+        if method == "bonsai":
+            return list(table6["round_epochs"]) + [table6["synthesis_epochs"]]
+        return [table6["epochs_per_round"]] * FEAT_STOP_ROUND[self.dataset]
+
+
+@COST_CASES.register("wilds")
+@dataclass
+class WildsCost(CostCase):
+    """WILDS learners at a fixed minibatch size on one dataset and backbone (Table 12's schedule
+    for the time estimate)."""
+
+    dataset: str = "camelyon17"
+    root: str = "_cache/wilds-fabricated"
+    fabricate: bool = True
+    download: bool = False
+    backbone: str = "densenet121"
+    pretrained: bool | str = False
+    resolution: int | None = 96
+    batch_size: int = 32
+    max_token_length: int | None = None
+    seed: int = 0
+    name: str = "wilds"
+
+    def __post_init__(self) -> None:
+        from ..experiments.wilds_experiment import WildsProtocol
+
+        check_bool("fabricate", self.fabricate)
+        check_bool("download", self.download)
+        check_int("batch_size", self.batch_size, minimum=1)
+        self.protocol = WildsProtocol(
+            dataset=self.dataset, methods=("erm",), backbone=self.backbone, pretrained=self.pretrained,
+            batch_size=self.batch_size, resolution=self.resolution, max_token_length=self.max_token_length,
+            dfr=False)
+        self._experiment = None
+
+    def describe(self) -> str:
+        side = f" at {self.resolution}px" if self.resolution and self.protocol.spec.modality == "image" else ""
+        return f"WILDS {self.dataset}, {self.backbone}{side}, batch {self.batch_size}"
+
+    def prepare(self, device: torch.device) -> None:
+        from ..data.wilds_fabricate import fabricate_wilds
+        from ..experiments.wilds_experiment import WildsExperiment
+
+        if self._experiment is None:
+            if self.fabricate:
+                fabricate_wilds(self.dataset, self.root)
+            self._experiment = WildsExperiment(self.protocol, self.root, cache_dir=tempfile.gettempdir(),
+                                               download=self.download, device=device)
+            self._experiment.data  # noqa: B018  (loads the data and one backbone, outside the clock)
+
+    @property
+    def backbone_description(self) -> str:
+        return self._experiment.backbone_description if self._experiment else ""
+
+    def run(self, method: str, settings: CostSettings, device: torch.device, scratch: Path) -> None:
+        from ..feature_learning.wilds_learners import WILDS_LEARNERS, WildsRun
+        from ..training.minibatch import Checkpoint
+
+        config = dataclasses.replace(
+            self.protocol.train_config(), steps_per_round=settings.steps, rounds=settings.rounds,
+            erm_steps=settings.steps, threshold=NO_TERMINATION, checkpoint_every=10**9)
+        run = WildsRun(data=self._experiment.data, new_model=self._experiment.new_model, config=config,
+                       seed=self.seed, checkpoint=Checkpoint(scratch / f"{method}.pt", every=10**9), device=device)
+        WILDS_LEARNERS.get(method)(run)
+
+    def schedule(self, method: str) -> list[int]:
+        spec = self.protocol.spec
+        per_round = max(1, spec.fl_steps // spec.fl_rounds)
+        if method == "erm":
+            return [spec.erm_steps]
+        if method == "bonsai":
+            return [per_round] * (spec.fl_rounds + 1)
+        return [per_round] * spec.fl_rounds
+
+
+def _round_labels(stages: list[str]) -> list[str]:
+    """Round labels in order of appearance: "1", "2", ... and "synthesis" for Bonsai's last."""
+    labels, k = [], 0
+    for stage in stages:
+        if "synthesis" in stage.lower():
+            labels.append("synthesis")
+        else:
+            k += 1
+            labels.append(str(k))
+    return labels
+
+
+def measure(case: CostCase, method: str, settings: CostSettings, device: torch.device) -> pd.DataFrame:
+    """One run of ``method``: a row per round with the median step time and the peak memory."""
+    recorder = settings.recorder()
+    with tempfile.TemporaryDirectory() as scratch, recording(recorder):
+        start = time.perf_counter()
+        case.run(method, settings, device, Path(scratch))
+        wall = time.perf_counter() - start
+    stages = list(recorder.stages.values())
+    return pd.DataFrame([
+        {"method": method, "round": label, "stage": m.stage, "steps": m.steps, "timed_steps": len(m.seconds),
+         "step_s": m.median_seconds, "peak_bytes": m.peak_bytes, "run_wall_s": wall}
+        for label, m in zip(_round_labels([m.stage for m in stages]), stages)
+    ])
+
+
+def _settings_key(case: CostCase, settings: CostSettings, device: torch.device) -> str:
+    fields = {f.name: getattr(case, f.name) for f in dataclasses.fields(case)}
+    payload = {"case": fields, "settings": dataclasses.asdict(settings), "device": describe_device(device)}
+    return hashlib.sha1(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
+def run_cost_benchmark(cases: list[CostCase], settings: CostSettings, *, device: torch.device | None = None,
+                       out: str | Path | None = None, progress: bool = True) -> pd.DataFrame:
+    """Measure every method of ``settings`` on every case, ``repeats`` times (methods interleaved).
+
+    Returns one row per (case, repeat, method, round). With ``out``, each finished measurement
+    is kept in ``out/records/`` and reused by a rerun with the same settings and device."""
+    device = device or get_device()
+    records = None if out is None else Path(out) / "records"
+    jobs = [(case, r, m) for case in cases for r in range(settings.repeats) for m in settings.methods]
+    frames = []
+    bar = tqdm(jobs, desc="cost benchmark", disable=not progress)
+    for case, repeat, method in bar:
+        bar.set_postfix_str(f"{case.name} repeat {repeat + 1} {method}")
+        path = None if records is None else records / f"{case.name}-{_settings_key(case, settings, device)}-r{repeat}-{method}.csv"
+        if path is not None and path.exists():
+            frames.append(pd.read_csv(path, dtype={"round": str}))
+            continue
+        case.prepare(device)
+        frame = measure(case, method, settings, device)
+        frame.insert(0, "repeat", repeat)
+        frame.insert(0, "benchmark", case.name)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, lambda tmp, frame=frame: frame.to_csv(tmp, index=False))
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,112 @@
+"""Saliency of the WILDS feature learners (Appendix F.4, Figs. 6-12, Table 13).
+
+For one dataset of chapter 05's protocol, the same test examples are explained for each
+method's learned model (ERM, Bonsai, FeAT by default): GradCAM of the predicted class on the
+image backbones (Camelyon17, FMoW, iWildCam, RxRx1) and integrated gradients on the word
+embeddings for the text backbones (CivilComments, Amazon), with the example's label and each
+model's prediction, as Table 13 lists them. The models come from
+:class:`~featlib.experiments.wilds_experiment.WildsExperiment`, so a protocol that chapter 05
+has run is not trained again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..saliency import HighlightedText, decode_tokens, gradcam, highlight_tokens, image_gradcam_layer, token_attributions
+from ..saliency.plot import normalise_maps, plot_overlay_grid
+from ..validation import check_int, check_sequence
+from .wilds_experiment import METHODS, WildsExperiment
+
+METHOD_LABELS = {"erm": "ERM", "bonsai": "Bonsai", "feat": "FeAT", "ifeat": "iFeAT"}
+
+
+@dataclass
+class WildsSaliency:
+    """Explained examples of one WILDS dataset.
+
+    ``table``: one row per example (index in the split, label, each method's prediction);
+    images: ``images`` (n, 3, H, W) in [0, 1] for display and ``maps[method]`` (n, H, W);
+    text: ``tokens[i]`` and ``scores[method][i]`` (one signed score per token)."""
+
+    dataset: str
+    modality: str
+    split: str
+    methods: list[str]
+    table: pd.DataFrame
+    images: np.ndarray | None = None
+    maps: dict[str, np.ndarray] = field(default_factory=dict)
+    tokens: list[list[str]] = field(default_factory=list)
+    scores: dict[str, list[np.ndarray]] = field(default_factory=dict)
+
+    def highlighted(self, i: int):
+        """Example ``i`` as coloured tokens, one line per method (green: for the predicted class)."""
+        label = self.table.iloc[i]["label"]
+        blocks = [highlight_tokens(self.tokens[i], self.scores[m][i], label=label,
+                                   prediction=f"{METHOD_LABELS[m]}: {self.table.iloc[i][METHOD_LABELS[m]]}")
+                  for m in self.methods]
+        return HighlightedText.join(blocks)
+
+
+def display_images(x: torch.Tensor) -> np.ndarray:
+    """Normalised network inputs -> (n, 3, H, W) in [0, 1], stretched per image for display."""
+    x = x.detach().float().cpu().numpy()
+    lo = x.min(axis=(1, 2, 3), keepdims=True)
+    hi = x.max(axis=(1, 2, 3), keepdims=True)
+    return (x - lo) / np.where(hi > lo, hi - lo, 1.0)
+
+
+def pick_examples(n_split: int, n: int, seed: int) -> np.ndarray:
+    """``n`` example indices of a split, drawn without replacement with ``seed`` (sorted)."""
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(n_split, size=min(n, n_split), replace=False))
+
+
+def explain_wilds(experiment: WildsExperiment, methods=("erm", "bonsai", "feat"), *, seed: int | None = None,
+                  n_examples: int = 4, split: str = "test", example_seed: int = 0, n_steps: int = 32) -> WildsSaliency:
+    """Learn (or load) each method's model for ``seed`` and explain ``n_examples`` of ``split``."""
+    check_sequence("methods", list(methods))
+    for m in methods:
+        if m not in METHODS:
+            raise ValueError(f"methods must be one of {', '.join(repr(x) for x in METHODS)}; got {m!r}")
+    check_int("n_examples", n_examples, minimum=1)
+    data = experiment.data
+    if split not in data.splits:
+        raise ValueError(f"split must be one of {', '.join(repr(s) for s in data.splits)}; got {split!r}")
+    seed = experiment.protocol.seed_list[0] if seed is None else check_int("seed", seed, minimum=0)
+    subset = data.splits[split]
+    index = pick_examples(len(subset), n_examples, example_seed)
+    items = [subset[int(i)] for i in index]
+    x = torch.stack([item[0] for item in items])
+    y = torch.as_tensor([int(item[1]) for item in items])
+    modality = experiment.protocol.spec.modality
+    table = pd.DataFrame({"example": index, "label": y.numpy()})
+    result = WildsSaliency(experiment.protocol.dataset, modality, split, list(methods), table)
+    if modality == "image":
+        result.images = display_images(x)
+    else:
+        ids, mask = x[..., 0], x[..., 1]
+        tokenizer = experiment._backbone(seed).text_transform.tokenizer
+        result.tokens = [decode_tokens(tokenizer, ids[i], mask[i]) for i in range(len(ids))]
+    for method in methods:
+        model = experiment.learn(method, seed).model.to(experiment.device).eval()
+        with torch.no_grad():
+            predicted = model(x.to(experiment.device)).argmax(-1).cpu()
+        table[METHOD_LABELS[method]] = predicted.numpy()
+        if modality == "image":
+            result.maps[method] = normalise_maps(gradcam(model, image_gradcam_layer(model), x, target=predicted))
+        else:
+            result.scores[method] = token_attributions(model, x[..., 0], target=predicted, attention_mask=x[..., 1],
+                                                       n_steps=n_steps)
+    return result
+
+
+def plot_wilds_saliency(result: WildsSaliency):
+    """Rows: examples; columns: the input, then each method's GradCAM overlaid, titled by its prediction."""
+    titles = {METHOD_LABELS[m]: [f"{METHOD_LABELS[m]}: {p}" for p in result.table[METHOD_LABELS[m]]]
+              for m in result.methods}
+    return plot_overlay_grid(result.images, {METHOD_LABELS[m]: result.maps[m] for m in result.methods},
+                             cell_titles=titles, row_labels=[f"label {y}" for y in result.table["label"]])

@@ -1,0 +1,106 @@
+"""Chapter 06's study: the ColoredMNIST models and their colour measures, and WILDS explanations."""
+import numpy as np
+import pytest
+import torch
+
+from featlib.data.wilds_fabricate import fabricate_wilds
+from featlib.experiments.saliency_cmnist import SaliencyProtocol, SaliencyStudy
+from featlib.experiments.saliency_wilds import explain_wilds, pick_examples, plot_wilds_saliency
+from featlib.experiments.wilds_experiment import WildsExperiment, WildsProtocol
+
+
+class ReadsColourOnly(torch.nn.Module):
+    """Logit = red mass - green mass of the whole image (the patch, or the digit's channel)."""
+
+    def __init__(self, image_shape):
+        super().__init__()
+        self.image_shape = image_shape
+        self.scale = torch.nn.Parameter(torch.tensor(5.0))
+
+    def forward(self, x):
+        img = x.reshape(len(x), *self.image_shape)
+        return self.scale * (img[:, 0] - img[:, 1]).flatten(1).sum(1)
+
+
+class ReadsShapeOnly(ReadsColourOnly):
+    def forward(self, x):
+        img = x.reshape(len(x), *self.image_shape)
+        return self.scale * (img[:, :2].sum(1)[:, 8:20, 8:20].flatten(1).mean(1) - 0.3)
+
+
+@pytest.fixture(scope="module")
+def patch_study(tmp_path_factory):
+    protocol = SaliencyProtocol(n_train=400, n_test=200, hidden_dim=16, erm_epochs=(4, 8), feat_rounds=2,
+                                epoch_scale=1.0, n_attribution=40, ig_steps=8)
+    # tiny Table 6 schedules for Bonsai and FeAT: 150 epochs x 0.02 = 3
+    protocol = SaliencyProtocol(**{**protocol.__dict__, "epoch_scale": 0.02, "erm_epochs": (200, 400)})
+    return SaliencyStudy(protocol, cache_dir=tmp_path_factory.mktemp("saliency"), device=torch.device("cpu"))
+
+
+def test_protocol_picks_the_cnn_for_the_patch_data_and_checks_its_parameters():
+    assert SaliencyProtocol().architecture == "cnn"
+    assert SaliencyProtocol(dataset="cmnist025").architecture == "mlp"
+    assert SaliencyProtocol().model_names() == ["ERM 150 epochs", "ERM 300 epochs", "ERM 450 epochs", "Bonsai",
+                                                 "FeAT 2 rounds"]
+    for kwargs, message in [({"dataset": "mnist"}, "dataset must be one of"), ({"model": "vit"}, "model must be one of"),
+                            ({"erm_epochs": (150, -1)}, "erm_epochs must be an integer in [1, inf]; got -1"),
+                            ({"n_attribution": 20000}, "n_attribution must be an integer in [1, 10000]")]:
+        with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+            SaliencyProtocol(**kwargs)
+
+
+def test_the_study_trains_every_model_scores_it_and_reloads_it_from_the_cache(patch_study):
+    models = patch_study.models()
+    assert list(models) == ["ERM 200 epochs", "ERM 400 epochs", "Bonsai", "FeAT 2 rounds"]
+    table = patch_study.table()
+    assert table["model"].tolist() == list(models)
+    for column in ("colour_share_ig", "colour_share_gradcam", "colour_flip_rate", "ood_acc", "train_acc"):
+        assert table[column].between(0, 1).all(), column
+    assert table["epochs"].tolist()[:2] == [4, 8]
+    kind, images, maps, predictions = patch_study.display_maps(3)
+    assert kind == "GradCAM" and images.shape == (3, 3, 28, 28)
+    assert all(m.shape == (3, 28, 28) for m in maps.values())
+    assert set(predictions.columns) == {"label", "colour", *models}
+    again = SaliencyStudy(patch_study.protocol, cache_dir=patch_study.dir.parent, device=torch.device("cpu"))
+    for name, model in again.models().items():
+        for a, b in zip(model.parameters(), models[name].parameters()):
+            assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dataset", ["cmnist025-patch", "cmnist025"])
+def test_colour_measures_separate_a_colour_reader_from_a_shape_reader(patch_study, dataset):
+    study = patch_study if dataset.endswith("patch") else SaliencyStudy(
+        SaliencyProtocol(dataset=dataset, n_train=100, n_test=200, n_attribution=40, ig_steps=16),
+        device=torch.device("cpu"))
+    shape = study.data.image_shape
+    x = study.examples()
+    colour_model, shape_model = ReadsColourOnly(shape), ReadsShapeOnly(shape)
+    assert study.colour_flip_rate(colour_model, x, shape) == 1.0
+    assert study.colour_flip_rate(shape_model, x, shape) == 0.0
+    colour, plain = study.colour_shares(colour_model, x), study.colour_shares(shape_model, x)
+    assert colour["colour_share_ig"].mean() > 0.95
+    assert plain["colour_share_ig"].mean() < 0.05
+
+
+def test_wilds_explanations_for_an_image_dataset(tmp_path):
+    root = tmp_path / "wilds"
+    fabricate_wilds("camelyon17", root)
+    protocol = WildsProtocol(dataset="camelyon17", methods=("erm", "feat"), seeds=(0,), backbone="small_cnn",
+                             pretrained=False, scale=0.0005, batch_size=8, resolution=32, ood_epochs=1, dfr=False)
+    experiment = WildsExperiment(protocol, root, tmp_path / "cache", device=torch.device("cpu"))
+    result = explain_wilds(experiment, ("erm", "feat"), n_examples=3)
+    assert result.modality == "image" and result.images.shape == (3, 3, 32, 32)
+    assert result.images.min() >= 0 and result.images.max() <= 1
+    assert {m: v.shape for m, v in result.maps.items()} == {"erm": (3, 32, 32), "feat": (3, 32, 32)}
+    assert result.table.columns.tolist() == ["example", "label", "ERM", "FeAT"]
+    assert len(plot_wilds_saliency(result).axes) == 3 * 3
+    with pytest.raises(ValueError, match="methods must be one of"):
+        explain_wilds(experiment, ("erm", "rfc"))
+    with pytest.raises(ValueError, match="split must be one of"):
+        explain_wilds(experiment, ("erm",), split="train_ood")
+
+
+def test_pick_examples_is_seeded_and_sorted():
+    a = pick_examples(100, 5, seed=3)
+    assert np.array_equal(a, pick_examples(100, 5, seed=3)) and np.all(np.diff(a) > 0)
+    assert len(pick_examples(3, 10, seed=0)) == 3
