@@ -1,6 +1,5 @@
 import sys, os; sys.path.insert(0, os.path.dirname(__file__))
-from nbgen import COLAB_CELL, code, md, write
-from make_ch05 import WILDS_COLAB
+from nbgen import WILDS_COLAB, code, md, write
 
 cells = [
 md(r"""

@@ -1,13 +1,5 @@
 import sys, os; sys.path.insert(0, os.path.dirname(__file__))
-from nbgen import COLAB_CELL, code, md, write
-
-WILDS_COLAB = COLAB_CELL + r'''
-    import torch
-    major, minor = torch.__version__.split("+")[0].split(".")[:2]
-    cuda = "cu" + torch.version.cuda.replace(".", "") if torch.version.cuda else "cpu"
-    pyg_index = f"https://data.pyg.org/whl/torch-{major}.{minor}.0+{cuda}.html"
-    %pip install -q "wilds==2.0.0" "pandas<3" transformers
-    %pip install -q torch-scatter -f $pyg_index'''
+from nbgen import WILDS_COLAB, code, md, write
 
 cells = [
 md(r"""

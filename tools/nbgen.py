@@ -10,6 +10,18 @@ if "google.colab" in sys.modules:
     %pip install -q "featlib @ git+{REPO_URL}"'''
 
 
+# The first cell of the WILDS chapters (05, 06, 07).
+WILDS_COLAB = COLAB_CELL + r'''
+    # WILDS extras, and torch-scatter (wilds' grouped metrics) as PyG's prebuilt wheel for Colab's
+    # torch (PyG publishes one index per torch minor version, named x.y.0).
+    import torch
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    cuda = "cu" + torch.version.cuda.replace(".", "") if torch.version.cuda else "cpu"
+    pyg_index = f"https://data.pyg.org/whl/torch-{major}.{minor}.0+{cuda}.html"
+    %pip install -q "wilds==2.0.0" "pandas<3" transformers
+    %pip install -q torch-scatter -f $pyg_index'''
+
+
 def md(text):
     return new_markdown_cell(text.strip("\n"))
 
