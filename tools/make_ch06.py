@@ -39,7 +39,9 @@ schedule, and FeAT with 2 rounds of 150 epochs. Then two WILDS datasets (the pai
 with chapter 05's protocol and cache, so models that chapter 05 trained are reused.
 `wilds_datasets` takes any of the six; `wilds_overrides` sets protocol fields per dataset, for
 example `{"civilcomments": {"backbone": "minilm"}}`. `dataset="cmnist025"` runs the
-standard two-channel ColoredMNIST with the MLP instead.
+standard two-channel ColoredMNIST with the MLP instead. At full scale one full-batch step of
+the CNN holds about 9 GB of tensors (measured on a CPU), so use a GPU with 16 GB, or lower
+`n_train`.
 """),
 code(r"""
 dataset = "cmnist025-patch"
