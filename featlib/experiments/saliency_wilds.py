@@ -89,7 +89,7 @@ def explain_wilds(experiment: WildsExperiment, methods=("erm", "bonsai", "feat")
         result.images = display_images(x)
     else:
         ids, mask = x[..., 0], x[..., 1]
-        tokenizer = experiment._backbone(seed).text_transform.tokenizer
+        tokenizer = experiment.text_transform.tokenizer
         result.tokens = [decode_tokens(tokenizer, ids[i], mask[i]) for i in range(len(ids))]
     for method in methods:
         model = experiment.learn(method, seed).model.to(experiment.device).eval()

@@ -165,6 +165,7 @@ class WildsExperiment:
         self.dir = Path(cache_dir) / f"{protocol.dataset}-{protocol.key()}"
         self._data: WildsData | None = None
         self._backbone_description = ""
+        self._text_transform = None
 
     # ------------------------------------------------------------------ data and models
     @property
@@ -184,6 +185,7 @@ class WildsExperiment:
                 require_local(spec.name, self.root)  # fail before building a backbone
             backbone = self._backbone(0)
             self._backbone_description = backbone.description
+            self._text_transform = backbone.text_transform
             side = self.protocol.resolution
             self._data = load_wilds(
                 spec.name, self.root, download=self.download,
@@ -196,6 +198,13 @@ class WildsExperiment:
     def backbone_description(self) -> str:
         self.data  # noqa: B018  (loads the backbone once)
         return self._backbone_description
+
+    @property
+    def text_transform(self):
+        """The text backbone's string -> (ids, mask) transform the data was loaded with (its
+        ``tokenizer`` decodes the ids); None for image datasets."""
+        self.data  # noqa: B018  (loads the backbone once)
+        return self._text_transform
 
     def new_model(self, seed: int) -> WildsModel:
         return WildsModel(self._backbone(seed), self.data.n_classes, seed=seed)
