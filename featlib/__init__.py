@@ -5,5 +5,5 @@ Out-of-Distribution Generalization" (Chen, Huang, Zhou, Cheng, Han and Jia; Neur
 """
 from .device import get_device
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 __all__ = ["get_device", "__version__"]

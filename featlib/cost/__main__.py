@@ -90,22 +90,18 @@ def main(argv: list[str] | None = None) -> int:
     print("\nTargets:")
     print(format_targets(targets))
     if args.out is not None:
-        from ..experiments.run_cmnist import git_commit
+        from ..provenance import command_line, provenance
 
         args.out.mkdir(parents=True, exist_ok=True)
         for name, frame in (("raw", raw), ("summary", summary), ("targets", targets), ("schedule", estimate)):
             atomic_write(args.out / f"{name}.csv", lambda tmp, f=frame: f.to_csv(tmp, index=False))
-        provenance = {
-            "command": "python -m featlib.cost " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "commit": git_commit(Path(__file__).resolve().parents[2]),
-            "featlib_version": __version__, "torch": torch.__version__,
-            "device": describe_device(device), "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
-            "machine": platform.platform(), "wall_time_s": wall,
-            "finished_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "cases": {c.name: c.describe() for c in cases}, "settings": vars(settings) | {"methods": settings.methods},
-            "note": "wall time includes measurements reused from --out/records, if any",
-        }
-        atomic_write(args.out / "provenance.json", lambda tmp: tmp.write_text(json.dumps(provenance, indent=2, default=str)))
+        record = provenance(
+            command_line("featlib.cost", argv), start, device,
+            cases={c.name: c.describe() for c in cases}, settings=vars(settings) | {"methods": settings.methods},
+            note="wall time includes measurements reused from --out/records, if any",
+        )
+        record["wall_time_s"] = wall
+        atomic_write(args.out / "provenance.json", lambda tmp: tmp.write_text(json.dumps(record, indent=2, default=str)))
         print(f"\nwrote {args.out}/{{raw,summary,targets,schedule}}.csv and provenance.json")
     return 0
 

@@ -9,12 +9,8 @@ import numpy as np
 import pandas as pd
 
 from .colored_mnist import format_mean_std, select_best
+from .labels import DATASET_LABELS, INIT_LABELS, OBJECTIVE_LABELS
 from .paper_values import ORACLE, TABLE2, TABLE7
-
-INIT_LABELS = {"erm-nf": "ERM-NF", "erm": "ERM", "bonsai": "Bonsai", "feat": "FeAT", "ifeat": "iFeAT"}
-OBJECTIVE_LABELS = {"erm": "ERM", "irmv1": "IRMv1", "vrex": "V-REx", "irmx": "IRMX", "ib_irm": "IB-IRM",
-                    "clove": "CLOvE", "iga": "IGA", "fishr": "Fishr", "group_dro": "GroupDRO"}
-DATASET_LABELS = {"cmnist025": "ColoredMNIST-025", "cmnist01": "ColoredMNIST-01"}
 
 
 def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper: bool = True) -> pd.DataFrame:
@@ -91,25 +87,55 @@ def plot_pretraining_curves(ax, nf_results: pd.DataFrame, feat_best: pd.DataFram
     return ax
 
 
+#: Table 7's rows: (column of the rounds frame, label). The retention accuracy is Table 7's,
+#: divided by k-1 (featlib.feature_learning.termination); the undivided one is ours, beside it.
+ROUND_ROWS = (("train_acc", "Training acc."), ("retention_acc", "Retention acc. (Table 7's: ÷ (k−1))"),
+              ("retention_acc_undivided", "Retention acc. (undivided)"), ("ood_acc", "OOD acc."))
+_PAPER_ROW = {"train_acc": "train_acc", "retention_acc": "retention_acc", "ood_acc": "ood_acc"}
+
+
 def round_table(rounds: pd.DataFrame, dataset: str, with_paper: bool = True) -> pd.DataFrame:
-    """Table 7: training, retention and OOD accuracy per FeAT round, mean ± std over seeds (%)."""
+    """Table 7: training, retention and OOD accuracy per round (mean ± std over the seeds that
+    reached the round, %), the paper's beside ours; the retention accuracy both in the paper's
+    terms (divided by k-1) and undivided; how many seeds reached and kept each round."""
     frame = rounds[rounds["dataset"] == dataset]
     out = {}
     for k, per_round in frame.groupby("round"):
-        col = f"Round-{k}"
-        for metric, label in (("train_acc", "Training acc."), ("retention_acc", "Retention acc."),
-                              ("ood_acc", "OOD acc.")):
+        col = f"Round {k}"
+        for metric, label in ROUND_ROWS:
+            if metric not in per_round:
+                continue
             values = per_round[metric].dropna().to_numpy()
             out.setdefault((col, "ours"), {})[label] = format_mean_std(values.mean(), values.std()) if len(values) else "-"
             if with_paper:
-                paper = TABLE7[dataset][metric]
+                paper = TABLE7[dataset].get(_PAPER_ROW.get(metric, ""), [])
                 value = paper[k - 1] if k - 1 < len(paper) else None
                 out.setdefault((col, "paper"), {})[label] = f"{value[0]:.2f} ± {value[1]:.2f}" if value else "-"
         out[(col, "ours")]["Seeds that reached it"] = str(per_round["seed"].nunique())
-        out[(col, "ours")]["Seeds that accepted it"] = str(int(per_round["accepted"].sum()))
+        out[(col, "ours")]["Seeds that kept it"] = str(int(per_round["accepted"].astype(bool).sum()))
     table = pd.DataFrame(out).fillna("")
     table.columns = pd.MultiIndex.from_tuples(table.columns, names=["round", "source"])
     return table
+
+
+def stop_rounds(rounds: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset, learner and seed: the rounds kept, the round that was discarded (if any) and
+    its training + retention accuracy (the rule's score) against the threshold."""
+    rows = []
+    for (dataset, init, seed), frame in rounds.groupby(["dataset", "init", "seed"]):
+        frame = frame.sort_values("round")
+        rejected = frame[~frame["accepted"].astype(bool)]
+        row = {"dataset": dataset, "init": init, "seed": int(seed), "rounds_kept": int(frame["accepted"].astype(bool).sum())}
+        if len(rejected):
+            r = rejected.iloc[0]
+            row.update(discarded_round=int(r["round"]), score=float(r.get("termination_score", np.nan)))
+        else:
+            row.update(discarded_round=None, score=np.nan)
+        last_kept = frame[frame["accepted"].astype(bool)].iloc[-1]
+        row["score_of_last_kept"] = float(last_kept.get("termination_score", np.nan))
+        row["threshold"] = float(frame["threshold"].iloc[0]) if "threshold" in frame else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def plot_set_sizes(ax, rounds: pd.DataFrame, title: str):

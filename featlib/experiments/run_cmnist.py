@@ -12,31 +12,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
 from dataclasses import asdict
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
-from .. import __version__
 from ..atomic import atomic_write
-from ..device import describe_device, get_device
+from ..provenance import command_line, git_commit, provenance  # noqa: F401  (git_commit: old import path)
 from .colored_mnist import CMNISTProtocol, ColoredMNISTExperiment
 
 INITS = ("erm-nf", "erm", "bonsai", "feat", "ifeat")
-
-
-def git_commit(repo: Path) -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
-                               capture_output=True, text=True).stdout.strip()
-        return out.stdout.strip() + ("+uncommitted changes" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def load_results(directory: str | Path) -> dict | None:
@@ -70,20 +56,13 @@ def main(argv: list[str] | None = None) -> int:
             args.out / f"rounds-{protocol.dataset}.csv", index=False)
         experiment.oracle().to_csv(args.out / f"oracle-{protocol.dataset}.csv", index=False)
         timings[protocol.dataset] = time.perf_counter() - t0
-    provenance = {
-        "command": "python -m featlib.experiments.run_cmnist " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "commit": git_commit(Path(__file__).resolve().parents[2]),
-        "featlib_version": __version__,
-        "device": describe_device(get_device()),
-        "wall_time_s": time.perf_counter() - start,
-        "wall_time_s_per_dataset": timings,
-        "finished_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "datasets": args.datasets,
-        "protocols": [asdict(p) for p in protocols],
-        "note": "wall time includes results loaded from --cache-dir, if any",
-    }
-    atomic_write(args.out / "provenance.json", lambda tmp: tmp.write_text(json.dumps(provenance, indent=2)))
-    print(json.dumps({k: provenance[k] for k in ("commit", "device", "wall_time_s")}, indent=2))
+    record = provenance(
+        command_line("featlib.experiments.run_cmnist", argv), start,
+        wall_time_s_per_dataset=timings, datasets=args.datasets, protocols=[asdict(p) for p in protocols],
+        note="wall time includes results loaded from --cache-dir, if any",
+    )
+    atomic_write(args.out / "provenance.json", lambda tmp: tmp.write_text(json.dumps(record, indent=2)))
+    print(json.dumps({k: record[k] for k in ("commit", "device", "wall_time_s")}, indent=2))
     return 0
 
 

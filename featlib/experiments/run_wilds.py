@@ -21,11 +21,9 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import __version__
 from ..atomic import atomic_write
 from ..data.wilds_data import WILDS_DATASETS
-from ..device import describe_device, get_device
-from .run_cmnist import git_commit
+from ..provenance import command_line, provenance
 from .wilds_experiment import METHODS, WildsExperiment, WildsProtocol
 from .wilds_report import dfr_table, table3
 
@@ -78,19 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     for name, frame in (("ood", results.ood), ("dfr", results.dfr), ("rounds", results.rounds),
                         ("table3", table3(results, args.dataset)), ("dfr_table", dfr_table(results, args.dataset))):
         atomic_write(args.out / f"{name}.csv", lambda tmp, frame=frame: frame.to_csv(tmp, index=False))
-    provenance = {
-        "command": "python -m featlib.experiments.run_wilds " + " ".join(argv),
-        "commit": git_commit(Path(__file__).resolve().parents[2]),
-        "featlib_version": __version__,
-        "device": describe_device(get_device()),
-        "backbone": results.backbone,
-        "wall_time_s": time.perf_counter() - start,
-        "finished_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "protocol": asdict(protocol),
-        "notes": results.notes + ["wall time includes pieces read back from --cache-dir, if any"],
-    }
-    atomic_write(args.out / "provenance.json", lambda tmp: tmp.write_text(json.dumps(provenance, indent=2, default=str)))
-    print(json.dumps({k: provenance[k] for k in ("commit", "device", "backbone", "wall_time_s")}, indent=2))
+    record = provenance(
+        command_line("featlib.experiments.run_wilds", argv), start, backbone=results.backbone,
+        protocol=asdict(protocol), notes=results.notes + ["wall time includes pieces read back from --cache-dir, if any"],
+    )
+    atomic_write(args.out / "provenance.json", lambda tmp: tmp.write_text(json.dumps(record, indent=2, default=str)))
+    print(json.dumps({k: record[k] for k in ("commit", "device", "backbone", "wall_time_s")}, indent=2))
     return 0
 
 

@@ -1,7 +1,7 @@
 """Saliency of the WILDS feature learners (Appendix F.4, Figs. 6-12, Table 13).
 
 For one dataset of chapter 05's protocol, the same test examples are explained for each
-method's learned model (ERM, Bonsai, FeAT by default): GradCAM of the predicted class on the
+method's learned model (ERM, Bonsai, FeAT as iFeAT by default): GradCAM of the predicted class on the
 image backbones (Camelyon17, FMoW, iWildCam, RxRx1) and integrated gradients on the word
 embeddings for the text backbones (CivilComments, Amazon), with the example's label and each
 model's prediction, as Table 13 lists them. The models come from
@@ -19,9 +19,7 @@ import torch
 from ..saliency import HighlightedText, decode_tokens, gradcam, highlight_tokens, image_gradcam_layer, token_attributions
 from ..saliency.plot import normalise_maps, plot_overlay_grid
 from ..validation import check_int, check_sequence
-from .wilds_experiment import METHODS, WildsExperiment
-
-METHOD_LABELS = {"erm": "ERM", "bonsai": "Bonsai", "feat": "FeAT", "ifeat": "iFeAT"}
+from .wilds_experiment import METHOD_LABELS, METHODS, WildsExperiment
 
 
 @dataclass
@@ -65,7 +63,7 @@ def pick_examples(n_split: int, n: int, seed: int) -> np.ndarray:
     return np.sort(rng.choice(n_split, size=min(n, n_split), replace=False))
 
 
-def explain_wilds(experiment: WildsExperiment, methods=("erm", "bonsai", "feat"), *, seed: int | None = None,
+def explain_wilds(experiment: WildsExperiment, methods=("erm", "bonsai", "ifeat"), *, seed: int | None = None,
                   n_examples: int = 4, split: str = "test", example_seed: int = 0, n_steps: int = 32) -> WildsSaliency:
     """Learn (or load) each method's model for ``seed`` and explain ``n_examples`` of ``split``."""
     check_sequence("methods", list(methods))

@@ -34,6 +34,7 @@ from ..atomic import atomic_write
 from ..data.wilds_data import WILDS_DATASETS, WildsData, WildsSpec, load_wilds, require_local
 from ..device import get_device
 from ..evaluation.dfr import dfr_fit_predict, train_test_split_for_dfr
+from ..feature_learning.termination import DEFAULT_TERMINATION, termination_rule
 from ..feature_learning.wilds_learners import (
     WILDS_LEARNERS, WildsLearned, WildsRun, WildsTrainConfig, embed,
 )
@@ -43,10 +44,12 @@ from ..training.wilds_ood_stage import (
     PENALTY_SWEEP, WILDS_OBJECTIVES, WildsOODConfig, best_epochs, select, stacked_logits, train_heads,
 )
 from ..validation import check_bool, check_choice, check_int, check_positive, check_sequence
+from .labels import INIT_LABELS
 
-#: Table 3's initialisations in its row order, and iFeAT (Appendix E).
-METHODS = ("erm", "bonsai", "feat", "ifeat")
-METHOD_LABELS = {"erm": "ERM", "bonsai": "Bonsai", "feat": "FeAT", "ifeat": "iFeAT"}
+#: Table 3's initialisations in its row order (its FeAT rows are iFeAT's, Sec. 5), and FeAT as
+#: Algorithm 1 with every set kept.
+METHODS = ("erm", "bonsai", "ifeat", "feat")
+METHOD_LABELS = {m: INIT_LABELS[m] for m in METHODS}
 DFR_SPLITS = {"ood_val": ("val", None), "train_test": ("train", "test"), "val_test": ("val", "test")}
 
 
@@ -55,7 +58,7 @@ class WildsProtocol:
     """What one Table 3 column needs; defaults are the paper's (Tables 10 and 12)."""
 
     dataset: str
-    methods: tuple = ("erm", "bonsai", "feat")
+    methods: tuple = ("erm", "bonsai", "ifeat")
     objectives: tuple = WILDS_OBJECTIVES
     seeds: tuple | None = None  # default: range(spec.n_seeds)
     penalty_weights: tuple = PENALTY_SWEEP
@@ -69,6 +72,7 @@ class WildsProtocol:
     resolution: int | None = None  # image side; default: the WILDS transform's
     max_examples: int | None = None  # cap per split (quick runs)
     max_token_length: int | None = None
+    termination: str = DEFAULT_TERMINATION  # FeAT's stopping rule (featlib.feature_learning.termination)
     dfr: bool = True
     checkpoint_every: int = 500
 
@@ -94,6 +98,7 @@ class WildsProtocol:
         for name in ("rounds", "batch_size", "ood_epochs", "resolution", "max_examples", "max_token_length"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), minimum=1)
+        termination_rule(self.termination)
         check_bool("dfr", self.dfr)
         check_int("checkpoint_every", self.checkpoint_every, minimum=1)
         del spec
@@ -115,7 +120,7 @@ class WildsProtocol:
             erm_steps=max(1, round(spec.erm_steps * self.scale)),
             batch_size=self.batch_size or spec.batch_size, domains_per_batch=spec.domains_per_batch,
             lr=self.lr or spec.lr, weight_decay=spec.weight_decay, optimizer=spec.optimizer, scheduler=spec.scheduler,
-            retain_weight=spec.retain_penalty, checkpoint_every=self.checkpoint_every,
+            retain_weight=spec.retain_penalty, termination=self.termination, checkpoint_every=self.checkpoint_every,
         )
 
     def ood_config(self, objective: str) -> WildsOODConfig:

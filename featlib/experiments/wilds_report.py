@@ -12,10 +12,8 @@ import pandas as pd
 
 from ..data.wilds_data import WILDS_DATASETS
 from .paper_values import TABLE3
+from .labels import OBJECTIVE_LABELS
 from .wilds_experiment import METHOD_LABELS, WildsResults
-
-OBJECTIVE_LABELS = {"erm": "ERM", "group_dro": "GroupDRO", "irmv1": "IRMv1", "vrex": "V-REx", "irmx": "IRMX",
-                    "dfr": "DFR", "dfr-s": "DFR-s"}
 
 
 def mean_std(mean: float, std: float) -> str:

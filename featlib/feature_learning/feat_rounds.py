@@ -10,9 +10,11 @@ Both the full-batch ColoredMNIST learner (:mod:`.feat`) and the minibatch WILDS 
   ``max_{D^a_i} R_{D^a_i}(w_k o phi) + lambda * sum_{D^r_i} R_{D^r_i}(w_i o phi)``, where each
   risk is the mean loss over the batch's members of the set (sets with no member in the batch
   are left out of that step; with the full batch every non-empty set is in);
-* the termination rule of Appendix F.1 (from round 2 on, training accuracy + retention accuracy
-  below ``threshold`` = 130% discards the round) and the split of the training set after an
-  accepted round by whether the round's classifier is correct (``D^r_k``) or wrong (``D^a_k``);
+* the termination check of Appendix F.1 (from round 2 on, training accuracy + retention accuracy
+  below ``threshold`` = 130% discards the round), with the retention accuracy of a named rule of
+  :mod:`.termination` (default ``"paper"``: Table 7's, divided by ``k - 1``), and the split of the
+  training set after an accepted round by whether the round's classifier is correct (``D^r_k``)
+  or wrong (``D^a_k``);
 * the final classifier, the average of the accepted heads (Algorithm 1, last line).
 
 FeAT keeps every set and head (round k optimises over ``2k - 1`` sets); iFeAT keeps only the
@@ -29,6 +31,7 @@ import torch
 from torch import nn
 
 from ..validation import check_bool, check_choice, check_int, check_positive
+from .termination import DEFAULT_TERMINATION, retention_paper, retention_undivided, termination_rule
 
 VARIANTS = ("feat", "ifeat")
 
@@ -61,11 +64,13 @@ class FeATRounds:
     """Sets, stored heads and the stopping rule of FeAT / iFeAT over ``n`` training examples."""
 
     def __init__(self, n: int, variant: str, *, retain_weight: float = 0.01, threshold: float = 1.30,
-                 keep_full_set: bool = True, device: torch.device | str = "cpu"):
+                 termination: str = DEFAULT_TERMINATION, keep_full_set: bool = True,
+                 device: torch.device | str = "cpu"):
         self.n = check_int("n", n, minimum=1)
         self.variant = check_choice("variant", variant, VARIANTS)
         self.retain_weight = check_positive("retain_weight", retain_weight, allow_zero=True)
         self.threshold = check_positive("threshold", threshold)
+        self.termination = termination_rule(termination)
         self.keep_full_set = check_bool("keep_full_set", keep_full_set)
         self.everything = torch.ones(n, dtype=torch.bool, device=device)
         self.aug_sets: list[torch.Tensor] = [self.everything]
@@ -107,19 +112,16 @@ class FeATRounds:
         return loss
 
     # ------------------------------------------------------------------ after the round
-    def retention_accuracy(self, retained_correct: Sequence[torch.Tensor]) -> float:
-        """Mean over the retention sets of the stored head's accuracy on its set
-        (``retained_correct[i]``: bool, head i right on each training example)."""
-        if not self.retention:
-            return float("nan")
-        accs = [correct[mask].float().mean().item() if mask.any() else 1.0
+    def retention_accuracies(self, retained_correct: Sequence[torch.Tensor]) -> list[float]:
+        """Each stored head's accuracy on its retention set (``retained_correct[i]``: bool, head i
+        right on each training example); an empty set counts as fully retained."""
+        return [correct[mask].float().mean().item() if mask.any() else 1.0
                 for (mask, _), correct in zip(self.retention, retained_correct)]
-        return sum(accs) / len(accs)
 
     def should_stop(self, train_acc: float, retention_acc: float) -> bool:
         """Appendix F.1: from round 2 on, stop (and discard the round) when training accuracy plus
-        retention accuracy is below the threshold."""
-        return self.round > 1 and train_acc + retention_acc < self.threshold
+        the rule's retention accuracy is below the threshold."""
+        return self.termination.should_stop(self.round, train_acc, retention_acc, self.threshold)
 
     def accept(self, head: nn.Module) -> nn.Module:
         """Store the round's head; returns the classifier that splits the training set (the new
@@ -144,16 +146,23 @@ class FeATRounds:
     def end_round(self, head: nn.Module, correct: Callable[[nn.Module], torch.Tensor]) -> dict:
         """The end of a round (Algorithm 1, lines 8-15, with Appendix F.1's check): measure the
         training accuracy of ``head`` and the retention accuracy of the stored heads
-        (``correct(w)``: bool, w right on each training example), then either reject the round
+        (``correct(w)``: bool, w right on each training example; recorded as Table 7's
+        ``retention_acc``, divided by k-1, and as ``retention_acc_undivided``; the termination
+        rule decides with its own, recorded in ``termination_score``), then either reject the round
         or accept ``head`` and split the training set by its (FeAT) or the averaged head's
         (iFeAT) correctness. Returns the round's history entries, ``accepted`` among them; on
         rejection the caller rolls the featurizer back."""
         with torch.no_grad():
             train_acc = correct(head).float().mean().item()
-            retention_acc = self.retention_accuracy([correct(w) for w in self.retained_heads])
-            row = {"train_acc": train_acc, "retention_acc": retention_acc,
+            accs = self.retention_accuracies([correct(w) for w in self.retained_heads])
+            retention = self.termination.retention(accs, self.round)
+            row = {"train_acc": train_acc,
+                   "retention_acc": retention_paper(accs, self.round),
+                   "retention_acc_undivided": retention_undivided(accs, self.round),
+                   "termination_score": train_acc + retention, "termination_rule": self.termination.name,
+                   "threshold": self.threshold,
                    "n_augmentation_sets": len(self.aug_sets), "n_retention_sets": len(self.retention),
-                   "accepted": not self.should_stop(train_acc, retention_acc)}
+                   "accepted": not self.should_stop(train_acc, retention)}
             if row["accepted"]:
                 splitter = self.accept(head)
                 row.update(self.split(splitter, correct(splitter)))
