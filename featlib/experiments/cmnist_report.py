@@ -138,6 +138,23 @@ def stop_rounds(rounds: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def describe_stops(stops: pd.DataFrame, dataset: str, init: str) -> str:
+    """One sentence: how many rounds each seed kept and the score of the discarded round, e.g.
+    "kept 2 rounds in 5 of 5 seeds (seeds 1, 2, 3, 4, 5); the discarded round scored 127.1-128.9%"."""
+    frame = stops[(stops["dataset"] == dataset) & (stops["init"] == init)]
+    if frame.empty:
+        return "no seed was run"
+    parts = []
+    for kept, seeds in frame.groupby("rounds_kept")["seed"]:
+        parts.append(f"kept {kept} round{'s' if kept != 1 else ''} in {len(seeds)} of {len(frame)} seeds "
+                     f"(seed{'s' if len(seeds) != 1 else ''} {', '.join(str(s) for s in sorted(seeds))})")
+    scores = 100 * frame["score"].dropna()
+    tail = ("; no round was discarded" if scores.empty else
+            f"; the discarded round's training + retention accuracy was {scores.min():.1f}–{scores.max():.1f}% "
+            f"against the threshold of {100 * frame['threshold'].iloc[0]:.0f}%")
+    return "; ".join(parts) + tail
+
+
 def plot_set_sizes(ax, rounds: pd.DataFrame, title: str):
     """|D^a_k| and |D^r_k| (share of the training set) after each accepted round, per seed."""
     accepted = rounds[rounds["accepted"]]

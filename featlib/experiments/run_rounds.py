@@ -87,5 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def load_rounds(directory: str | Path) -> dict | None:
+    """Committed per-round results (``rounds`` frame of every dataset, and ``provenance``) in
+    ``directory``, or None when it holds none."""
+    directory = Path(directory)
+    if not (directory / "provenance.json").exists():
+        return None
+    record = json.loads((directory / "provenance.json").read_text())
+    frames = [pd.read_csv(directory / f"rounds-{d}.csv") for d in record["datasets"]]
+    return {"provenance": record, "rounds": pd.concat(frames, ignore_index=True)}
+
+
 if __name__ == "__main__":
     raise SystemExit(main())
