@@ -56,13 +56,17 @@ def command_line(module: str, argv: list[str] | None) -> str:
     return " ".join(["python", "-m", module, *map(str, args)])
 
 
-def provenance(command: str, started: float, device: torch.device | None = None, **extra) -> dict:
+def provenance(command: str, started: float, device: torch.device | None = None, *, commit: str | None = None,
+               **extra) -> dict:
     """The common record: command, commit, featlib and torch versions, device, machine, wall time
-    since ``started`` (a ``time.perf_counter()`` value) and the finishing time; ``extra`` after."""
+    since ``started`` (a ``time.perf_counter()`` value) and the finishing time; ``extra`` after.
+
+    ``commit``: :func:`git_commit` taken when the run *started* (pass it: the checkout may move
+    while a long run goes on); None takes it now."""
     device = device or get_device()
     return {
         "command": command,
-        "commit": git_commit(),
+        "commit": git_commit() if commit is None else commit,
         "featlib_version": __version__,
         "torch": torch.__version__,
         "device": describe_device(device),

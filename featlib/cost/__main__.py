@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
-from .. import __version__
 from ..atomic import atomic_write
 from ..device import describe_device, get_device
 from .benchmark import COST_CASES, METHODS, CostSettings, run_cost_benchmark
@@ -74,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     device = get_device()
     start = time.perf_counter()
+    from ..provenance import git_commit
+
+    commit = git_commit()  # now: the checkout may move while the run goes on
     raw = run_cost_benchmark(cases, settings, device=device, out=args.out)
     summary = summarise(raw)
     targets = check_targets(summary)
@@ -96,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, frame in (("raw", raw), ("summary", summary), ("targets", targets), ("schedule", estimate)):
             atomic_write(args.out / f"{name}.csv", lambda tmp, f=frame: f.to_csv(tmp, index=False))
         record = provenance(
-            command_line("featlib.cost", argv), start, device,
+            command_line("featlib.cost", argv), start, device, commit=commit,
             cases={c.name: c.describe() for c in cases}, settings=vars(settings) | {"methods": settings.methods},
             note="wall time includes measurements reused from --out/records, if any",
         )

@@ -43,7 +43,7 @@ from ..device import get_device
 from ..feature_learning import FEATURE_LEARNERS
 from ..models.mlp import ColoredMNISTMLP
 from ..models.stacked import StackedHeads, StackedMLP
-from ..provenance import command_line, provenance
+from ..provenance import command_line, git_commit, provenance
 from ..registry import Registry
 from ..training.ood_stage import LabelledInputs, OODStageConfig, StackHistory, train_stack
 from .colored_mnist import CMNISTProtocol, schedule
@@ -166,11 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     if len(set(args.seeds)) != len(args.seeds) or any(s < 0 for s in args.seeds):
         parser.error(f"--seeds must be distinct integers >= 0; got {' '.join(map(str, args.seeds))}")
     start = time.perf_counter()
+    commit = git_commit()  # now: the checkout may move while the run goes on
     device = get_device()
     frame = run_study(args.study, args.seeds, args.cache_dir, device)
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write(args.out / f"{args.study}.csv", lambda tmp: frame.to_csv(tmp, index=False))
-    record = provenance(command_line("featlib.experiments.gap_studies", argv), start, device,
+    record = provenance(command_line("featlib.experiments.gap_studies", argv), start, device, commit=commit,
                         study=args.study, seeds=args.seeds,
                         note="wall time includes pieces read from --cache-dir, if any")
     atomic_write(args.out / f"{args.study}-provenance.json", lambda tmp: tmp.write_text(json.dumps(record, indent=2)))

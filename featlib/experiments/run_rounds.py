@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from ..atomic import atomic_write
 from ..feature_learning.termination import DEFAULT_TERMINATION, TERMINATION_RULES
-from ..provenance import command_line, provenance
+from ..provenance import command_line, git_commit, provenance
 from .colored_mnist import LEARNED_INITS, SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
 
 
@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                  for d in args.datasets]
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
+    commit = git_commit()  # now: the checkout may move while the run goes on
     timings = {}
     jobs = [(p, i, s) for i in args.inits for p in protocols for s in p.seeds]  # learner by learner
     experiments = {p.dataset: ColoredMNISTExperiment(p, cache_dir=args.cache_dir, mnist_source=args.mnist_source,
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         rounds = pd.concat([experiment.rounds(i) for i in protocol.inits], ignore_index=True)
         atomic_write(args.out / f"rounds-{protocol.dataset}.csv", lambda tmp, f=rounds: f.to_csv(tmp, index=False))
     record = provenance(
-        command_line("featlib.experiments.run_rounds", argv), start,
+        command_line("featlib.experiments.run_rounds", argv), start, commit=commit,
         wall_time_s_per_run=timings, datasets=args.datasets, inits=args.inits, seeds=args.seeds,
         protocols=[{k: v for k, v in asdict(p).items() if k in CMNISTProtocol.FEATURE_FIELDS + ("seeds", "inits")}
                    for p in protocols],

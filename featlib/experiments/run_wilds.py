@@ -18,12 +18,11 @@ import json
 import sys
 import time
 from dataclasses import asdict
-from datetime import datetime, timezone
 from pathlib import Path
 
 from ..atomic import atomic_write
 from ..data.wilds_data import WILDS_DATASETS
-from ..provenance import command_line, provenance
+from ..provenance import command_line, git_commit, provenance
 from .wilds_experiment import METHODS, WildsExperiment, WildsProtocol
 from .wilds_report import dfr_table, table3
 
@@ -70,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         max_examples=args.max_examples, dfr=not args.no_dfr, checkpoint_every=args.checkpoint_every,
     )
     start = time.perf_counter()
+    commit = git_commit()  # now: the checkout may move while the run goes on
     experiment = WildsExperiment(protocol, args.root, args.cache_dir, download=args.download, progress=args.progress)
     results = experiment.run()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                         ("table3", table3(results, args.dataset)), ("dfr_table", dfr_table(results, args.dataset))):
         atomic_write(args.out / f"{name}.csv", lambda tmp, frame=frame: frame.to_csv(tmp, index=False))
     record = provenance(
-        command_line("featlib.experiments.run_wilds", argv), start, backbone=results.backbone,
+        command_line("featlib.experiments.run_wilds", argv), start, commit=commit, backbone=results.backbone,
         protocol=asdict(protocol), notes=results.notes + ["wall time includes pieces read back from --cache-dir, if any"],
     )
     atomic_write(args.out / "provenance.json", lambda tmp: tmp.write_text(json.dumps(record, indent=2, default=str)))
