@@ -91,8 +91,6 @@ from typing import Any
 import yaml
 
 from featlib.atomic import atomic_write
-from featlib.cache import PieceLock
-from featlib.csv_io import write_csv
 from featlib.notebooks import REPO_ROOT, list_notebooks, load_profile
 from featlib.results import _plain
 from featlib.validation import check_positive, check_writable
@@ -572,6 +570,8 @@ def _sweep(notebook, grid, *, profile="small", out=None, workers=None, ray_addre
         check_positive("gpus_per_task", gpus_per_task, allow_zero=True)
     out = Path(out).absolute() if out is not None else SWEEP_ROOT / path.stem
     check_writable("out", out)
+    from featlib.cache import PieceLock  # here, not at the top: --run-one workers need no pandas
+
     (out / "runs").mkdir(parents=True, exist_ok=True)
     (out / "records").mkdir(parents=True, exist_ok=True)
     driver = PieceLock(out / "records.jsonl")  # one driver per folder: records/ is its bookkeeping
@@ -602,6 +602,8 @@ def _sweep_locked(path, combos, out, workers, ray_address, gpus_per_task, cpus_p
             _run_local(path, out, todo, workers or default_workers(), recorder.finish)
     finally:
         bar.close()
+    from featlib.csv_io import write_csv
+
     table = _table(list(records.values()))
     write_csv(out / "results.csv", table)
     return table, [records[c["id"]] for c in combos if c["id"] in records], out
