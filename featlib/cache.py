@@ -6,7 +6,7 @@ Every cached artefact carries what it must contain and is checked when it is rea
   data rows and the SHA-256 of everything after that line (:func:`write_verified_csv`);
   :func:`read_verified_csv` recomputes both and then applies the reader's own check of the
   contents (the keys it must hold, see :func:`expect_keys`). A CSV without the line (written by
-  featlib before 0.4.0's verified caches) is judged by the contents check alone;
+  featlib before caches were verified) is judged by the contents check alone;
 * a torch file is read with :func:`load_torch`, which turns whatever ``torch.load`` raises on a
   damaged file (``EOFError``, "PytorchStreamReader failed ...", unpickling errors) into a
   :class:`CorruptFileError` naming the file, and checks the keys the reader needs.
