@@ -2,19 +2,47 @@
 
 Long runs write their finished pieces this way, so a run killed mid-write leaves either the old
 file or the new one, never a truncated one that a resumed run would trust.
+
+Any number of processes may write the same file at once: each writes its own temporary file
+(``.<name>.<host>.<pid>.<random>.tmp`` in the same folder, so the rename stays on one file
+system) and :func:`os.replace` puts it in place atomically; the last writer wins and every
+reader sees one writer's complete file. (An earlier version used one ``<name>.tmp`` for every
+writer, so two writers renamed each other's half-written file into place, or crashed.)
+
+The rename protects against a process being killed, not against a power cut: the data are not
+``fsync``-ed.
 """
 from __future__ import annotations
 
 import os
+import secrets
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
 
+def temporary_sibling(path: str | Path, suffix: str = ".tmp") -> Path:
+    """A fresh name next to ``path``, unique to this host, process and call (nothing is created)."""
+    path = Path(path)
+    host = socket.gethostname().split(".")[0] or "host"
+    return path.with_name(f".{path.name}.{host}.{os.getpid()}.{secrets.token_hex(4)}{suffix}")
+
+
 def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
-    """Call ``write(tmp)`` on a temporary path next to ``path``, then rename it to ``path``."""
+    """Call ``write(tmp)`` on a temporary path of its own next to ``path``, then rename it to
+    ``path``; the temporary file is removed if ``write`` fails."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)
+    tmp = temporary_sibling(path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """:func:`atomic_write` of a text (UTF-8)."""
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

@@ -36,7 +36,16 @@ def load_profile(name: str | None) -> dict[str, dict]:
     path = PROFILE_DIR / f"{name}.yaml"
     if not path.exists():
         raise ValueError(f"profile must be one of {['full'] + available_profiles()}; got {name!r}")
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ValueError(f"profile {name!r} ({path}) is not valid YAML{at}: {problem}; fix the file") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ValueError(f"profile {name!r} ({path}) must map notebook names to their parameters "
+                         "(`01_erm_feature_learning: {steps: 300}`); fix the file")
     known = {p.stem for p in list_notebooks()}
     unknown = sorted(set(data) - known)
     if unknown:

@@ -51,7 +51,10 @@ Resume: records/ is the source of truth. A combination whose record says "ok" is
 crash, a kill or a failure finishes the sweep, with each combination recorded exactly once
 (records.jsonl and results.csv are rebuilt from records/). Records are written atomically, so
 a kill never leaves half a record. A worker whose driver dies exits within a second, and so
-does its Jupyter kernel. Do not run two drivers on the same folder at once.
+does its Jupyter kernel. One driver at a time works in a folder: a second one on the same
+``--out`` stops at once (exit status 2). The workers of a sweep may share a cache folder
+(chapter 04's ``cache_dir``): each cached piece is computed by one process while the others wait
+for it (:mod:`featlib.cache`).
 
 Ray: the driver sends each task the notebook's JSON text and its parameters, so workers need
 not share the driver's filesystem (they do need the project's environment: featlib, papermill,
@@ -90,6 +93,7 @@ import yaml
 from featlib.atomic import atomic_write
 from featlib.notebooks import REPO_ROOT, list_notebooks, load_profile
 from featlib.results import _plain
+from featlib.validation import check_positive, check_writable
 
 SWEEP_ROOT = REPO_ROOT / "_build" / "sweeps"
 #: The line a ``--run-one`` worker prints its record on (the last line of its stdout).
@@ -295,10 +299,14 @@ def _load_records(out: Path) -> dict[str, dict]:
     for path in sorted((out / "records").glob("*.json")):
         try:
             record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue  # unreadable: treated as missing, so the combination runs again
+        except (OSError, ValueError) as err:  # treated as missing, so the combination runs again
+            print(f"warning: {path} is unreadable ({type(err).__name__}: {err}); its combination runs again",
+                  file=sys.stderr)
+            continue
         if isinstance(record, dict) and record.get("id") == path.stem:
             records[path.stem] = record
+        else:
+            print(f"warning: {path} is not the record of {path.stem}; its combination runs again", file=sys.stderr)
     return records
 
 
@@ -557,14 +565,25 @@ def _sweep(notebook, grid, *, profile="small", out=None, workers=None, ray_addre
     path, combos = _plan(notebook, grid, profile)
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise ValueError(f"workers must be a whole number >= 1; got {workers!r}")
-    if cpus_per_task is None or cpus_per_task <= 0:
-        raise ValueError(f"cpus_per_task must be > 0; got {cpus_per_task!r}")
-    if gpus_per_task is not None and gpus_per_task < 0:
-        raise ValueError(f"gpus_per_task must be >= 0; got {gpus_per_task!r}")
+    check_positive("cpus_per_task", cpus_per_task)  # NaN too
+    if gpus_per_task is not None:
+        check_positive("gpus_per_task", gpus_per_task, allow_zero=True)
     out = Path(out).absolute() if out is not None else SWEEP_ROOT / path.stem
+    check_writable("out", out)
+    from featlib.cache import PieceLock  # here, not at the top: --run-one workers need no pandas
+
     (out / "runs").mkdir(parents=True, exist_ok=True)
     (out / "records").mkdir(parents=True, exist_ok=True)
+    driver = PieceLock(out / "records.jsonl")  # one driver per folder: records/ is its bookkeeping
+    if not driver.acquire(blocking=False):
+        raise ValueError(f"another sweep is running in {out}; wait for it to finish or choose another --out")
+    try:
+        return _sweep_locked(path, combos, out, workers, ray_address, gpus_per_task, cpus_per_task, progress)
+    finally:
+        driver.release()
 
+
+def _sweep_locked(path, combos, out, workers, ray_address, gpus_per_task, cpus_per_task, progress):
     records = _load_records(out)
     todo = [c for c in combos if records.get(c["id"], {}).get("status") != "ok"]
     skipped = len(combos) - len(todo)
@@ -583,8 +602,10 @@ def _sweep(notebook, grid, *, profile="small", out=None, workers=None, ray_addre
             _run_local(path, out, todo, workers or default_workers(), recorder.finish)
     finally:
         bar.close()
+    from featlib.csv_io import write_csv
+
     table = _table(list(records.values()))
-    atomic_write(out / "results.csv", lambda tmp: table.to_csv(tmp, index=False))
+    write_csv(out / "results.csv", table)
     return table, [records[c["id"]] for c in combos if c["id"] in records], out
 
 

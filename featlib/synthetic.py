@@ -76,12 +76,23 @@ def spurious_lead_share(history: pd.DataFrame, phase: int = 0, rel_tol: float = 
     return float((active["spu"] > active["inv"]).mean())
 
 
+def check_alpha_sweep(setup: SyntheticSetup, alphas: Sequence[float], steps: int, probe_step: int,
+                      names: Sequence[str] = ("alphas", "steps", "probe_step")) -> None:
+    """Every argument of :func:`alpha_sweep`, checked before its first run; ``names`` are the
+    parameter names the messages use (a chapter passes its own: ``sweep_alphas``...)."""
+    alphas_name, steps_name, probe_name = names
+    check_sequence(alphas_name, alphas, unique=True)
+    for alpha in alphas:
+        setup.with_alpha(alpha)  # a probability, and the data model accepts it
+    check_int(steps_name, steps, minimum=1)
+    check_int(probe_name, probe_step, minimum=1, maximum=steps)
+
+
 def alpha_sweep(setup: SyntheticSetup, alphas: Sequence[float], steps: int, probe_step: int,
                 progress: bool = True) -> pd.DataFrame:
     """ERM for each ``alpha`` (betas fixed): the coefficients at ``probe_step`` and at the end,
     and the share of steps where the spurious increment leads."""
-    check_sequence("alphas", alphas)
-    check_int("probe_step", probe_step, minimum=1, maximum=steps)
+    check_alpha_sweep(setup, alphas, steps, probe_step)
     rows = []
     for alpha in tqdm(alphas, desc="alpha sweep", disable=not progress):
         h = setup.with_alpha(alpha).run([Phase("erm", steps)], progress=False)
@@ -106,11 +117,23 @@ def zero_crossing(x: Sequence[float], y: Sequence[float]) -> float:
     return float("nan")
 
 
+def check_pretraining_sweep(pretrain_steps: Sequence[int], irm_steps: int, penalty_weight: float,
+                            names: Sequence[str] = ("pretrain_steps", "irm_steps", "penalty_weight")) -> None:
+    """Every argument of :func:`pretraining_sweep`, checked before its first run; ``names`` are
+    the parameter names the messages use."""
+    steps_name, irm_name, weight_name = names
+    check_sequence(steps_name, pretrain_steps, unique=True)
+    for pre in pretrain_steps:
+        check_int(f"{steps_name}[i]", pre, minimum=0)
+    check_int(irm_name, irm_steps, minimum=1)
+    check_positive(weight_name, penalty_weight)
+
+
 def pretraining_sweep(setup: SyntheticSetup, pretrain_steps: Sequence[int], irm_steps: int,
                       penalty_weight: float, progress: bool = True) -> pd.DataFrame:
     """ERM pre-training for each length in ``pretrain_steps``, then IRMv1: the coefficients at
     the switch and at the end, test accuracy and test loss at the end (Prop. 4.3, Cor. 4.4)."""
-    check_sequence("pretrain_steps", pretrain_steps)
+    check_pretraining_sweep(pretrain_steps, irm_steps, penalty_weight)
     rows = []
     for pre in tqdm(pretrain_steps, desc="pre-training sweep", disable=not progress):
         h = setup.run([Phase("erm", pre), Phase("irmv1", irm_steps, penalty_weight)], progress=False)

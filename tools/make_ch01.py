@@ -86,19 +86,17 @@ import numpy as np
 from featlib.data import TwoBitSpec, erm_population_logit_weights
 from featlib.device import describe_device
 from featlib.results import record
-from featlib.synthetic import (SyntheticSetup, alpha_sweep, increments, spurious_lead_share,
+from featlib.synthetic import (SyntheticSetup, alpha_sweep, check_alpha_sweep, increments, spurious_lead_share,
                                zero_crossing)
 from featlib.training import Phase
-from featlib.validation import check_int
+from featlib.validation import check_int, check_sequence
 
 # Every parameter is checked here, before any training starts.
 spec = TwoBitSpec(alpha=alpha, betas=tuple(betas), n_per_env=n_per_env, d=d, sigma_p=sigma_p)
 setup = SyntheticSetup(spec=spec, m=m, sigma_0=sigma_0, activation=activation, lr=lr, seed=seed)
 check_int("steps", steps, minimum=1)
-check_int("sweep_steps", sweep_steps, minimum=1)
-for a in sweep_alphas:
-    TwoBitSpec(alpha=a, betas=tuple(betas))
-for name in compare_activations:
+check_alpha_sweep(setup, sweep_alphas, sweep_steps, probe_step, names=("sweep_alphas", "sweep_steps", "probe_step"))
+for name in check_sequence("compare_activations", compare_activations, unique=True):
     SyntheticSetup(activation=name)
 beta_bar = float(np.mean(betas))
 print(f"device: {describe_device()}; {spec}; m={m}, lr={lr}, steps={steps}")

@@ -73,7 +73,7 @@ from featlib.data import TwoBitSpec, erm_population_logit_weights
 from featlib.device import describe_device
 from featlib.plotting import figure2, plot_c_irmv1, plot_coefficients
 from featlib.results import record
-from featlib.synthetic import SyntheticSetup, pretraining_sweep
+from featlib.synthetic import SyntheticSetup, check_pretraining_sweep, pretraining_sweep
 from featlib.training import Phase
 from featlib.validation import check_int, check_positive
 
@@ -83,9 +83,8 @@ check_positive("penalty_weight", penalty_weight)
 check_int("pretrain_steps", pretrain_steps, minimum=1)
 check_int("irm_steps", irm_steps, minimum=1)
 check_int("short_pretrain_steps", short_pretrain_steps, minimum=0)
-for s in sweep_pretrain_steps:
-    check_int("sweep_pretrain_steps[i]", s, minimum=0)
-check_int("sweep_irm_steps", sweep_irm_steps, minimum=1)
+check_pretraining_sweep(sweep_pretrain_steps, sweep_irm_steps, penalty_weight,
+                        names=("sweep_pretrain_steps", "sweep_irm_steps", "penalty_weight"))
 env_labels = [f"beta={b}" for b in spec.betas]
 u_inv, _ = erm_population_logit_weights(spec.alpha, spec.betas)
 invariant_solution = {"invariant solution  log((1-a)/a)/2": u_inv / 2}

@@ -61,12 +61,15 @@ from featlib.device import describe_device
 from featlib.experiments.cmnist_report import OBJECTIVE_LABELS, best_over_weights, plot_pretraining_curves
 from featlib.experiments.colored_mnist import CMNISTProtocol, ColoredMNISTExperiment, select_best
 from featlib.results import record
+from featlib.validation import check_writable
 
 protocol = CMNISTProtocol(
     dataset=dataset, seeds=tuple(seeds), objectives=tuple(objectives), inits=("erm-nf", "feat"),
     penalty_weights=tuple(penalty_weights), pretrain_epochs=tuple(pretrain_epochs), ood_steps=ood_steps,
     hidden_dim=hidden_dim, n_train=n_train, n_test=n_test, epoch_scale=epoch_scale,
 )  # every parameter is checked here, before anything runs
+if cache_dir:
+    check_writable("cache_dir", cache_dir)
 """, tags=["validate"]),
 code(r"""
 experiment = ColoredMNISTExperiment(protocol, cache_dir=cache_dir or None, mnist_source=mnist_source)

@@ -90,13 +90,16 @@ from featlib.experiments.paper_values import FEAT_STOP_ROUND
 from featlib.experiments.run_cmnist import load_results
 from featlib.experiments.run_rounds import load_rounds
 from featlib.results import record
+from featlib.validation import check_sequence, check_writable
 
 protocols = [CMNISTProtocol(
     dataset=d, seeds=tuple(seeds), objectives=tuple(objectives), inits=tuple(inits),
     penalty_weights=tuple(penalty_weights), pretrain_epochs=tuple(pretrain_epochs), ood_steps=ood_steps,
     hidden_dim=hidden_dim, n_train=n_train, n_test=n_test, epoch_scale=epoch_scale, max_rounds=max_rounds,
     termination_rule=termination_rule,
-) for d in datasets]  # every parameter is checked here, before anything runs
+) for d in check_sequence("datasets", datasets, unique=True)]  # every parameter is checked here, before anything runs
+if cache_dir:
+    check_writable("cache_dir", cache_dir)
 """, tags=["validate"]),
 code(r"""
 full_scale = all(p == CMNISTProtocol(dataset=p.dataset, objectives=p.objectives, inits=p.inits) for p in protocols)

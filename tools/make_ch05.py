@@ -77,7 +77,7 @@ from featlib.experiments import wilds_report as report
 from featlib.experiments.wilds_experiment import WildsExperiment, WildsProtocol
 from featlib.data.wilds_data import require_local
 from featlib.results import record
-from featlib.validation import check_bool
+from featlib.validation import check_bool, check_writable
 
 protocol = WildsProtocol(
     dataset=dataset, methods=tuple(methods), seeds=None if seeds is None else tuple(seeds), backbone=backbone,
@@ -86,7 +86,10 @@ protocol = WildsProtocol(
 )  # every parameter is checked here, before anything runs
 check_bool("download", download)
 check_bool("progress", progress)
-if not check_bool("fabricate", fabricate) and not download:
+check_writable("cache_dir", cache_dir)
+if check_bool("fabricate", fabricate):
+    check_writable("data_root", data_root)  # the fabricated data are written there
+elif not download:
     require_local(dataset, data_root)  # a missing dataset stops here, naming the folder searched
 """, tags=["validate"]),
 code(r"""

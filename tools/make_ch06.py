@@ -78,7 +78,7 @@ from featlib.experiments.saliency_wilds import explain_wilds, plot_wilds_salienc
 from featlib.experiments.wilds_experiment import WildsExperiment, WildsProtocol
 from featlib.results import record
 from featlib.saliency import plot_gradcam_triples, plot_overlay_grid
-from featlib.validation import check_bool, check_int, check_sequence
+from featlib.validation import check_bool, check_int, check_sequence, check_writable
 
 protocol = SaliencyProtocol(dataset=dataset, model=model, seed=seed, n_train=n_train, n_test=n_test,
                             hidden_dim=hidden_dim, erm_epochs=tuple(erm_epochs), feat_rounds=feat_rounds,
@@ -86,10 +86,12 @@ protocol = SaliencyProtocol(dataset=dataset, model=model, seed=seed, n_train=n_t
 check_int("n_show", n_show, minimum=1, maximum=n_test)
 check_int("wilds_examples", wilds_examples, minimum=1)
 check_bool("progress", progress)
+check_writable("cache_dir", cache_dir)
+check_writable("wilds_cache_dir", wilds_cache_dir)
 if not isinstance(wilds_overrides, dict):
     raise ValueError(f"wilds_overrides must be a dict of dataset -> protocol fields; got {wilds_overrides!r}")
 wilds_protocols = {name: WildsProtocol(dataset=name, methods=tuple(wilds_methods), **wilds_overrides.get(name, {}))
-                   for name in check_sequence("wilds_datasets", wilds_datasets, min_length=0)}
+                   for name in check_sequence("wilds_datasets", wilds_datasets, min_length=0, unique=True)}
 if not check_bool("wilds_fabricate", wilds_fabricate) and not check_bool("wilds_download", wilds_download):
     for name in wilds_protocols:
         require_local(name, wilds_root)

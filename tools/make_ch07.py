@@ -78,17 +78,19 @@ from IPython.display import Markdown, display
 from featlib import cost
 from featlib.device import describe_device, get_device
 from featlib.results import record
-from featlib.validation import check_bool, check_sequence
+from featlib.validation import check_bool, check_sequence, check_writable
 
 settings = cost.CostSettings(tuple(methods), rounds, steps, warmup, repeats)
 cases = []
-for name in check_sequence("benchmarks", benchmarks):
+for name in check_sequence("benchmarks", benchmarks, unique=True):
     if cost.COST_CASES.get(name) is cost.CMNISTCost:
         cases.append(cost.CMNISTCost(dataset=cmnist_dataset, n_train=n_train, hidden_dim=hidden_dim))
     else:
         cases.append(cost.WildsCost(dataset=wilds_dataset, root=wilds_root, fabricate=check_bool("fabricate", fabricate),
                                     backbone=backbone, pretrained=pretrained, resolution=resolution,
                                     batch_size=batch_size))
+if out_dir:
+    check_writable("out_dir", out_dir)
 """, tags=["validate"]),
 code(r"""
 device = get_device()

@@ -5,20 +5,24 @@
 
 Writes ``raw.csv`` (one row per case, repeat, method and round), ``summary.csv``,
 ``targets.csv``, ``schedule.csv`` and ``provenance.json`` (command, commit, device, versions,
-wall time) to ``--out``; an interrupted run resumes from ``--out/records``.
+wall time, a manifest of the files) to ``--out``, replaced as a whole at the end
+(:mod:`featlib.result_folder`); an interrupted run resumes from ``--out/records``. Bad
+arguments, an unwritable ``--out`` or missing real WILDS data (``--real-data`` without
+``--download``) stop it with a one-line message and exit status 2 before anything is measured.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from ..atomic import atomic_write
 from ..device import describe_device, get_device
+from ..provenance import git_commit
+from ..result_folder import ResultFolder
+from ..validation import check_writable
 from .benchmark import COST_CASES, METHODS, CostSettings, run_cost_benchmark
 from .report import check_targets, format_table, format_targets, schedule_estimate, summarise
 
@@ -42,6 +46,8 @@ def parse_args(argv):
     p.add_argument("--wilds-dataset", default="camelyon17")
     p.add_argument("--wilds-root", default="_cache/wilds-fabricated")
     p.add_argument("--real-data", action="store_true", help="use the WILDS data in --wilds-root instead of fabricating it")
+    p.add_argument("--download", action="store_true", help="with --real-data: download the WILDS data into --wilds-root "
+                                                           "when it is not there")
     p.add_argument("--backbone", default="densenet121")
     p.add_argument("--pretrained", type=_pretrained, default=False)
     p.add_argument("--resolution", type=int, default=96)
@@ -62,16 +68,18 @@ def main(argv: list[str] | None = None) -> int:
                                                       hidden_dim=args.hidden_dim))
             else:
                 cases.append(COST_CASES.get("wilds")(dataset=args.wilds_dataset, root=args.wilds_root,
-                                                     fabricate=not args.real_data, backbone=args.backbone,
-                                                     pretrained=args.pretrained, resolution=args.resolution,
-                                                     batch_size=args.batch_size))
-    except (ValueError, TypeError, KeyError) as err:
+                                                     fabricate=not args.real_data, download=args.download,
+                                                     backbone=args.backbone, pretrained=args.pretrained,
+                                                     resolution=args.resolution, batch_size=args.batch_size))
+        if args.download and not args.real_data:
+            raise ValueError("--download needs --real-data (without it the WILDS data are fabricated)")
+        if args.out is not None:
+            check_writable("--out", args.out, replace=True)
+    except (ValueError, TypeError, KeyError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     device = get_device()
     start = time.perf_counter()
-    from ..provenance import git_commit
-
     commit = git_commit()  # now: the checkout may move while the run goes on
     raw = run_cost_benchmark(cases, settings, device=device, out=args.out)
     summary = summarise(raw)
@@ -91,16 +99,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         from ..provenance import command_line, provenance
 
-        args.out.mkdir(parents=True, exist_ok=True)
+        folder = ResultFolder(args.out, keep=("records",))  # replaced as a whole, its records/ carried over
         for name, frame in (("raw", raw), ("summary", summary), ("targets", targets), ("schedule", estimate)):
-            atomic_write(args.out / f"{name}.csv", lambda tmp, f=frame: f.to_csv(tmp, index=False))
+            folder.add_csv(f"{name}.csv", frame)
         record = provenance(
             command_line("featlib.cost", argv), start, device, commit=commit,
             cases={c.name: c.describe() for c in cases}, settings=vars(settings) | {"methods": settings.methods},
             note="wall time includes measurements reused from --out/records, if any",
         )
         record["wall_time_s"] = wall
-        atomic_write(args.out / "provenance.json", lambda tmp: tmp.write_text(json.dumps(record, indent=2, default=str)))
+        folder.commit(record)
         print(f"\nwrote {args.out}/{{raw,summary,targets,schedule}}.csv and provenance.json")
     return 0
 

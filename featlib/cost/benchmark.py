@@ -31,11 +31,11 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..atomic import atomic_write
+from ..cache import cached, expect_keys, read_verified_csv, write_verified_csv
 from ..device import describe_device, get_device
 from ..profiling import recording
 from ..registry import Registry
-from ..validation import check_bool, check_choice, check_int, check_sequence
+from ..validation import check_bool, check_choice, check_fits_in_memory, check_int, check_sequence, check_writable
 from .recorder import StepRecorder
 
 METHODS = ("erm", "bonsai", "feat", "ifeat")
@@ -107,6 +107,8 @@ class CMNISTCost(CostCase):
         check_int("n_train", self.n_train, minimum=2, maximum=50000)
         check_int("n_test", self.n_test, minimum=1, maximum=10000)
         check_int("hidden_dim", self.hidden_dim, minimum=1)
+        check_fits_in_memory(f"the full-batch step (n_train={self.n_train}, hidden_dim={self.hidden_dim})",
+                             2 * self.n_train * self.hidden_dim * 4)  # the two hidden activations, float32
         self._data = None
 
     @property
@@ -174,6 +176,10 @@ class WildsCost(CostCase):
             dataset=self.dataset, methods=("erm",), backbone=self.backbone, pretrained=self.pretrained,
             batch_size=self.batch_size, resolution=self.resolution, max_token_length=self.max_token_length,
             dfr=False)
+        if not self.fabricate and not self.download:
+            from ..data.wilds_data import require_local
+
+            require_local(self.dataset, self.root)  # missing real data: stop before measuring anything
         self._experiment = None
 
     def describe(self) -> str:
@@ -256,22 +262,37 @@ def run_cost_benchmark(cases: list[CostCase], settings: CostSettings, *, device:
     Returns one row per (case, repeat, method, round). With ``out``, each finished measurement
     is kept in ``out/records/`` and reused by a rerun with the same settings and device."""
     device = device or get_device()
-    records = None if out is None else Path(out) / "records"
+    records = None if out is None else check_writable("out", out) / "records"
     jobs = [(case, r, m) for case in cases for r in range(settings.repeats) for m in settings.methods]
     frames = []
     bar = tqdm(jobs, desc="cost benchmark", disable=not progress)
     for case, repeat, method in bar:
         bar.set_postfix_str(f"{case.name} repeat {repeat + 1} {method}")
         path = None if records is None else records / f"{case.name}-{_settings_key(case, settings, device)}-r{repeat}-{method}.csv"
-        if path is not None and path.exists():
-            frames.append(pd.read_csv(path, dtype={"round": str}))
-            continue
-        case.prepare(device)
-        frame = measure(case, method, settings, device)
-        frame.insert(0, "repeat", repeat)
-        frame.insert(0, "benchmark", case.name)
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, lambda tmp, frame=frame: frame.to_csv(tmp, index=False))
-        frames.append(frame)
+
+        def measured(case=case, repeat=repeat, method=method) -> pd.DataFrame:
+            case.prepare(device)
+            frame = measure(case, method, settings, device)
+            frame.insert(0, "repeat", repeat)
+            frame.insert(0, "benchmark", case.name)
+            return frame
+
+        frames.append(cached(path, _record_reader(case.name, repeat, method, settings), measured, write_verified_csv,
+                             what="cost record"))
     return pd.concat(frames, ignore_index=True)
+
+
+def expected_rounds(method: str, settings: CostSettings) -> list[str]:
+    """The round labels a measurement of ``method`` holds: ERM one, FeAT and iFeAT ``rounds``,
+    Bonsai ``rounds`` and its synthesis."""
+    if method == "erm":
+        return ["1"]
+    labels = [str(k) for k in range(1, settings.rounds + 1)]
+    return labels + ["synthesis"] if method == "bonsai" else labels
+
+
+def _record_reader(benchmark: str, repeat: int, method: str, settings: CostSettings):
+    """Reads a kept measurement back, checking that it holds every round of it once."""
+    check = expect_keys(["benchmark", "repeat", "method", "round"],
+                        [(benchmark, repeat, method, r) for r in expected_rounds(method, settings)], allow_nan=True)
+    return lambda path: read_verified_csv(path, check, dtype={"round": str})

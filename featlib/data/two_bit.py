@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..validation import check_int, check_positive, check_probability, check_sequence
+from ..validation import check_fits_in_memory, check_int, check_positive, check_probability, check_sequence
 
 #: Coordinates of the invariant (v1) and spurious (v2) feature directions.
 INVARIANT_COORD = 0
@@ -96,6 +96,13 @@ class TwoBitSpec:
         check_int("d", self.d, minimum=3)
         check_positive("sigma_p", self.sigma_p, allow_zero=True)
         object.__setattr__(self, "betas", tuple(float(b) for b in self.betas))
+        check_fits_in_memory(f"a training sample of n_per_env={self.n_per_env} examples in each of "
+                             f"{self.num_envs} environments with d={self.d}", self.sample_bytes(), device="cpu")
+
+    def sample_bytes(self) -> int:
+        """Memory that drawing the training sample takes at least: the (n, 2, d) float64 array it
+        is assembled in and its float32 copy."""
+        return self.n_per_env * self.num_envs * 2 * self.d * (8 + 4)
 
     @property
     def num_envs(self) -> int:

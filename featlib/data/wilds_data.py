@@ -200,6 +200,11 @@ class WildsDatasetNotFoundError(FileNotFoundError):
     """A WILDS dataset is not on disk under the given root (and download=False)."""
 
 
+class WildsDataError(ValueError):
+    """A WILDS dataset folder is there but incomplete or damaged (a file missing, a metadata
+    table cut short); the message names the folder and says how to repair it."""
+
+
 # --------------------------------------------------------------------------------------------
 # The wilds package
 # --------------------------------------------------------------------------------------------
@@ -407,16 +412,30 @@ def _check_root(root: Any) -> Path:
     return path
 
 
+#: How to ask for a download, wherever a dataset is loaded from.
+DOWNLOAD_HINT = "download=True in Python and the notebooks, --download for run_wilds and python -m featlib.cost"
+
+
 def _not_found(spec: WildsSpec, root: Path) -> WildsDatasetNotFoundError:
     data_dir = root / spec.version_dir
     version = spec.version_dir.rsplit("_v", 1)[1]
     return WildsDatasetNotFoundError(
         f"the {spec.title} dataset was not found: {data_dir} does not exist or lacks "
-        f"RELEASE_v{version}.txt. Pass download=True to download it (about "
+        f"RELEASE_v{version}.txt. Download it ({DOWNLOAD_HINT}; about "
         f"{download_size_gb(spec.name):.2f} GB compressed), or run "
         f"`python -c \"import wilds; wilds.get_dataset('{spec.name}', root_dir='{root}', "
         f"download=True)\"`"
     )
+
+
+def _damaged(spec: WildsSpec, root: Path, what: str) -> WildsDataError:
+    data_dir = root / spec.version_dir
+    if (data_dir / "FABRICATED.json").is_file():
+        fix = (f"it was fabricated by featlib: rewrite it with --fabricate (run_wilds, chapter 05's fabricate=True) "
+               f"or featlib.data.wilds_fabricate.fabricate_wilds({spec.name!r}, {str(root)!r})")
+    else:
+        fix = f"delete {data_dir} and download the dataset again ({DOWNLOAD_HINT})"
+    return WildsDataError(f"the {spec.title} dataset in {data_dir} is incomplete or damaged: {what}; {fix}")
 
 
 def _exists_locally(spec: WildsSpec, root: Path) -> bool:
@@ -488,17 +507,24 @@ def load_wilds(
     if not download and not _exists_locally(spec, root):
         raise _not_found(spec, root)
     wilds = import_wilds()
-    try:
-        dataset = wilds.get_dataset(dataset=name, root_dir=str(root), download=download)
-    except FileNotFoundError as err:
-        raise _not_found(spec, root) from err
     if transform is None and spec.modality == "image":
         transform = image_transform(spec, resolution)
     from wilds.common.grouper import CombinatorialGrouper
 
-    grouper = CombinatorialGrouper(dataset=dataset, groupby_fields=list(spec.groupby_fields))
-    return WildsData(
-        spec=spec, dataset=dataset, grouper=grouper,
-        splits=_make_splits(dataset, transform, max_examples, seed),
-        n_classes=int(dataset.n_classes),
-    )
+    try:
+        dataset = wilds.get_dataset(dataset=name, root_dir=str(root), download=download)
+        grouper = CombinatorialGrouper(dataset=dataset, groupby_fields=list(spec.groupby_fields))
+        splits = _make_splits(dataset, transform, max_examples, seed)
+    except FileNotFoundError as err:
+        if not _exists_locally(spec, root):
+            raise _not_found(spec, root) from err
+        raise _damaged(spec, root, f"{err.filename or err} is missing") from None
+    except ImportError:
+        raise
+    except Exception as err:  # noqa: BLE001  (pandas, numpy and wilds raise many types on damaged tables)
+        raise _damaged(spec, root, f"wilds cannot read it ({type(err).__name__}: {err})") from None
+    empty = [split for split, subset in splits.items() if len(subset) == 0]
+    if empty:
+        raise _damaged(spec, root, f"the split(s) {', '.join(map(repr, empty))} hold no examples (is its metadata "
+                                   "table cut short?)")
+    return WildsData(spec=spec, dataset=dataset, grouper=grouper, splits=splits, n_classes=int(dataset.n_classes))

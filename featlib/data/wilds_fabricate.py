@@ -15,16 +15,20 @@ paper's results and are labelled as fabricated (``FABRICATED.json`` next to the 
 
 Writing is atomic (a temporary sibling folder renamed into place once complete, so a
 half-written folder is never taken for a dataset) and idempotent (an existing folder written
-with the same name, seed and sizes is returned as is).
+with the same name, seed and sizes is returned as is). The marker lists every file with its
+SHA-256, so a fabricated folder that lost or changed a file (``metadata.csv`` deleted or cut
+short) is detected and written again by the next :func:`fabricate_wilds` (``--fabricate``).
 """
 from __future__ import annotations
 
 import csv
 import datetime
+import hashlib
 import json
 import os
 import shutil
 import tempfile
+import warnings
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +40,7 @@ import pandas as pd
 from PIL import Image
 
 from ..registry import Registry
+from ..result_folder import replace_folder
 from ..validation import check_int
 from .wilds_data import WILDS_DATASETS
 
@@ -619,11 +624,38 @@ def _read_marker(folder: Path) -> dict | None:
         return None
 
 
-def _existing(target: Path, marker: dict) -> Path:
-    """Return ``target`` if it was fabricated with ``marker``; otherwise refuse to touch it."""
+def _file_digests(folder: Path) -> dict[str, str]:
+    """SHA-256 of every file under ``folder`` but the marker, by path relative to it."""
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MARKER}
+
+
+def damage(folder: Path, files: dict | None) -> str | None:
+    """What is wrong with a fabricated folder, judged by its marker's list of files; None if
+    nothing is."""
+    if not isinstance(files, dict):
+        return "it was fabricated by an older featlib, without the list of its files"
+    found = _file_digests(folder)
+    missing = sorted(set(files) - set(found))
+    if missing:
+        return f"{len(missing)} of its files are missing ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})"
+    changed = sorted(name for name, digest in files.items() if found[name] != digest)
+    if changed:
+        return f"{len(changed)} of its files were changed ({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''})"
+    return None
+
+
+def _existing(target: Path, marker: dict) -> Path | None:
+    """``target`` if it was fabricated with ``marker`` and is intact; None if it was fabricated
+    with ``marker`` but is damaged (reported; the caller writes it again); FileExistsError for
+    any other folder, which is never touched."""
     found = _read_marker(target)
-    if found == marker:
-        return target
+    if isinstance(found, dict) and {k: v for k, v in found.items() if k != "files"} == marker:
+        problem = damage(target, found.get("files"))
+        if problem is None:
+            return target
+        warnings.warn(f"{target}: {problem}; fabricating it again", UserWarning, stacklevel=3)
+        return None
     what = "a real (or foreign) dataset" if found is None else f"a fabricated dataset with {found}"
     raise FileExistsError(
         f"{target} already holds {what}, not one fabricated with {marker}; delete it or pick "
@@ -636,7 +668,8 @@ def _write_release(folder: Path, version_dir: str, marker: dict) -> None:
     (folder / f"RELEASE_v{version}.txt").write_text(
         f"Fabricated by featlib.data.wilds_fabricate (not the real {marker['name']} data).\n"
     )
-    (folder / MARKER).write_text(json.dumps(marker, indent=1, sort_keys=True) + "\n")
+    record = {**marker, "files": _file_digests(folder)}
+    (folder / MARKER).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
 def fabricate_wilds(name: str, root: str | os.PathLike, *, seed: int = 0, **sizes: int) -> Path:
@@ -645,7 +678,8 @@ def fabricate_wilds(name: str, root: str | os.PathLike, *, seed: int = 0, **size
     ``name`` is a key of :data:`FABRICATORS`; ``sizes`` override the per-split example counts
     (see ``FABRICATORS.get(name).defaults``). Deterministic in ``seed``; atomic (written to a
     temporary sibling, then renamed); idempotent (an existing folder fabricated with the same
-    name, seed and sizes is returned; any other existing folder raises FileExistsError).
+    name, seed and sizes is returned when its files are intact, and written again when one is
+    missing or changed; any other existing folder raises FileExistsError).
     """
     fabricator = FABRICATORS.get(name)
     spec = WILDS_DATASETS.get(name)
@@ -654,18 +688,26 @@ def fabricate_wilds(name: str, root: str | os.PathLike, *, seed: int = 0, **size
     root = _check_root(root)
     marker = {"name": name, "seed": seed, "sizes": sizes, "format": FORMAT_VERSION}
     target = root / spec.version_dir
+    repair = False
     if target.exists():
-        return _existing(target, marker)
+        if _existing(target, marker) is not None:
+            return target
+        repair = True
     tmp = Path(tempfile.mkdtemp(prefix=f".{spec.version_dir}.", suffix=".partial", dir=root))
     try:
         fabricator.write(tmp, np.random.default_rng(seed), sizes)
         _write_release(tmp, spec.version_dir, marker)
+        if repair:  # swap the fresh folder in for the damaged one
+            replace_folder(tmp, target)
+            return target
         try:
             os.rename(tmp, target)
         except OSError:  # another process finished first
             if not target.exists():
                 raise
-            return _existing(target, marker)
+            if _existing(target, marker) is None:
+                replace_folder(tmp, target)
+            return target
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

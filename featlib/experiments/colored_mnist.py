@@ -16,7 +16,10 @@ How the runs are batched (see :mod:`featlib.models.stacked`):
 
 ``stacked=False`` trains every run alone (the reference code's way); both give the same numbers
 (``tests/test_stacked_training.py``). Finished pieces are written to ``cache_dir`` as they
-complete, so an interrupted run resumes where it stopped.
+complete, so an interrupted run resumes where it stopped: learned features per (initialisation,
+seed), OOD-stage pieces per (objective, initialisation, seed), the oracle per seed. They are
+verified when read back, a damaged one is reported and recomputed, and processes sharing
+``cache_dir`` compute each piece once (:mod:`featlib.cache`).
 
 Reported OOD accuracy is the worst of the three test environments after the last step; for
 each (initialisation, objective) the table shows the configuration with the best mean over
@@ -32,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -42,7 +45,10 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import __version__
-from ..atomic import atomic_write
+from ..cache import (
+    MISSING, CorruptFileError, PieceLock, cached, expect_keys, file_state, load_torch, read_verified_csv, save_torch,
+    try_load, write_verified_csv,
+)
 from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist
 from ..device import get_device
 from ..feature_learning import FEATURE_LEARNERS, LearnedFeatures
@@ -51,7 +57,9 @@ from ..models.mlp import ColoredMNISTMLP
 from ..models.stacked import StackedHeads, StackedMLP
 from ..objectives import OBJECTIVES
 from ..training.ood_stage import LabelledInputs, OODStageConfig, train_stack
-from ..validation import check_choice, check_int, check_positive, check_sequence
+from ..validation import (
+    check_choice, check_fits_in_memory, check_int, check_positive, check_sequence, check_writable,
+)
 
 #: Table 2's rows and columns. The paper's FeAT column is iFeAT (Sec. 5, "Practical
 #: implementations": "Throughout the whole experiment, we will use iFeAT").
@@ -147,7 +155,7 @@ class CMNISTProtocol:
     def __post_init__(self) -> None:
         check_protocol_dataset(self.dataset)
         for name in ("seeds", "objectives", "inits", "penalty_weights", "pretrain_epochs"):
-            object.__setattr__(self, name, tuple(check_sequence(name, list(getattr(self, name)))))
+            object.__setattr__(self, name, tuple(check_sequence(name, list(getattr(self, name)), unique=True)))
         for seed in self.seeds:
             check_int("seeds", seed, minimum=0)
         for objective in self.objectives:
@@ -168,6 +176,20 @@ class CMNISTProtocol:
         check_positive("termination", self.termination)
         termination_rule(self.termination_rule)
         check_int("eval_every", self.eval_every, minimum=1)
+        for objective in self.objectives:  # lr, l2, env_reduction as the OOD stage checks them
+            self.ood_config(objective)
+        check_fits_in_memory(f"the protocol's largest stack (hidden_dim={self.hidden_dim}, n_train={self.n_train})",
+                             self.memory_estimate())
+
+    def memory_estimate(self) -> int:
+        """Bytes that the largest stack of runs holds at least (float32, images not counted): the
+        training features (G, n_train, H) of every (initialisation, seed) group on frozen
+        featurizers, or the two hidden activations (C, n_train, H) of the ERM-NF stack of C
+        configurations, or one network's during feature learning."""
+        per_network = self.n_train * self.hidden_dim * 4
+        groups = len([i for i in self.inits if i != "erm-nf"]) * len(self.seeds)
+        configs = max(len(self.configurations(o)) for o in self.objectives) if "erm-nf" in self.inits else 0
+        return max(groups * per_network, 2 * configs * per_network, 2 * per_network)
 
     def learner_options(self, init: str) -> dict:
         """Keyword arguments of the feature learner ``init`` for this dataset (Table 6, scaled)."""
@@ -220,7 +242,7 @@ class ColoredMNISTExperiment:
 
     def __post_init__(self) -> None:
         self.device = self.device or get_device()
-        self.cache_dir = Path(self.cache_dir) if self.cache_dir is not None else None
+        self.cache_dir = check_writable("cache_dir", self.cache_dir) if self.cache_dir is not None else None
 
     # -- data and features ---------------------------------------------------------------
     def data(self, seed: int, oracle: bool = False):
@@ -242,19 +264,26 @@ class ColoredMNISTExperiment:
         if key in self._features:
             return self._features[key]
         path = self._path("features", f"{init}-seed{seed}-{self.protocol.key(CMNISTProtocol.FEATURE_FIELDS)}.pt")
-        if path is not None and path.exists():
-            saved = torch.load(path, map_location=self.device, weights_only=False)
+
+        def load(path: Path) -> LearnedFeatures:
+            saved = load_torch(path, keys=("state", "rounds", "epochs"), map_location=self.device)
             model = ColoredMNISTMLP(self.protocol.hidden_dim).to(self.device)
-            model.load_state_dict(saved["state"])
-            learned = LearnedFeatures(init, model, pd.DataFrame(saved["rounds"]), saved["epochs"])
-        else:
+            try:
+                model.load_state_dict(saved["state"])
+            except (RuntimeError, TypeError, AttributeError, KeyError) as err:
+                raise CorruptFileError(path, f"its network does not load into the protocol's MLP ({err})") from None
+            return LearnedFeatures(init, model, pd.DataFrame(saved["rounds"]), saved["epochs"])
+
+        def learn() -> LearnedFeatures:
             torch.manual_seed(seed)
-            learned = FEATURE_LEARNERS.get(init)(self.data(seed), seed, progress=self.progress,
-                                                 **self.protocol.learner_options(init))
-            if path is not None:
-                saved = {"state": learned.model.state_dict(), "rounds": learned.rounds.to_dict("list"),
-                         "epochs": learned.epochs}
-                atomic_write(path, lambda tmp: torch.save(saved, tmp))
+            return FEATURE_LEARNERS.get(init)(self.data(seed), seed, progress=self.progress,
+                                              **self.protocol.learner_options(init))
+
+        def save(path: Path, learned: LearnedFeatures) -> None:
+            save_torch(path, {"state": learned.model.state_dict(), "rounds": learned.rounds.to_dict("list"),
+                              "epochs": learned.epochs})
+
+        learned = cached(path, load, learn, save, what="cached features")
         self._features[key] = learned
         return learned
 
@@ -309,16 +338,17 @@ class ColoredMNISTExperiment:
         return self._rows(final, ["erm-nf"], [seed], configs, objective)
 
     def _pieces(self) -> list[tuple[str, str, tuple, Path | None]]:
-        """Independent units of work: (objective, kind, groups, cache file)."""
+        """Independent units of work: (objective, kind, groups, cache file). A frozen piece is one
+        (initialisation, seed) group, so adding a seed or an initialisation computes only its own
+        pieces; :meth:`run` still trains the missing groups of an objective as one stack."""
         p = self.protocol
         pieces = []
         ood_key = p.key(CMNISTProtocol.OOD_FIELDS)
         for objective in p.objectives:
-            learned = [i for i in p.inits if i != "erm-nf"]
-            if learned:
-                groups = tuple((i, s) for i in learned for s in p.seeds)
-                name = f"frozen-{objective}-{p.key(CMNISTProtocol.OOD_FIELDS, groups=groups)}.csv"
-                pieces.append((objective, "frozen", groups, self._path("ood", name)))
+            for init in [i for i in p.inits if i != "erm-nf"]:
+                for s in p.seeds:
+                    name = f"frozen-{objective}-{init}-seed{s}-{ood_key}.csv"
+                    pieces.append((objective, "frozen", ((init, s),), self._path("ood", name)))
             if "erm-nf" in p.inits:
                 for s in p.seeds:
                     pieces.append((objective, "nf", ((("erm-nf", s),)), self._path("ood", f"nf-{objective}-seed{s}-{ood_key}.csv")))
@@ -335,32 +365,93 @@ class ColoredMNISTExperiment:
             return self._frozen_stack(objective, list(groups), configs)
         return pd.concat([self._frozen_stack(objective, [g], [c]) for g in groups for c in configs], ignore_index=True)
 
+    def _piece_reader(self, objective: str, groups) -> Callable[[Path], pd.DataFrame]:
+        """Reads a cached piece back, checking that it holds every run of ``groups`` once."""
+        configs = self.protocol.configurations(objective)
+        expected = [(self.protocol.dataset, init, objective, seed, w, k) for init, seed in groups for w, k in configs]
+        check = expect_keys(["dataset", "init", "objective", "seed", "penalty_weight", "pretrain_epochs"], expected)
+        return lambda path: read_verified_csv(path, check)
+
+    @staticmethod
+    def _split(frame: pd.DataFrame, group) -> pd.DataFrame:
+        init, seed = group
+        return frame[(frame["init"] == init) & (frame["seed"] == seed)].reset_index(drop=True)
+
+    def _stack_missing_frozen(self, pieces) -> dict:
+        """Train the missing frozen pieces of each objective as one stack. With a cache, those
+        that no other process is computing (their locks are taken without waiting) are written
+        each to its own file, for :meth:`run` to read back; without one, their frames are
+        returned, by (objective, group)."""
+        by_objective: dict[str, list] = {}
+        for objective, kind, groups, path in pieces:
+            if kind == "frozen":
+                by_objective.setdefault(objective, []).append((groups[0], path))
+        computed = {}
+        for objective, entries in by_objective.items():
+            if self.cache_dir is None:
+                frame = self.run_piece(objective, "frozen", tuple(g for g, _ in entries))
+                computed.update({(objective, g): self._split(frame, g) for g, _ in entries})
+                continue
+            missing = [(g, path, file_state(path)) for g, path in entries
+                       if try_load(path, self._piece_reader(objective, (g,)), "cached OOD-stage piece") is MISSING]
+            if len(missing) < 2:  # a lone piece is computed by run() itself
+                continue
+            locks, todo = [], []
+            try:
+                for g, path, state in missing:
+                    lock = PieceLock(path)
+                    if not lock.acquire(blocking=False):
+                        continue  # another process is computing it: run() waits for it
+                    locks.append(lock)
+                    if file_state(path) == state:  # nobody wrote it in the meantime
+                        todo.append((g, path))
+                if todo:
+                    frame = self.run_piece(objective, "frozen", tuple(g for g, _ in todo))
+                    for g, path in todo:
+                        write_verified_csv(path, self._split(frame, g))
+            finally:
+                for lock in locks:
+                    lock.release()
+        return computed
+
     def run(self) -> pd.DataFrame:
-        """Every OOD-stage run of the protocol, one row each (resumes from the cache)."""
+        """Every OOD-stage run of the protocol, one row each (resumes from the cache; a cached
+        piece that is damaged is reported and recomputed)."""
         frames = []
         pieces = self._pieces()
+        computed = self._stack_missing_frozen(pieces) if self.stacked else {}
         bar = tqdm(pieces, desc=f"{self.protocol.dataset} OOD stage", disable=not self.progress)
         for objective, kind, groups, path in bar:
             bar.set_postfix_str(f"{objective} ({kind})")
-            if path is not None and path.exists():
-                frames.append(pd.read_csv(path))
+            if (objective, groups[0]) in computed:
+                frames.append(computed[objective, groups[0]])
                 continue
-            frame = self.run_piece(objective, kind, groups)
-            if path is not None:
-                atomic_write(path, lambda tmp: frame.to_csv(tmp, index=False))
-            frames.append(frame)
+            frames.append(cached(path, self._piece_reader(objective, groups),
+                                 lambda: self.run_piece(objective, kind, groups), write_verified_csv,
+                                 what="cached OOD-stage piece"))
         return pd.concat(frames, ignore_index=True)
+
+    #: Fields the oracle run depends on: the ERM learner's options and the data.
+    ORACLE_FIELDS = ("dataset", "hidden_dim", "n_train", "n_test", "epoch_scale", "lr", "l2")
+
+    def _oracle_row(self, seed: int) -> pd.DataFrame:
+        p = self.protocol
+        learned = FEATURE_LEARNERS.get("erm")(self.data(seed, oracle=True), seed, **p.learner_options("erm"))
+        return pd.DataFrame([{"dataset": p.dataset, "seed": seed,
+                              "worst_test_acc": float(learned.rounds["ood_acc"].iloc[0])}])
 
     def oracle(self) -> pd.DataFrame:
         """The oracle row: the same MLP trained with ERM (the dataset's ERM epochs) where colour
-        carries no information, scored on the usual test environments."""
+        carries no information, scored on the usual test environments (cached per seed)."""
         p = self.protocol
-        rows = []
+        key = p.key(self.ORACLE_FIELDS)
+        frames = []
         for seed in p.seeds:
-            data = self.data(seed, oracle=True)
-            learned = FEATURE_LEARNERS.get("erm")(data, seed, **p.learner_options("erm"))
-            rows.append({"dataset": p.dataset, "seed": seed, "worst_test_acc": float(learned.rounds["ood_acc"].iloc[0])})
-        return pd.DataFrame(rows)
+            check = expect_keys(["dataset", "seed"], [(p.dataset, seed)])
+            frames.append(cached(self._path("oracle", f"oracle-seed{seed}-{key}.csv"),
+                                 lambda path, check=check: read_verified_csv(path, check),
+                                 lambda seed=seed: self._oracle_row(seed), write_verified_csv, what="cached oracle run"))
+        return pd.concat(frames, ignore_index=True)
 
 
 # -- summaries -------------------------------------------------------------------------------
@@ -368,6 +459,10 @@ def select_best(results: pd.DataFrame) -> pd.DataFrame:
     """Per (dataset, init, objective): the configuration with the best mean worst-test accuracy
     over seeds, with mean and std (numpy's, ddof=0, as the reference) over seeds there."""
     keys = ["dataset", "init", "objective"]
+    runs = results[keys + ["penalty_weight", "pretrain_epochs", "seed"]]
+    if runs.duplicated().any():
+        raise ValueError(f"results hold {int(runs.duplicated().sum())} runs twice (same dataset, init, objective, "
+                         "configuration and seed): results of overlapping runs were concatenated")
     by_config = results.groupby(keys + ["penalty_weight", "pretrain_epochs"])["worst_test_acc"]
     stats = by_config.agg(mean="mean", std=lambda v: float(np.std(v)), n_seeds="count").reset_index()
     best = stats.loc[stats.groupby(keys)["mean"].idxmax()]

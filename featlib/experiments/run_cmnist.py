@@ -5,72 +5,125 @@
 
 writes ``runs-<dataset>.csv`` (one row per OOD-stage run), ``rounds-<dataset>.csv`` (per-round
 histories of FeAT, iFeAT and Bonsai), ``oracle-<dataset>.csv`` and ``provenance.json`` (the
-command, git commit, device, wall time and the protocol). Chapter 04 shows these files beside
-the paper's numbers. Interrupted runs resume from ``--cache-dir``.
+command, git commit, device, wall time, the protocol and a manifest of the files). Chapter 04
+shows these files beside the paper's numbers. Interrupted runs resume from ``--cache-dir``.
+
+Every argument is checked, and ``--out`` is checked writable, before any work; a bad one stops
+the command with a one-line message and exit status 2. ``--out`` is replaced as a whole when
+the run finishes (:mod:`featlib.result_folder`): a run killed at any point leaves the previous
+results untouched, never a mix of two runs.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 
-from ..atomic import atomic_write
+from ..cache import CorruptFileError
+from ..csv_io import read_csv
+from ..data.mnist import SOURCES
 from ..provenance import command_line, git_commit, provenance
-from .colored_mnist import CMNISTProtocol, ColoredMNISTExperiment
+from ..result_folder import ResultFolder, read_manifest
+from ..validation import check_sequence, check_writable
+from .colored_mnist import SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
 
 INITS = ("erm-nf", "erm", "bonsai", "ifeat", "feat")
+KINDS = ("runs", "rounds", "oracle")
+
+
+def _remedy(directory: Path) -> str:
+    return (f"rerun `python -m featlib.experiments.run_cmnist --out {directory}` (finished pieces come from its "
+            "--cache-dir) or restore the folder from git")
 
 
 def load_results(directory: str | Path) -> dict | None:
-    """The committed results (frames and provenance) in ``directory``, or None if absent."""
+    """The committed results (frames and provenance) in ``directory``, or None if absent.
+
+    The files are checked against the manifest in ``provenance.json``, and the rows against the
+    protocols it records (datasets and seeds): a folder mixing two runs raises
+    :class:`~featlib.cache.CorruptFileError` naming the file, instead of being reported as one run."""
     directory = Path(directory)
-    if not (directory / "provenance.json").exists():
+    record = read_manifest(directory, _remedy(directory))
+    if record is None:
         return None
-    provenance = json.loads((directory / "provenance.json").read_text())
-    def read(kind):
-        paths = [directory / f"{kind}-{d}.csv" for d in provenance["datasets"]]
-        present = [pd.read_csv(p) for p in paths if p.exists()]
-        return pd.concat(present, ignore_index=True) if present else pd.DataFrame()
+    path = directory / "provenance.json"
+    datasets = record.get("datasets")
+    if not isinstance(datasets, list) or not datasets:
+        raise CorruptFileError(path, "it names no datasets", _remedy(directory))
+    seeds = {p.get("dataset"): set(p.get("seeds", ())) for p in record.get("protocols", [])}
+    frames = {}
+    for kind in KINDS:
+        parts = []
+        for d in datasets:
+            file = directory / f"{kind}-{d}.csv"
+            if not file.exists():
+                raise CorruptFileError(file, "it is missing", _remedy(directory))
+            frame = read_csv(file)
+            if kind != "rounds" or len(frame):  # rounds may be empty (no FeAT, iFeAT or Bonsai)
+                found = set(frame["seed"]) if "seed" in frame.columns else set()
+                if d in seeds and found != seeds[d]:
+                    raise CorruptFileError(file, f"it holds seeds {sorted(found)} where provenance.json records "
+                                                 f"{sorted(seeds[d])} (files of two different runs)", _remedy(directory))
+            parts.append(frame)
+        frames[kind] = pd.concat(parts, ignore_index=True)
+    return {"provenance": record, **frames}
 
-    frames = {kind: read(kind) for kind in ("runs", "rounds", "oracle")}
-    return {"provenance": provenance, **frames}
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m featlib.experiments.run_cmnist",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--datasets", nargs="+", default=["cmnist025", "cmnist01"])
+    parser.add_argument("--datasets", nargs="+", default=list(SCHEDULES), choices=list(SCHEDULES))
     parser.add_argument("--seeds", nargs="+", type=int, default=list(range(1, 11)))
     parser.add_argument("--inits", nargs="+", default=list(INITS), choices=list(INITS),
                         help="feature initialisations (Table 2's columns); default: all five")
-    parser.add_argument("--cache-dir", default="_cache/cmnist")
-    parser.add_argument("--mnist-source", default="auto")
-    args = parser.parse_args(argv)
+    parser.add_argument("--cache-dir", default="_cache/cmnist", type=Path)
+    parser.add_argument("--mnist-source", default="auto", choices=SOURCES)
+    return parser.parse_args(argv)
+
+
+def prepare(args) -> list[CMNISTProtocol]:
+    """Every check before any work: the protocols (seeds...), --datasets, --out and --cache-dir."""
+    check_sequence("--datasets", args.datasets, unique=True)
+    check_sequence("--inits", args.inits, unique=True)
     protocols = [CMNISTProtocol(dataset=d, seeds=tuple(args.seeds), inits=tuple(args.inits)) for d in args.datasets]
-    args.out.mkdir(parents=True, exist_ok=True)
+    check_writable("--out", args.out, replace=True)
+    check_writable("--cache-dir", args.cache_dir)
+    return protocols
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    try:
+        protocols = prepare(args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     start = time.perf_counter()
     commit = git_commit()  # now: the checkout may move while the run goes on
     timings = {}
+    folder = ResultFolder(args.out)
     for protocol in protocols:
         t0 = time.perf_counter()
         experiment = ColoredMNISTExperiment(protocol, cache_dir=args.cache_dir, mnist_source=args.mnist_source)
-        experiment.run().to_csv(args.out / f"runs-{protocol.dataset}.csv", index=False)
+        folder.add_csv(f"runs-{protocol.dataset}.csv", experiment.run())
         learned = [i for i in ("ifeat", "feat", "bonsai") if i in protocol.inits]
-        if learned:
-            pd.concat([experiment.rounds(i) for i in learned], ignore_index=True).to_csv(
-                args.out / f"rounds-{protocol.dataset}.csv", index=False)
-        experiment.oracle().to_csv(args.out / f"oracle-{protocol.dataset}.csv", index=False)
+        folder.add_csv(f"rounds-{protocol.dataset}.csv",
+                       pd.concat([experiment.rounds(i) for i in learned], ignore_index=True) if learned else pd.DataFrame())
+        folder.add_csv(f"oracle-{protocol.dataset}.csv", experiment.oracle())
         timings[protocol.dataset] = time.perf_counter() - t0
     record = provenance(
         command_line("featlib.experiments.run_cmnist", argv), start, commit=commit,
         wall_time_s_per_dataset=timings, datasets=args.datasets, protocols=[asdict(p) for p in protocols],
         note="wall time includes results loaded from --cache-dir, if any",
     )
-    atomic_write(args.out / "provenance.json", lambda tmp: tmp.write_text(json.dumps(record, indent=2)))
+    folder.commit(record)
     print(json.dumps({k: record[k] for k in ("commit", "device", "wall_time_s")}, indent=2))
     return 0
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -25,9 +26,11 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..atomic import atomic_write
+from ..data.mnist import SOURCES
 from ..feature_learning.termination import DEFAULT_TERMINATION, TERMINATION_RULES
 from ..provenance import command_line, git_commit, provenance
+from ..result_folder import ResultFolder
+from ..validation import check_writable
 from .colored_mnist import LEARNED_INITS, SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
 
 
@@ -40,8 +43,8 @@ def parse_args(argv):
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
     parser.add_argument("--max-rounds", type=int, default=CMNISTProtocol.max_rounds)
     parser.add_argument("--termination-rule", default=DEFAULT_TERMINATION, choices=TERMINATION_RULES.names())
-    parser.add_argument("--cache-dir", default="_cache/cmnist")
-    parser.add_argument("--mnist-source", default="auto")
+    parser.add_argument("--cache-dir", default="_cache/cmnist", type=Path)
+    parser.add_argument("--mnist-source", default="auto", choices=SOURCES)
     args = parser.parse_args(argv)
     for name in ("datasets", "inits", "seeds"):
         values = getattr(args, name)
@@ -56,10 +59,15 @@ def parse_args(argv):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    protocols = [CMNISTProtocol(dataset=d, seeds=tuple(args.seeds), inits=tuple(args.inits),
-                                max_rounds=args.max_rounds, termination_rule=args.termination_rule)
-                 for d in args.datasets]
-    args.out.mkdir(parents=True, exist_ok=True)
+    try:  # every check before any work; --out is replaced as a whole at the end (featlib.result_folder)
+        protocols = [CMNISTProtocol(dataset=d, seeds=tuple(args.seeds), inits=tuple(args.inits),
+                                    max_rounds=args.max_rounds, termination_rule=args.termination_rule)
+                     for d in args.datasets]
+        check_writable("--out", args.out, replace=True)
+        check_writable("--cache-dir", args.cache_dir)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     start = time.perf_counter()
     commit = git_commit()  # now: the checkout may move while the run goes on
     timings = {}
@@ -72,10 +80,11 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         experiments[protocol.dataset].features(init, seed)
         timings[f"{protocol.dataset}/{init}/seed{seed}"] = time.perf_counter() - t0
+    folder = ResultFolder(args.out)
     for protocol in protocols:
         experiment = experiments[protocol.dataset]
-        rounds = pd.concat([experiment.rounds(i) for i in protocol.inits], ignore_index=True)
-        atomic_write(args.out / f"rounds-{protocol.dataset}.csv", lambda tmp, f=rounds: f.to_csv(tmp, index=False))
+        folder.add_csv(f"rounds-{protocol.dataset}.csv",
+                       pd.concat([experiment.rounds(i) for i in protocol.inits], ignore_index=True))
     record = provenance(
         command_line("featlib.experiments.run_rounds", argv), start, commit=commit,
         wall_time_s_per_run=timings, datasets=args.datasets, inits=args.inits, seeds=args.seeds,
@@ -83,20 +92,9 @@ def main(argv: list[str] | None = None) -> int:
                    for p in protocols],
         note="feature learning only (no OOD stage); wall time includes features loaded from --cache-dir, if any",
     )
-    atomic_write(args.out / "provenance.json", lambda tmp: tmp.write_text(json.dumps(record, indent=2)))
+    folder.commit(record)
     print(json.dumps({k: record[k] for k in ("commit", "device", "wall_time_s")}, indent=2))
     return 0
-
-
-def load_rounds(directory: str | Path) -> dict | None:
-    """Committed per-round results (``rounds`` frame of every dataset, and ``provenance``) in
-    ``directory``, or None when it holds none."""
-    directory = Path(directory)
-    if not (directory / "provenance.json").exists():
-        return None
-    record = json.loads((directory / "provenance.json").read_text())
-    frames = [pd.read_csv(directory / f"rounds-{d}.csv") for d in record["datasets"]]
-    return {"provenance": record, "rounds": pd.concat(frames, ignore_index=True)}
 
 
 if __name__ == "__main__":

@@ -9,7 +9,11 @@ writes ``ood.csv`` (every OOD-stage head, per epoch), ``dfr.csv``, ``rounds.csv`
 commit, device, wall time, protocol). A killed run resumes from ``--cache-dir``: finished
 pieces are read back, a feature-learning run continues from its last checkpoint.
 ``--fabricate`` first writes the tiny fabricated dataset of :mod:`featlib.data.wilds_fabricate`
-into ``--root`` (for trying the pipeline without the real data).
+into ``--root`` (for trying the pipeline without the real data), or repairs one that was damaged.
+
+Every argument is checked, ``--out`` and ``--cache-dir`` are checked writable and the dataset is
+loaded before any training; a problem stops the command with a one-line message and exit status
+2. ``--out`` is replaced as a whole at the end (:mod:`featlib.result_folder`).
 """
 from __future__ import annotations
 
@@ -20,9 +24,10 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ..atomic import atomic_write
 from ..data.wilds_data import WILDS_DATASETS
 from ..provenance import command_line, git_commit, provenance
+from ..result_folder import ResultFolder
+from ..validation import check_writable
 from .wilds_experiment import METHODS, WildsExperiment, WildsProtocol
 from .wilds_report import dfr_table, table3
 
@@ -55,32 +60,47 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv)
-    if args.fabricate:
-        from ..data.wilds_fabricate import fabricate_wilds
-
-        fabricate_wilds(args.dataset, args.root)
+def prepare(args) -> WildsExperiment:
+    """Every check before any training: the protocol, --out and --cache-dir writable, the
+    dataset on disk (fabricated first with --fabricate) and readable."""
     protocol = WildsProtocol(
         dataset=args.dataset, methods=tuple(args.methods), seeds=None if args.seeds is None else tuple(args.seeds),
         backbone=args.backbone, pretrained=_pretrained(args.pretrained), scale=args.scale, lr=args.lr,
         batch_size=args.batch_size, ood_epochs=args.ood_epochs, resolution=args.resolution,
         max_examples=args.max_examples, dfr=not args.no_dfr, checkpoint_every=args.checkpoint_every,
     )
+    check_writable("--out", args.out, replace=True)
+    check_writable("--cache-dir", args.cache_dir)
+    if args.fabricate:
+        from ..data.wilds_fabricate import fabricate_wilds
+
+        fabricate_wilds(args.dataset, args.root)
+    experiment = WildsExperiment(protocol, args.root, args.cache_dir, download=args.download, progress=args.progress)
+    experiment.data  # noqa: B018  (a missing or damaged dataset stops here, before any training)
+    return experiment
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
     start = time.perf_counter()
     commit = git_commit()  # now: the checkout may move while the run goes on
-    experiment = WildsExperiment(protocol, args.root, args.cache_dir, download=args.download, progress=args.progress)
+    try:
+        experiment = prepare(args)
+    except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    protocol = experiment.protocol
     results = experiment.run()
-    args.out.mkdir(parents=True, exist_ok=True)
+    folder = ResultFolder(args.out)
     for name, frame in (("ood", results.ood), ("dfr", results.dfr), ("rounds", results.rounds),
                         ("table3", table3(results, args.dataset)), ("dfr_table", dfr_table(results, args.dataset))):
-        atomic_write(args.out / f"{name}.csv", lambda tmp, frame=frame: frame.to_csv(tmp, index=False))
+        folder.add_csv(f"{name}.csv", frame)
     record = provenance(
         command_line("featlib.experiments.run_wilds", argv), start, commit=commit, backbone=results.backbone,
         protocol=asdict(protocol), notes=results.notes + ["wall time includes pieces read back from --cache-dir, if any"],
     )
-    atomic_write(args.out / "provenance.json", lambda tmp: tmp.write_text(json.dumps(record, indent=2, default=str)))
+    folder.commit(record)
     print(json.dumps({k: record[k] for k in ("commit", "device", "backbone", "wall_time_s")}, indent=2))
     return 0
 

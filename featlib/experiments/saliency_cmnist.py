@@ -44,7 +44,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import __version__
-from ..atomic import atomic_write
+from ..cache import CorruptFileError, cached, load_torch, save_torch
 from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist, patch_mask
 from ..feature_learning import FEATURE_LEARNERS
 from ..feature_learning.base import accuracy, worst_test_accuracy
@@ -53,7 +53,7 @@ from ..models import make_cmnist_model
 from ..saliency import (
     colour_shape_attribution, dilate_mask, gradcam, image_gradcam_layer, integrated_gradients, region_share,
 )
-from ..validation import check_bool, check_choice, check_int, check_positive, check_sequence
+from ..validation import check_bool, check_choice, check_int, check_positive, check_sequence, check_writable
 from .colored_mnist import schedule
 
 #: How far GradCAM's coarse map is allowed to spill around the patch (pixels).
@@ -88,7 +88,7 @@ class SaliencyProtocol:
         check_int("n_train", self.n_train, minimum=2, maximum=50000)
         check_int("n_test", self.n_test, minimum=1, maximum=10000)
         check_int("hidden_dim", self.hidden_dim, minimum=1)
-        object.__setattr__(self, "erm_epochs", tuple(check_sequence("erm_epochs", list(self.erm_epochs))))
+        object.__setattr__(self, "erm_epochs", tuple(check_sequence("erm_epochs", list(self.erm_epochs), unique=True)))
         for e in self.erm_epochs:
             check_int("erm_epochs", e, minimum=1)
         check_int("feat_rounds", self.feat_rounds, minimum=1)
@@ -133,7 +133,7 @@ class SaliencyStudy:
         self.protocol = protocol
         self.device = device or get_device()
         self.progress = progress
-        self.dir = None if cache_dir is None else Path(cache_dir) / f"{protocol.dataset}-{protocol.key()}"
+        self.dir = None if cache_dir is None else check_writable("cache_dir", cache_dir) / f"{protocol.dataset}-{protocol.key()}"
         p = protocol
         self.data = make_colored_mnist(p.dataset, p.seed, n_train=p.n_train, n_test=p.n_test,
                                        source=mnist_source).to(self.device)
@@ -171,21 +171,27 @@ class SaliencyStudy:
         if self._models is not None:
             return self._models
         path = None if self.dir is None else self.dir / "models.pt"
-        if path is not None and path.exists():
-            saved = torch.load(path, map_location=self.device, weights_only=False)
+
+        def load(path: Path):
+            saved = load_torch(path, keys=("states", "history"), map_location=self.device)
             models = {}
             for name, state in saved["states"].items():
                 model = self._new_model()
-                model.load_state_dict(state)
+                try:
+                    model.load_state_dict(state)
+                except (RuntimeError, TypeError, AttributeError) as err:
+                    raise CorruptFileError(path, f"its model {name!r} does not load into the study's network "
+                                                 f"({err})") from None
                 models[name] = model
-            self._models, self.history = models, pd.DataFrame(saved["history"])
-            return models
-        models, history = self._train()
-        if path is not None:
+            return models, pd.DataFrame(saved["history"])
+
+        def save(path: Path, trained) -> None:
+            models, history = trained
             states = {k: copy.deepcopy(m.state_dict()) for k, m in models.items()}
-            atomic_write(path, lambda tmp: torch.save({"states": states, "history": history.to_dict("records")}, tmp))
-        self._models, self.history = models, history
-        return models
+            save_torch(path, {"states": states, "history": history.to_dict("records")})
+
+        self._models, self.history = cached(path, load, self._train, save, what="cached saliency models")
+        return self._models
 
     def _new_model(self) -> torch.nn.Module:
         p = self.protocol

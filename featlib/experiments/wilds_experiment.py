@@ -14,7 +14,11 @@ For one dataset and every (feature learner, seed):
    (Camelyon17) or validation + test split (iWildCam, Amazon), labelled as theirs.
 
 Every finished piece is a file under ``cache_dir/<dataset>-<protocol key>/``; a second call
-recomputes nothing that is there. ``scale`` multiplies Table 12's step counts (1.0 is the
+recomputes nothing that is there. The key holds what changes the learned features (not the
+run-control options ``dfr`` and ``checkpoint_every``); the OOD stage's pieces also carry the key
+of its own options (penalty weights, epochs) in their names. Pieces are verified when read back
+(a damaged one is reported and recomputed) and each is computed by one process at a time
+(:mod:`featlib.cache`). ``scale`` multiplies Table 12's step counts (1.0 is the
 paper's), so small CPU runs keep the protocol's shape.
 """
 from __future__ import annotations
@@ -30,7 +34,9 @@ import pandas as pd
 import torch
 
 from .. import __version__
-from ..atomic import atomic_write
+from ..cache import (
+    CorruptFileError, PieceLock, cached, expect_keys, load_torch, read_verified_csv, save_torch, write_verified_csv,
+)
 from ..data.wilds_data import WILDS_DATASETS, WildsData, WildsSpec, load_wilds, require_local
 from ..device import get_device
 from ..evaluation.dfr import dfr_fit_predict, train_test_split_for_dfr
@@ -43,7 +49,7 @@ from ..training.minibatch import Checkpoint
 from ..training.wilds_ood_stage import (
     PENALTY_SWEEP, WILDS_OBJECTIVES, WildsOODConfig, best_epochs, select, stacked_logits, train_heads,
 )
-from ..validation import check_bool, check_choice, check_int, check_positive, check_sequence
+from ..validation import check_bool, check_choice, check_int, check_positive, check_sequence, check_writable
 from .labels import INIT_LABELS
 
 #: Table 3's initialisations in its row order (its FeAT rows are iFeAT's, Sec. 5), and FeAT as
@@ -78,16 +84,19 @@ class WildsProtocol:
 
     def __post_init__(self) -> None:
         spec = WILDS_DATASETS.get(self.dataset)
-        check_sequence("methods", self.methods)
+        check_sequence("methods", self.methods, unique=True)
         for m in self.methods:
             check_choice("methods", m, METHODS)
-        check_sequence("objectives", self.objectives)
+        check_sequence("objectives", self.objectives, unique=True)
         for o in self.objectives:
             check_choice("objectives", o, WILDS_OBJECTIVES)
         if self.seeds is not None:
-            check_sequence("seeds", self.seeds)
+            check_sequence("seeds", self.seeds, unique=True)
             for s in self.seeds:
                 check_int("seeds", s, minimum=0)
+        check_sequence("penalty_weights", self.penalty_weights, unique=True)
+        for w in self.penalty_weights:
+            check_positive("penalty_weights", w)
         if self.backbone is not None:
             BACKBONES.get(self.backbone)
         if self.pretrained not in (True, False, "auto"):
@@ -132,12 +141,27 @@ class WildsProtocol:
             penalty_weights=tuple(self.penalty_weights),
         )
 
-    def key(self) -> str:
-        """A short hash of everything that changes results (not the seeds, methods or objectives:
-        each piece is its own file), with featlib's version."""
-        fields = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("methods", "objectives", "seeds")}
+    #: Fields that no key holds: each piece names its method, seed and objective itself, and
+    #: ``dfr`` and ``checkpoint_every`` only say what to run and how often to save, not what a
+    #: piece holds (changing either once restarted every run from scratch).
+    PER_PIECE_FIELDS = ("methods", "objectives", "seeds")
+    RUN_CONTROL_FIELDS = ("dfr", "checkpoint_every")
+    #: Fields that change the OOD stage only (not the learned features, embeddings or DFR).
+    OOD_FIELDS = ("penalty_weights", "ood_epochs")
+
+    def _hash(self, fields: dict) -> str:
         blob = json.dumps({**fields, "featlib": __version__}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
+
+    def key(self) -> str:
+        """A short hash, with featlib's version, of everything that changes the learned features,
+        their embeddings and DFR: the cache folder's name."""
+        skip = self.PER_PIECE_FIELDS + self.RUN_CONTROL_FIELDS + self.OOD_FIELDS
+        return self._hash({k: v for k, v in dataclasses.asdict(self).items() if k not in skip})
+
+    def ood_key(self) -> str:
+        """A short hash of what changes the OOD stage on top of :meth:`key` (in its pieces' names)."""
+        return self._hash({k: getattr(self, k) for k in self.OOD_FIELDS})
 
 
 @dataclass
@@ -167,7 +191,7 @@ class WildsExperiment:
         self.download = check_bool("download", download)
         self.device = device or get_device()
         self.progress = progress
-        self.dir = Path(cache_dir) / f"{protocol.dataset}-{protocol.key()}"
+        self.dir = check_writable("cache_dir", cache_dir) / f"{protocol.dataset}-{protocol.key()}"
         self._data: WildsData | None = None
         self._backbone_description = ""
         self._text_transform = None
@@ -222,25 +246,38 @@ class WildsExperiment:
         return Checkpoint(self._path(f"learn-{method}-s{seed}.pt"), every=self.protocol.checkpoint_every)
 
     def learn(self, method: str, seed: int) -> WildsLearned:
-        """Feature learning (resumes from its checkpoint; returns at once when finished)."""
+        """Feature learning (resumes from its checkpoint; returns at once when finished). One
+        process at a time learns a (method, seed): another waits, then resumes from the finished
+        checkpoint."""
         check_choice("method", method, METHODS)
+        checkpoint = self.checkpoint(method, seed)
         run = WildsRun(data=self.data, new_model=self.new_model, config=self.protocol.train_config(), seed=seed,
-                       checkpoint=self.checkpoint(method, seed), device=self.device, progress=self.progress)
-        return WILDS_LEARNERS.get(method)(run)
+                       checkpoint=checkpoint, device=self.device, progress=self.progress)
+        with PieceLock(checkpoint.path):
+            return WILDS_LEARNERS.get(method)(run)
+
+    def _read_embeddings(self, path: Path) -> dict[str, torch.Tensor]:
+        splits = self.data.splits
+        emb = load_torch(path, keys=[*splits, "head"])
+        for split, subset in splits.items():
+            if not torch.is_tensor(emb[split]) or emb[split].shape[0] != len(subset):
+                raise CorruptFileError(path, f"its {split!r} embeddings do not hold one row per example of the split "
+                                             f"({len(subset)})")
+        return emb
 
     def embeddings(self, method: str, seed: int) -> dict[str, torch.Tensor]:
         """The frozen featurizer's embeddings of every split, and the learned head."""
-        path = self._path(f"embed-{method}-s{seed}.pt")
-        if path.exists():
-            return torch.load(path, weights_only=False)
-        learned = self.learn(method, seed)
-        cfg = self.protocol.train_config()
-        out = {split: embed(learned.model.featurizer, subset, self.device, cfg.eval_batch_size, cfg.num_workers,
-                            desc=f"embed {split}" if self.progress else None)
-               for split, subset in self.data.splits.items()}
-        out["head"] = learned.model.classifier.cpu()
-        atomic_write(path, lambda tmp: torch.save(out, tmp))
-        return out
+        def compute() -> dict[str, torch.Tensor]:
+            learned = self.learn(method, seed)
+            cfg = self.protocol.train_config()
+            out = {split: embed(learned.model.featurizer, subset, self.device, cfg.eval_batch_size, cfg.num_workers,
+                                desc=f"embed {split}" if self.progress else None)
+                   for split, subset in self.data.splits.items()}
+            out["head"] = learned.model.classifier.cpu()
+            return out
+
+        return cached(self._path(f"embed-{method}-s{seed}.pt"), self._read_embeddings, compute, save_torch,
+                      what="cached embeddings")
 
     def _score_heads(self, emb: dict[str, torch.Tensor]):
         splits = [s for s in ("val", "test") if s in emb]
@@ -256,38 +293,48 @@ class WildsExperiment:
 
     def ood(self, method: str, seed: int, objective: str) -> pd.DataFrame:
         """The OOD stage's history for one (method, seed, objective): all penalty weights."""
-        path = self._path(f"ood-{method}-s{seed}-{objective}.csv")
-        if path.exists():
-            return pd.read_csv(path)
-        emb = self.embeddings(method, seed)
-        history = train_heads(
-            emb["train"].to(self.device), self.data.labels("train"), self.data.groups("train"),
-            self.data.grouper.n_groups, emb["head"], self.protocol.ood_config(objective), self._score_heads(emb),
-            seed=seed, progress=f"{method} s{seed} {objective}" if self.progress else False,
-        )
-        history.insert(0, "seed", seed)
-        history.insert(0, "method", method)
-        atomic_write(path, lambda tmp: history.to_csv(tmp, index=False))
-        return history
+        config = self.protocol.ood_config(objective)
+        expected = [(method, seed, objective, float(np.float32(w)), e + 1)
+                    for e in range(config.epochs) for w in config.weights]
+        check = expect_keys(["method", "seed", "objective", "penalty_weight", "epoch"], expected, allow_nan=True)
+
+        def compute() -> pd.DataFrame:
+            emb = self.embeddings(method, seed)
+            history = train_heads(
+                emb["train"].to(self.device), self.data.labels("train"), self.data.groups("train"),
+                self.data.grouper.n_groups, emb["head"], config, self._score_heads(emb),
+                seed=seed, progress=f"{method} s{seed} {objective}" if self.progress else False,
+            )
+            history.insert(0, "seed", seed)
+            history.insert(0, "method", method)
+            return history
+
+        return cached(self._path(f"ood-{method}-s{seed}-{objective}-{self.protocol.ood_key()}.csv"),
+                      lambda path: read_verified_csv(path, check), compute, write_verified_csv,
+                      what="cached OOD-stage piece")
 
     def dfr(self, method: str, seed: int) -> pd.DataFrame:
         """DFR (target: the label) and DFR-s (target: the spurious attribute, when the dataset
         has one) on the embeddings, with the dataset's protocol (Appendix F.2)."""
-        path = self._path(f"dfr-{method}-s{seed}.csv")
-        if path.exists():
-            return pd.read_csv(path)
         spec = self.protocol.spec
-        emb = self.embeddings(method, seed)
-        rows = []
-        for target in ("label", "spurious"):
-            if target == "spurious" and spec.spurious_field is None:
-                continue
-            rows.append(run_dfr(self.data, emb, spec, target, seed))
-        table = pd.DataFrame(rows)
-        table.insert(0, "seed", seed)
-        table.insert(0, "method", method)
-        atomic_write(path, lambda tmp: table.to_csv(tmp, index=False))
-        return table
+        targets = [t for t in ("label", "spurious") if t == "label" or spec.spurious_field is not None]
+        check = expect_keys(["method", "seed", "target"], [(method, seed, t) for t in targets], allow_nan=True)
+
+        def compute() -> pd.DataFrame:
+            emb = self.embeddings(method, seed)
+            table = pd.DataFrame([run_dfr(self.data, emb, spec, target, seed) for target in targets])
+            table.insert(0, "seed", seed)
+            table.insert(0, "method", method)
+            return table
+
+        def read(path: Path) -> pd.DataFrame:
+            table = read_verified_csv(path, check)
+            if "failure" not in table.columns:
+                raise CorruptFileError(path, "it lacks the column failure")
+            return table.assign(failure=table["failure"].fillna("").astype(str))  # "" reads back as NaN
+
+        return cached(self._path(f"dfr-{method}-s{seed}.csv"), read, compute, write_verified_csv,
+                      what="cached DFR piece")
 
     def rounds(self, method: str, seed: int) -> pd.DataFrame:
         table = self.learn(method, seed).rounds.copy()

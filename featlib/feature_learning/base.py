@@ -20,6 +20,7 @@ from ..profiling import training_step
 from ..registry import Registry
 from ..training.ood_stage import accuracy as batched_accuracy
 from ..training.ood_stage import per_run_squared_norm
+from ..validation import check_positive
 
 FEATURE_LEARNERS: Registry[Callable[..., "LearnedFeatures"]] = Registry("feature learner")
 
@@ -54,7 +55,10 @@ def fit(
 ) -> None:
     """``epochs`` full-batch Adam steps on ``loss_fn() + l2 * sum ||theta||^2``; ``on_epoch(e)``
     is called after step ``e`` (1-based), e.g. to keep snapshots of a longer run. Each step runs
-    inside :func:`featlib.profiling.training_step`, labelled ``desc``, for the cost benchmark."""
+    inside :func:`featlib.profiling.training_step`, labelled ``desc``, for the cost benchmark.
+    ``lr`` and ``l2`` are checked before the first step (a NaN L2 weight trained on silently)."""
+    check_positive("lr", lr)
+    check_positive("l2", l2, allow_zero=True)
     params = list(params)
     optimizer = torch.optim.Adam(params, lr=lr)
     device = params[0].device if params else torch.device("cpu")

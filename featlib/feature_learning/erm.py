@@ -48,6 +48,7 @@ def erm_features(
     history row."""
     check_int("epochs", epochs, minimum=0)
     check_positive("lr", lr)
+    check_positive("l2", l2, allow_zero=True)
     CMNIST_MODELS.get(model)
     net = make_cmnist_model(model, data.image_shape, hidden_dim, seed=seed).to(data.train_x.device)
     train_erm(net, data.train_x, data.train_y, epochs, lr, l2, progress=progress)
@@ -66,6 +67,7 @@ def erm_snapshots(
     for e in epochs:
         check_int("epochs", e, minimum=1)
     check_positive("lr", lr)
+    check_positive("l2", l2, allow_zero=True)
     CMNIST_MODELS.get(model)
     wanted = sorted(set(int(e) for e in epochs))
     net = make_cmnist_model(model, data.image_shape, hidden_dim, seed=seed).to(data.train_x.device)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import numpy as np
 import torch
 
 from ..atomic import atomic_write
+from ..cache import CacheWarning, CorruptFileError, load_torch
 from ..validation import check_choice, check_int, check_positive
 
 
@@ -128,9 +130,15 @@ class Checkpoint:
         return self.path.exists()
 
     def load(self) -> dict | None:
+        """The saved state; None when there is none, or when the file is damaged (reported by
+        path, and the run starts again rather than resuming from it)."""
         if not self.path.exists():
             return None
-        return torch.load(self.path, map_location="cpu", weights_only=False)
+        try:
+            return load_torch(self.path)
+        except CorruptFileError as err:
+            warnings.warn(f"bad checkpoint {err}; starting this run again", CacheWarning, stacklevel=2)
+            return None
 
     def save(self, state: dict) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
