@@ -104,7 +104,7 @@ def test_book_renders_every_chapter_with_figures(built_book):
         (4, {"dataset": "imagenet"}, "dataset must be one of 'camelyon17', 'civilcomments', 'fmow', 'iwildcam', "
                                      "'amazon', 'rxrx1'; got 'imagenet'"),
         (4, {"scale": -0.5}, "scale must be a finite number > 0; got -0.5"),
-        (4, {"methods": ["erm", "rfc"]}, "methods must be one of 'erm', 'bonsai', 'feat', 'ifeat'; got 'rfc'"),
+        (4, {"methods": ["erm", "rfc"]}, "methods must be one of 'erm', 'bonsai', 'ifeat', 'feat'; got 'rfc'"),
         (5, {"dataset": "cmnist02"}, "dataset must be one of 'cmnist025', 'cmnist01', 'cmnist025-patch', "
                                      "'cmnist01-patch'; got 'cmnist02'"),
         (5, {"erm_epochs": [150, -300]}, "erm_epochs must be an integer in [1, inf]; got -300"),

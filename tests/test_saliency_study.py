@@ -85,14 +85,14 @@ def test_colour_measures_separate_a_colour_reader_from_a_shape_reader(patch_stud
 def test_wilds_explanations_for_an_image_dataset(tmp_path):
     root = tmp_path / "wilds"
     fabricate_wilds("camelyon17", root)
-    protocol = WildsProtocol(dataset="camelyon17", methods=("erm", "feat"), seeds=(0,), backbone="small_cnn",
+    protocol = WildsProtocol(dataset="camelyon17", methods=("erm", "ifeat"), seeds=(0,), backbone="small_cnn",
                              pretrained=False, scale=0.0005, batch_size=8, resolution=32, ood_epochs=1, dfr=False)
     experiment = WildsExperiment(protocol, root, tmp_path / "cache", device=torch.device("cpu"))
-    result = explain_wilds(experiment, ("erm", "feat"), n_examples=3)
+    result = explain_wilds(experiment, ("erm", "ifeat"), n_examples=3)
     assert result.modality == "image" and result.images.shape == (3, 3, 32, 32)
     assert result.images.min() >= 0 and result.images.max() <= 1
-    assert {m: v.shape for m, v in result.maps.items()} == {"erm": (3, 32, 32), "feat": (3, 32, 32)}
-    assert result.table.columns.tolist() == ["example", "label", "ERM", "FeAT"]
+    assert {m: v.shape for m, v in result.maps.items()} == {"erm": (3, 32, 32), "ifeat": (3, 32, 32)}
+    assert result.table.columns.tolist() == ["example", "label", "ERM", "FeAT (iFeAT)"]
     assert len(plot_wilds_saliency(result).axes) == 3 * 3
     with pytest.raises(ValueError, match="methods must be one of"):
         explain_wilds(experiment, ("erm", "rfc"))
