@@ -57,8 +57,12 @@ def command_line(module: str, argv: list[str] | None) -> str:
 
 
 def provenance(command: str, started: float, device: torch.device | None = None, **extra) -> dict:
-    """The common record: command, commit, featlib and torch versions, device, machine, wall time
+    """The common record: command, commit, featlib and torch versions, device, machine, the
+    process-wide float32 matrix-product precision (``float32_matmul``: "fp32", or "tf32" when TF32
+    was on; an OOD stage records its own named precision, ``CMNISTProtocol.precision``), wall time
     since ``started`` (a ``time.perf_counter()`` value) and the finishing time; ``extra`` after."""
+    from .training.precision import process_precision
+
     device = device or get_device()
     return {
         "command": command,
@@ -66,6 +70,7 @@ def provenance(command: str, started: float, device: torch.device | None = None,
         "featlib_version": __version__,
         "torch": torch.__version__,
         "device": describe_device(device),
+        "float32_matmul": process_precision(),
         "threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
         "machine": platform.platform(),
