@@ -3,6 +3,7 @@ per-set masked means it replaced (issue 14), values and gradients, full batch an
 import pytest
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from featlib.feature_learning.feat_rounds import FeATRounds, batch_mean, set_means
 
@@ -74,3 +75,38 @@ def test_set_means_by_hand():
     rows = torch.tensor([[1.0, 5.0, 6.0], [1.0, 2.0, 3.0]])  # batch = examples 0, 2, 2
     means, present = set_means(rows, [masks[0], ~masks[1]], torch.tensor([0, 2, 2]))
     assert torch.allclose(means, torch.tensor([4.0, 2.0])) and present.all()
+
+
+class _CountOps(TorchDispatchMode):
+    """Counts the aten operators a block runs and those that read a value back to the host."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops, self.host_reads = 0, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops += 1
+        if func in (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.is_nonzero.default):
+            self.host_reads += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("batch", [None, 40])
+def test_loss_costs_the_same_operators_whatever_the_number_of_sets(batch):
+    """The per-set loop launched a handful of operators and one host read per set; the segmented
+    reduction runs a fixed number (forward and backward) and never reads back to the host."""
+    counts = {}
+    for k in (2, 5):
+        rounds = rounds_after("feat", k, seed=k)  # 2k - 1 sets
+        index = None if batch is None else torch.arange(batch)
+        size = N if batch is None else batch
+        per_sample = torch.rand(size, requires_grad=True)
+        retained = [torch.rand(size, requires_grad=True) for _ in rounds.retention]
+        with _CountOps() as counter:
+            rounds.loss(per_sample, retained, index).backward()
+        counts[k] = counter.ops
+        assert counter.host_reads == 0
+        with _CountOps() as reference:
+            reference_loss(rounds, per_sample, retained, index).backward()
+        assert reference.host_reads == 2 * k - 1  # one per set: what the segmented reduction removed
+    assert counts[5] - counts[2] <= 8  # (stacking more masks costs a few more inputs, not more passes)

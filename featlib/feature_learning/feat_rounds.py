@@ -121,9 +121,12 @@ class FeATRounds:
             raise ValueError(f"retained_per_sample needs one entry per retention set ({len(self.retention)}); "
                              f"got {len(retained_per_sample)}")
         means, present = set_means(per_sample, self.aug_sets, index)
-        worst = torch.where(present, means, torch.finfo(means.dtype).min).max()
-        # a batch with a member of no set (only possible when iFeAT drops D^a_0) falls back to the batch mean
-        loss = torch.where(present.any(), worst, per_sample.mean())
+        if index is None:  # the full batch meets every set (split() never adds an empty one)
+            loss = means.max()
+        else:  # a minibatch may miss some: they are left out
+            loss = torch.where(present, means, torch.finfo(means.dtype).min).max()
+            if self.aug_sets[0] is not self.everything:  # iFeAT without D^a_0 may meet none: the batch mean
+                loss = torch.where(present.any(), loss, per_sample.mean())
         if self.retention:
             retained = torch.stack(list(retained_per_sample))
             means, _ = set_means(retained, [mask for mask, _ in self.retention], index)
