@@ -76,7 +76,7 @@ class Variant:
 #: The variants, in the order the changes are added. The prefix is timed separately (it removes
 #: run-steps, not time per step), so every fast variant here trains every run from step 0.
 VARIANTS: Registry[Variant] = Registry("variant")
-_no_share = dict(share_prefix=False)
+_no_share = {"share_prefix": False}
 for _name, _variant in {
     "plain": Variant("plain path (autograd penalties, double backward)", None),
     "plain-tf32": Variant("plain path, TF32", None, "tf32", needs_cuda=True),

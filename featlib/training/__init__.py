@@ -8,7 +8,7 @@ from .ood_stage import (
 from .precision import DEFAULT_PRECISION, PRECISIONS
 
 __all__ = [
-    "COMPILE_MODES", "DEFAULT_PRECISION", "FastOptions", "LabelledInputs", "OODStageConfig", "OOD_PATHS", "PRECISIONS",
+    "COMPILE_MODES", "DEFAULT_PRECISION", "OOD_PATHS", "PRECISIONS", "FastOptions", "LabelledInputs", "OODStageConfig",
     "Phase", "StackHistory", "accuracy", "evaluate_stack", "train_full_batch", "train_stack", "train_stack_fast",
     "train_stack_plain",
 ]
