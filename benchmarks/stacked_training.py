@@ -240,12 +240,14 @@ def time_prefix(args, cases) -> dict:
                                .to(cases["mlp"].train.y.device), batch_shape=(len(warmups),))
     weights = torch.full((len(warmups),), 1e3)
     variant = VARIANTS.get("closed-form")
-    times = {}
-    for share in (False, True):
-        options = FastOptions(share_prefix=share)
-        case.call(variant, args.objectives[0], 2, weights, warmups, options)  # warm-up
-        times[share] = statistics.median(case.call(variant, args.objectives[0], steps, weights, warmups, options)
-                                         for _ in range(args.repeats))
+    options = {share: FastOptions(share_prefix=share) for share in (False, True)}
+    for share in options:  # warm-up
+        case.call(variant, args.objectives[0], 2, weights, warmups, options[share])
+    samples = {share: [] for share in options}
+    for _ in range(args.repeats):  # interleaved
+        for share in options:
+            samples[share].append(case.call(variant, args.objectives[0], steps, weights, warmups, options[share]))
+    times = {share: statistics.median(values) for share, values in samples.items()}
     shared = run_steps(prefix_schedule(warmups.tolist(), steps), steps)
     return {"steps": steps, "lengths": lengths, "runs": len(warmups), "stack_s_alone": times[False],
             "stack_s_shared": times[True], "run_steps_alone": len(warmups) * steps, "run_steps_shared": shared}
