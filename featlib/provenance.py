@@ -58,11 +58,15 @@ def command_line(module: str, argv: list[str] | None) -> str:
 
 def provenance(command: str, started: float, device: torch.device | None = None, *, commit: str | None = None,
                **extra) -> dict:
-    """The common record: command, commit, featlib and torch versions, device, machine, wall time
+    """The common record: command, commit, featlib and torch versions, device, machine, the
+    process-wide float32 matrix-product precision (``float32_matmul``: "fp32", or "tf32" when TF32
+    was on; an OOD stage records its own named precision, ``CMNISTProtocol.precision``), wall time
     since ``started`` (a ``time.perf_counter()`` value) and the finishing time; ``extra`` after.
 
     ``commit``: :func:`git_commit` taken when the run *started* (pass it: the checkout may move
     while a long run goes on); None takes it now."""
+    from .training.precision import process_precision
+
     device = device or get_device()
     return {
         "command": command,
@@ -70,6 +74,7 @@ def provenance(command: str, started: float, device: torch.device | None = None,
         "featlib_version": __version__,
         "torch": torch.__version__,
         "device": describe_device(device),
+        "float32_matmul": process_precision(),
         "threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
         "machine": platform.platform(),

@@ -56,6 +56,7 @@ from ..feature_learning.termination import DEFAULT_TERMINATION, termination_rule
 from ..models.mlp import ColoredMNISTMLP
 from ..models.stacked import StackedHeads, StackedMLP
 from ..objectives import OBJECTIVES
+from ..training import OOD_PATHS, PRECISIONS
 from ..training.ood_stage import LabelledInputs, OODStageConfig, train_stack
 from ..validation import (
     check_choice, check_fits_in_memory, check_int, check_positive, check_sequence, check_writable,
@@ -151,9 +152,13 @@ class CMNISTProtocol:
     l2: float = 1e-3
     eval_every: int = 100
     env_reduction: str = "mean"
+    precision: str = "fp32"  # of the OOD stage: a name of featlib.training.PRECISIONS (issue 14)
+    ood_path: str = "fast"  # "plain" (the reference loop) or a fast path of featlib.training.OOD_PATHS
 
     def __post_init__(self) -> None:
         check_protocol_dataset(self.dataset)
+        PRECISIONS.get(self.precision)
+        OOD_PATHS.get(self.ood_path)
         for name in ("seeds", "objectives", "inits", "penalty_weights", "pretrain_epochs"):
             object.__setattr__(self, name, tuple(check_sequence(name, list(getattr(self, name)), unique=True)))
         for seed in self.seeds:
@@ -209,7 +214,9 @@ class CMNISTProtocol:
     #: Fields that change learned features, and those that change the OOD stage as well.
     FEATURE_FIELDS = ("dataset", "hidden_dim", "n_train", "n_test", "epoch_scale", "max_rounds", "retain_weight",
                       "termination", "termination_rule", "lr", "l2")
-    OOD_FIELDS = FEATURE_FIELDS + ("penalty_weights", "pretrain_epochs", "ood_steps", "eval_every", "env_reduction")
+    #: The path is in the key because it changes float32 rounding, which unstable runs amplify.
+    OOD_FIELDS = FEATURE_FIELDS + ("penalty_weights", "pretrain_epochs", "ood_steps", "eval_every", "env_reduction",
+                                   "precision", "ood_path")
 
     def key(self, fields: Sequence[str], **extra) -> str:
         """A short hash of the named fields (and ``extra``) and of featlib's version: cached
@@ -219,8 +226,11 @@ class CMNISTProtocol:
         return hashlib.sha1(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()[:10]
 
     def ood_config(self, objective: str) -> OODStageConfig:
+        """The OOD stage of ``objective``; only the accuracies after the last step are evaluated
+        (the tables use nothing else, and evaluating never changes training)."""
         return OODStageConfig(objective, steps=self.ood_steps, lr=self.lr, l2=self.l2,
-                              eval_every=self.eval_every, env_reduction=self.env_reduction)
+                              eval_every=self.eval_every, env_reduction=self.env_reduction,
+                              path=self.ood_path, precision=self.precision, record="final")
 
     def n_runs(self) -> int:
         """OOD-stage runs of the whole protocol."""

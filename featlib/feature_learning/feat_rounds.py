@@ -60,6 +60,24 @@ def batch_mean(values: torch.Tensor, members: torch.Tensor) -> torch.Tensor | No
     return (values * members).sum() / count
 
 
+def set_means(values: torch.Tensor, masks: Sequence[torch.Tensor],
+              index: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mean of ``values`` over the batch members of each set, in one segmented reduction.
+
+    ``masks``: S boolean masks over the training set; ``index``: the batch's positions in it
+    (None: the batch is the whole set); ``values``: ``(n,)`` losses shared by all sets, or
+    ``(S, n)`` with one row per set. The ``(S, n)`` membership matrix multiplies the losses in one
+    product. Returns the ``(S,)`` means (0 for a set with no member in the batch) and whether
+    each set has a member; equals :func:`batch_mean` set by set."""
+    members = torch.stack(list(masks))
+    if index is not None:
+        members = members[:, index]
+    members = members.to(values.dtype)
+    counts = members.sum(-1)
+    sums = members @ values if values.dim() == 1 else (members * values).sum(-1)
+    return sums / counts.clamp(min=1), counts > 0
+
+
 class FeATRounds:
     """Sets, stored heads and the stopping rule of FeAT / iFeAT over ``n`` training examples."""
 
@@ -93,22 +111,26 @@ class FeATRounds:
 
         ``per_sample``: the new head's loss on each batch example; ``retained_per_sample[i]``:
         stored head i's loss on them (same order as :attr:`retained_heads`); ``index``: the
-        batch examples' positions in the training set (None: the batch is the whole set)."""
-        def members(mask):
-            return (mask if index is None else mask[index]).to(per_sample.dtype)
+        batch examples' positions in the training set (None: the batch is the whole set).
 
-        augment = [batch_mean(per_sample, members(a)) for a in self.aug_sets]
-        augment = [r for r in augment if r is not None]
-        if not augment:  # cannot happen while D^a_0 (everything) is kept; guard iFeAT without it
-            augment = [per_sample.mean()]
-        loss = torch.stack(augment).max()
+        Every set's mean comes from one pass over the set memberships (:func:`set_means`, a
+        ``(sets x n)`` membership matrix times the losses) rather than one masked mean per set,
+        and no value is read back to the host, so the step's cost does not grow with the number
+        of sets by a kernel launch and a device synchronisation each."""
         if len(retained_per_sample) != len(self.retention):
             raise ValueError(f"retained_per_sample needs one entry per retention set ({len(self.retention)}); "
                              f"got {len(retained_per_sample)}")
-        retain = [batch_mean(losses, members(mask)) for (mask, _), losses in zip(self.retention, retained_per_sample)]
-        retain = [r for r in retain if r is not None]
-        if retain:
-            loss = loss + self.retain_weight * torch.stack(retain).sum()
+        means, present = set_means(per_sample, self.aug_sets, index)
+        if index is None:  # the full batch meets every set (split() never adds an empty one)
+            loss = means.max()
+        else:  # a minibatch may miss some: they are left out
+            loss = torch.where(present, means, torch.finfo(means.dtype).min).max()
+            if self.aug_sets[0] is not self.everything:  # iFeAT without D^a_0 may meet none: the batch mean
+                loss = torch.where(present.any(), loss, per_sample.mean())
+        if self.retention:
+            retained = torch.stack(list(retained_per_sample))
+            means, _ = set_means(retained, [mask for mask, _ in self.retention], index)
+            loss = loss + self.retain_weight * means.sum()  # a set with no member in the batch adds 0
         return loss
 
     # ------------------------------------------------------------------ after the round

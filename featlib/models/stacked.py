@@ -14,15 +14,46 @@ computes all runs with batched matrix products, so one optimizer step updates ev
 Runs never share parameters, so the gradient of the summed loss restricted to run r is run
 r's own gradient, and Adam (elementwise) updates each run exactly as if it were alone
 (``tests/test_stacked_training.py`` checks this against one-run-at-a-time training).
+
+Each model's computation is also a function of explicit parameter tensors,
+``functional_forward(params, inputs)`` (``params``: name -> tensor, the names of
+``named_parameters()``). ``forward`` is that function of the module's own parameters; the fast
+OOD stage (:mod:`featlib.training.fast_stage`) calls it with tensors of its own (a stack that
+grows as runs leave their shared ERM pre-training) and compiles it once for every stack.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import nn
 
 from .mlp import ColoredMNISTMLP
+
+#: ``bias_relu(x, b) = relu(x + b)``: the activation of a hidden layer with its bias, replaceable
+#: by a fused (compiled) version; None keeps the reference expression of the plain path.
+BiasReLU = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def stacked_mlp_features(params: Mapping[str, torch.Tensor], x: torch.Tensor,
+                         bias_relu: BiasReLU | None = None) -> torch.Tensor:
+    """(n, in) -> (C, n, H) for weights ``w1 (C, in, H)``, ``b1``, ``w2 (C, H, H)``, ``b2``.
+    The first layer of all runs is a single matrix product. ``bias_relu=None``:
+    ``relu(first + b1)`` and ``relu(baddbmm(b2, hidden, w2))``, the plain path's operations;
+    otherwise each hidden layer is ``bias_relu(product, bias)``."""
+    w1, b1, w2, b2 = params["w1"], params["b1"], params["w2"], params["b2"]
+    c, inputs, h = w1.shape
+    first = (x @ w1.permute(1, 0, 2).reshape(inputs, c * h)).view(-1, c, h).transpose(0, 1)
+    if bias_relu is None:
+        hidden = torch.relu(first + b1.unsqueeze(1))
+        return torch.relu(torch.baddbmm(b2.unsqueeze(1), hidden, w2))
+    hidden = bias_relu(first, b1.unsqueeze(1))
+    return bias_relu(torch.bmm(hidden, w2), b2.unsqueeze(1))
+
+
+def stacked_linear_head(w: torch.Tensor, b: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+    """(C, n, H) features -> (C, n) logits of heads ``w (C, H)``, ``b (C,)``."""
+    return torch.baddbmm(b.view(-1, 1, 1), features, w.unsqueeze(-1)).squeeze(-1)
 
 
 class StackedMLP(nn.Module):
@@ -30,6 +61,9 @@ class StackedMLP(nn.Module):
 
     ``w1 (C, in, H)``, ``b1 (C, H)``, ``w2 (C, H, H)``, ``b2 (C, H)``, ``w (C, H)``, ``b (C,)``.
     """
+
+    #: The trained parameters include the featurizer: head-gradient closed forms do not apply.
+    head_only = False
 
     def __init__(self, models: Sequence[ColoredMNISTMLP]):
         super().__init__()
@@ -60,19 +94,22 @@ class StackedMLP(nn.Module):
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """(n, in) -> (C, n, H). The first layer of all runs is a single matrix product."""
-        c, h = self.w1.shape[0], self.hidden_dim
-        first = (x @ self.w1.permute(1, 0, 2).reshape(self.input_dim, c * h)).view(-1, c, h).transpose(0, 1)
-        hidden = torch.relu(first + self.b1.unsqueeze(1))
-        return torch.relu(torch.baddbmm(self.b2.unsqueeze(1), hidden, self.w2))
+        return stacked_mlp_features(dict(self.named_parameters()), x)
 
     def head(self, features: torch.Tensor) -> torch.Tensor:
         """(C, n, H) -> (C, n) logits."""
-        return torch.baddbmm(self.b.view(-1, 1, 1), features, self.w.unsqueeze(-1)).squeeze(-1)
+        return stacked_linear_head(self.w, self.b, features)
+
+    @staticmethod
+    def functional_forward(params: Mapping[str, torch.Tensor], x: torch.Tensor,
+                           bias_relu: BiasReLU | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits (C, n) and features (C, n, H) of the runs whose weights are ``params``."""
+        feats = stacked_mlp_features(params, x, bias_relu)
+        return stacked_linear_head(params["w"], params["b"], feats), feats
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits (C, n) and features (C, n, H)."""
-        feats = self.features(x)
-        return self.head(feats), feats
+        return self.functional_forward(dict(self.named_parameters()), x)
 
     def unstack(self, run: int) -> ColoredMNISTMLP:
         """Run ``run`` as a plain :class:`ColoredMNISTMLP`."""
@@ -94,6 +131,9 @@ class StackedHeads(nn.Module):
     returns logits ``(G, C, n)`` and the features viewed as ``(G, 1, n, H)`` (they broadcast
     over the C runs of a group without being copied)."""
 
+    #: The trained parameters are exactly a linear head on constant (frozen) features.
+    head_only = True
+
     def __init__(self, heads: Sequence[Sequence[nn.Linear]]):
         super().__init__()
         if not heads or not heads[0]:
@@ -108,9 +148,16 @@ class StackedHeads(nn.Module):
     def head_parameters(self) -> list[nn.Parameter]:
         return [self.w, self.b]
 
-    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        logits = torch.baddbmm(self.b.unsqueeze(-1), self.w, features.transpose(1, 2))
+    @staticmethod
+    def functional_forward(params: Mapping[str, torch.Tensor], features: torch.Tensor,
+                           bias_relu: BiasReLU | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits (G, C, n) of heads ``params["w"] (G, C, H)``, ``params["b"] (G, C)`` on features
+        (G, n, H), and the features as (G, 1, n, H). ``bias_relu`` is unused (no hidden layer)."""
+        logits = torch.baddbmm(params["b"].unsqueeze(-1), params["w"], features.transpose(1, 2))
         return logits, features.unsqueeze(1)
+
+    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.functional_forward(dict(self.named_parameters()), features)
 
     def head(self, group: int, run: int) -> nn.Linear:
         layer = nn.Linear(self.w.shape[-1], 1).to(self.w.device)

@@ -4,11 +4,17 @@ Registered: ERM and IRMv1 (chapters 1-2), and the OOD objectives of the ColoredM
 WILDS experiments: V-REx ("vrex"), IRMX ("irmx"), IB-IRM ("ib_irm"), CLOvE ("clove"), IGA
 ("iga"), Fishr ("fishr") and GroupDRO ("group_dro"). IB-IRM and Fishr need ``features=`` (the
 classifier head's input), IGA needs ``params=``; GroupDRO keeps state (``reset()`` forgets it).
+
+Each penalty is also available as a first-order expression where one is exact
+(``objective(..., closed_form=True)``, :mod:`.closed_form`): no double backward (issue 14).
 """
 # Registered in the paper's table order, which OBJECTIVES.names() keeps.
 from . import erm, irm  # noqa: F401, I001  (register the objectives)
-from . import vrex, irmx, ib_irm, clove, iga, fishr, group_dro  # noqa: F401, I001
-from .base import Objective, ObjectiveOutput, cross_entropy_risk, logistic_risk, per_sample_cross_entropy
+from . import vrex, irmx, ib_irm, clove, iga, fishr, group_dro  # noqa: F401
+from .base import (
+    Objective, ObjectiveOutput, check_penalty_weight, cross_entropy_risk, logistic_risk, per_sample_cross_entropy,
+)
+from .closed_form import SCALE_DERIVATIVES, scale_derivatives
 from .irm import scale_gradients
 from .registry import OBJECTIVES
 
@@ -18,4 +24,5 @@ def make_objective(name: str, **kwargs) -> Objective:
     return OBJECTIVES.get(name)(**kwargs)
 
 
-__all__ = ["OBJECTIVES", "Objective", "ObjectiveOutput", "cross_entropy_risk", "logistic_risk", "per_sample_cross_entropy", "make_objective", "scale_gradients"]
+__all__ = ["OBJECTIVES", "Objective", "ObjectiveOutput", "cross_entropy_risk", "logistic_risk", "make_objective", "per_sample_cross_entropy", "scale_gradients"]
+__all__ += ["SCALE_DERIVATIVES", "check_penalty_weight", "scale_derivatives"]

@@ -18,9 +18,19 @@ is a scalar, as in chapters 1-2.
 Some penalties need more than the logits: the classifier's input features (IB-IRM, Fishr) or
 the trainable parameters (IGA). They are passed as ``features=`` (per environment,
 ``(*B, n_e, H)``) and ``params=`` (tensors whose leading dimensions are ``B``).
+
+**Closed forms (issue 14).** :meth:`Objective.penalty` is the reference: IRMv1's derivative in
+the dummy scale and IGA's per-environment gradients come from ``torch.autograd.grad`` with
+``create_graph=True``, so training differentiates twice. ``closed_form=True`` asks for
+:meth:`Objective.closed_form_penalty` instead: the same penalty written as a first-order
+expression of the logits (and features) where one is exact
+(:mod:`featlib.objectives.closed_form`), so one ordinary backward pass gives its gradient and the
+whole step can be compiled. :meth:`Objective.has_closed_form` says where one exists;
+elsewhere the autograd penalty is used.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -59,6 +69,37 @@ def cross_entropy_risk(logits: torch.Tensor, targets: torch.Tensor) -> torch.Ten
 cross_entropy_risk.logit_dims = 2  # (n, C)
 
 
+def promote(values: torch.Tensor, like: torch.Tensor | None = None) -> torch.Tensor:
+    """``values`` in ``like``'s floating dtype (float32 when None) if they are in a narrower one
+    (bfloat16 activations of a mixed-precision step); unchanged otherwise (no copy)."""
+    target = torch.float32 if like is None else like.dtype
+    if values.is_floating_point() and torch.finfo(values.dtype).bits < torch.finfo(target).bits:
+        return values.to(target)
+    return values
+
+
+def weighted_feature_means(weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """(*B, H) ``mean_i weights_i * values_i`` for weights ``(*B, n)`` and values ``(*B', n, H)``
+    whose batch shape B' is B or B with trailing run dimensions of size 1 (features shared by
+    the runs of a group, as :class:`~featlib.models.stacked.StackedHeads` gives them).
+
+    Computed as a batched matrix product, so shared features are never copied per run."""
+    batch, shared = weights.shape[:-1], values.shape[:-2]
+    n, h = values.shape[-2:]
+    keep = len(shared)
+    while keep > 0 and shared[keep - 1] == 1 and (keep > len(batch) or batch[keep - 1] != 1):
+        keep -= 1
+    if tuple(shared[:keep]) != tuple(batch[:keep]) or any(s != 1 for s in shared[keep:]):
+        raise ValueError(
+            f"features must have shape (*B, n_e, H) or broadcast over trailing run dimensions; "
+            f"got {tuple(values.shape)} for logits {tuple(weights.shape)}"
+        )
+    groups = math.prod(batch[:keep])
+    lhs = weights.reshape(groups, -1, n)
+    rhs = values.reshape(groups, n, h)
+    return torch.bmm(lhs, rhs).reshape(*batch, h) / n
+
+
 @dataclass
 class EnvInputs:
     """What a penalty may look at, one list entry per training environment."""
@@ -68,6 +109,9 @@ class EnvInputs:
     risks: torch.Tensor  # (E, *B), with the graph
     features: Sequence[torch.Tensor] | None = None  # (*B, n_e, H): the classifier's input
     params: Sequence[torch.Tensor] | None = None  # trainable tensors with leading dims B
+    #: True when ``params`` are exactly a linear head ``(w, b)`` whose inputs are ``features`` and
+    #: the features are constants (a frozen featurizer): head-gradient closed forms are then exact.
+    head_only: bool = False
 
     @property
     def batch_shape(self) -> torch.Size:
@@ -87,7 +131,8 @@ class ObjectiveOutput:
     penalty: torch.Tensor  # (*B,) penalty (0 for ERM), detached
 
 
-def _check_penalty_weight(value: PenaltyWeight) -> PenaltyWeight:
+def check_penalty_weight(value: PenaltyWeight) -> PenaltyWeight:
+    """A float >= 0 or a tensor of finite values >= 0 (a tensor is read back to the host)."""
     if isinstance(value, torch.Tensor):
         if not (torch.isfinite(value).all() and (value >= 0).all()):
             raise ValueError(f"penalty_weight must be finite numbers >= 0; got {value.tolist()!r}")
@@ -108,6 +153,11 @@ class Objective:
     name = "base"
     #: False for objectives without a penalty (ERM): ``penalty_weight`` is then ignored.
     has_penalty = True
+    #: True when :meth:`penalty` is already a first-order expression of logits, features and
+    #: parameters (no ``autograd.grad`` inside), so it is its own closed form.
+    first_order = True
+    #: True for objectives that keep state between calls (GroupDRO's weights).
+    stateful = False
 
     def __init__(
         self, risk_fn: RiskFn = logistic_risk, rescale: bool = True, env_reduction: str = "sum",
@@ -135,6 +185,18 @@ class Objective:
     def penalty(self, inputs: EnvInputs) -> torch.Tensor:
         raise NotImplementedError
 
+    def has_closed_form(self, head_only: bool = False) -> bool:
+        """Whether :meth:`closed_form_penalty` is a first-order expression (no double backward)
+        for this risk function, when ``head_only`` (see :class:`EnvInputs`) holds or not."""
+        return self.first_order
+
+    def closed_form_penalty(self, inputs: EnvInputs) -> torch.Tensor:
+        """The penalty as a first-order expression where one is exact (its value equals
+        :meth:`penalty`'s, and so does its gradient, by one backward pass); :meth:`penalty`
+        itself where :meth:`has_closed_form` is False. Default: :meth:`penalty`, for objectives
+        whose penalty is first-order already."""
+        return self.penalty(inputs)
+
     def reset(self) -> None:
         """Forget any state kept between steps (GroupDRO's weights); stateless by default."""
 
@@ -147,21 +209,28 @@ class Objective:
         features: Sequence[torch.Tensor] | None = None,
         params: Sequence[torch.Tensor] | None = None,
         env_ids: Sequence[int] | None = None,
+        closed_form: bool = False,
+        head_only: bool = False,
+        check: bool = True,
     ) -> ObjectiveOutput:
-        penalty_weight = _check_penalty_weight(penalty_weight)
+        """``closed_form``: use :meth:`closed_form_penalty`; ``head_only``: see :class:`EnvInputs`;
+        ``check=False`` skips the check of ``penalty_weight`` (it reads the tensor back to the
+        host, which a compiled or asynchronous training step must avoid; check once instead)."""
+        if check:
+            penalty_weight = check_penalty_weight(penalty_weight)
         if len(env_logits) != len(env_targets) or not env_logits:
             raise ValueError(
                 "env_logits and env_targets must be non-empty lists of the same length "
                 f"(one entry per environment); got {len(env_logits)} and {len(env_targets)}"
             )
         risks = self.risks(env_logits, env_targets)
-        inputs = EnvInputs(env_logits, env_targets, risks, features, params)
+        inputs = EnvInputs(env_logits, env_targets, risks, features, params, head_only)
         if env_ids is not None and len(env_ids) != len(env_logits):
             raise ValueError(f"env_ids must name one environment per entry of env_logits; got {len(env_ids)} ids "
                              f"for {len(env_logits)} environments")
         total = self.total_risk(risks, env_ids)
         if self.has_penalty:
-            penalty = self.penalty(inputs)
+            penalty = self.closed_form_penalty(inputs) if closed_form else self.penalty(inputs)
             weight = torch.as_tensor(penalty_weight, dtype=total.dtype, device=total.device)
             loss = total + weight * penalty
             if self.rescale:

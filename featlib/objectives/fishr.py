@@ -16,30 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from .base import EnvInputs, Objective
+from .base import EnvInputs, Objective, promote, weighted_feature_means
 from .registry import OBJECTIVES
-
-
-def weighted_feature_means(weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """(*B, H) ``mean_i weights_i * values_i`` for weights ``(*B, n)`` and values ``(*B', n, H)``
-    whose batch shape B' is B or B with trailing run dimensions of size 1 (features shared by
-    the runs of a group, as :class:`~featlib.models.stacked.StackedHeads` gives them).
-
-    Computed as a batched matrix product, so shared features are never copied per run."""
-    batch, shared = weights.shape[:-1], values.shape[:-2]
-    n, h = values.shape[-2:]
-    keep = len(shared)
-    while keep > 0 and shared[keep - 1] == 1 and (keep > len(batch) or batch[keep - 1] != 1):
-        keep -= 1
-    if tuple(shared[:keep]) != tuple(batch[:keep]) or any(s != 1 for s in shared[keep:]):
-        raise ValueError(
-            f"features must have shape (*B, n_e, H) or broadcast over trailing run dimensions; "
-            f"got {tuple(values.shape)} for logits {tuple(weights.shape)}"
-        )
-    groups = int(torch.tensor(batch[:keep]).prod()) if keep else 1
-    lhs = weights.reshape(groups, -1, n)
-    rhs = values.reshape(groups, n, h)
-    return torch.bmm(lhs, rhs).reshape(*batch, h) / n
 
 
 def head_gradient_moments(logits, targets01, features, centered: bool = False) -> torch.Tensor:
@@ -50,6 +28,7 @@ def head_gradient_moments(logits, targets01, features, centered: bool = False) -
             f"features must have shape (*B, n_e, H) matching logits {tuple(logits.shape)}; "
             f"got {tuple(features.shape)}"
         )
+    features = promote(features, logits)
     residual = torch.sigmoid(logits) - targets01.to(logits.dtype)
     second = torch.cat([weighted_feature_means(residual.pow(2), features.pow(2)),
                         residual.pow(2).mean(-1, keepdim=True)], dim=-1)

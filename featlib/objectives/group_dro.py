@@ -28,6 +28,7 @@ class GroupDRO(Objective):
 
     name = "group_dro"
     has_penalty = False
+    stateful = True
 
     def __init__(self, *args, eta: float = 0.01, n_groups: int | None = None,
                  group_mask: torch.Tensor | None = None, **kwargs):

@@ -15,18 +15,19 @@ from __future__ import annotations
 import torch
 
 from ..validation import check_positive
-from .base import EnvInputs, Objective
-from .irm import irmv1_penalty
+from .base import EnvInputs, promote
+from .irm import ScaleDerivativePenalty, irmv1_penalty
 from .registry import OBJECTIVES
 
 
 def ib_penalty(features) -> torch.Tensor:
-    """(*B,) ``mean_e features_e.var(dim=-2).mean(-1)`` for features ``(*B, n_e, H)``."""
-    return torch.stack([h.var(dim=-2).mean(-1) for h in features]).mean(0)
+    """(*B,) ``mean_e features_e.var(dim=-2).mean(-1)`` for features ``(*B, n_e, H)`` (in float32
+    at least: bfloat16 features are promoted)."""
+    return torch.stack([promote(h).var(dim=-2).mean(-1) for h in features]).mean(0)
 
 
 @OBJECTIVES.register("ib_irm")
-class IBIRM(Objective):
+class IBIRM(ScaleDerivativePenalty):
     """IB-IRM: ``sum_e R_e + lambda * (IRMv1 + ib_weight * mean_e Var(h_e))`` (Ahuja et al., 2021)."""
 
     name = "ib_irm"
@@ -35,6 +36,6 @@ class IBIRM(Objective):
         super().__init__(*args, **kwargs)
         self.ib_weight = check_positive("ib_weight", ib_weight, allow_zero=True)
 
-    def penalty(self, inputs: EnvInputs) -> torch.Tensor:
+    def penalty(self, inputs: EnvInputs, closed_form: bool = False) -> torch.Tensor:
         features = inputs.require("features", self.name)
-        return irmv1_penalty(self, inputs) + self.ib_weight * ib_penalty(features)
+        return irmv1_penalty(self, inputs, closed_form) + self.ib_weight * ib_penalty(features)

@@ -4,6 +4,10 @@ The penalty of environment e is the squared derivative of its risk with respect 
 scalar classifier ``s`` multiplying the logits, at ``s = 1``:
 ``(d/ds R_e(s * f))^2 = (C_IRMv1^e)^2`` with
 ``C_IRMv1^e = (1/n_e) sum_i l'(y_i yhat_i) y_i yhat_i`` (Sec. 3 and Appendix D.1).
+
+:func:`scale_gradients` computes the derivative by autograd (the reference; training then
+differentiates twice); with ``closed_form=True`` the objectives use the closed form of
+:mod:`featlib.objectives.closed_form` instead, for the logistic and cross-entropy risks.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from collections.abc import Sequence
 import torch
 
 from .base import EnvInputs, Objective
+from .closed_form import has_scale_derivative, scale_derivatives
 from .registry import OBJECTIVES
 
 
@@ -32,16 +37,36 @@ def scale_gradients(objective: Objective, env_logits: Sequence[torch.Tensor], en
     return torch.stack(grads)
 
 
-def irmv1_penalty(objective: Objective, inputs: EnvInputs) -> torch.Tensor:
-    """``reduce_e (d R_e / d s |_{s=1})^2`` with the objective's ``env_reduction``."""
-    return objective.reduce_envs(scale_gradients(objective, inputs.logits, inputs.targets).pow(2))
+def irmv1_penalty(objective: Objective, inputs: EnvInputs, closed_form: bool = False) -> torch.Tensor:
+    """``reduce_e (d R_e / d s |_{s=1})^2`` with the objective's ``env_reduction``; the derivative
+    by autograd, or in closed form (``closed_form=True``)."""
+    if closed_form:
+        derivatives = scale_derivatives(objective.risk_fn, inputs.logits, inputs.targets)
+    else:
+        derivatives = scale_gradients(objective, inputs.logits, inputs.targets)
+    return objective.reduce_envs(derivatives.pow(2))
+
+
+class ScaleDerivativePenalty(Objective):
+    """Objectives whose penalty contains IRMv1's term: a closed form exists for the risk
+    functions of :data:`featlib.objectives.closed_form.SCALE_DERIVATIVES`."""
+
+    first_order = False
+
+    def has_closed_form(self, head_only: bool = False) -> bool:
+        return has_scale_derivative(self.risk_fn)
+
+    def closed_form_penalty(self, inputs: EnvInputs) -> torch.Tensor:
+        if not self.has_closed_form(inputs.head_only):
+            return self.penalty(inputs)
+        return self.penalty(inputs, closed_form=True)
 
 
 @OBJECTIVES.register("irmv1")
-class IRMv1(Objective):
+class IRMv1(ScaleDerivativePenalty):
     """IRMv1: ``sum_e R_e + lambda * sum_e (d R_e / d s |_{s=1})^2`` (Arjovsky et al., 2019)."""
 
     name = "irmv1"
 
-    def penalty(self, inputs: EnvInputs) -> torch.Tensor:
-        return irmv1_penalty(self, inputs)
+    def penalty(self, inputs: EnvInputs, closed_form: bool = False) -> torch.Tensor:
+        return irmv1_penalty(self, inputs, closed_form)

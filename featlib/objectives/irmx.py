@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import torch
 
-from .base import EnvInputs, Objective
-from .irm import irmv1_penalty
+from .base import EnvInputs
+from .irm import ScaleDerivativePenalty, irmv1_penalty
 from .registry import OBJECTIVES
 from .vrex import vrex_penalty
 
 
 @OBJECTIVES.register("irmx")
-class IRMX(Objective):
+class IRMX(ScaleDerivativePenalty):
     """IRMX: ``sum_e R_e + lambda * (IRMv1 penalty + Var_e(R_e))`` (Chen et al., 2022)."""
 
     name = "irmx"
 
-    def penalty(self, inputs: EnvInputs) -> torch.Tensor:
-        return irmv1_penalty(self, inputs) + vrex_penalty(inputs)
+    def penalty(self, inputs: EnvInputs, closed_form: bool = False) -> torch.Tensor:
+        return irmv1_penalty(self, inputs, closed_form) + vrex_penalty(inputs)

@@ -10,7 +10,16 @@ frozen and only the head moves.
 
 Every run of a stack has its own penalty weight and warm-up length (tensors of the stack's
 batch shape) and shares the objective; :func:`train_stack` returns the per-run accuracies
-through training, evaluated every ``eval_every`` steps and after the last step.
+through training, evaluated every ``eval_every`` steps and after the last step (``record="every"``)
+or after the last step only (``record="final"``: what the tables use; evaluation never changes
+training).
+
+**Two paths** (``OODStageConfig.path``, registered in :data:`OOD_PATHS`): ``"plain"``
+(:func:`train_stack_plain`, below) is the reference, the loop as the IRMv1 reference code writes
+it with autograd penalties; ``"fast"`` and ``"compiled"`` (:mod:`.fast_stage`) compute the same
+runs with closed-form penalties, a shared ERM pre-training prefix and (``"compiled"``) the whole
+loss compiled. ``tests/test_fast_ood_stage.py`` checks that they agree for every objective.
+**Precision** (``OODStageConfig.precision``, :mod:`.precision`) is a named choice of both paths.
 """
 from __future__ import annotations
 
@@ -22,7 +31,16 @@ import torch
 from tqdm.auto import tqdm
 
 from ..objectives import OBJECTIVES, make_objective
+from ..objectives.base import promote
+from ..registry import Registry
 from ..validation import check_choice, check_int, check_positive
+from .precision import DEFAULT_PRECISION, PRECISIONS
+
+#: How a stack is trained: name -> function with :func:`train_stack_plain`'s signature. "plain"
+#: is registered here, "fast" and "compiled" by :mod:`.fast_stage` (imported by the package).
+OOD_PATHS: Registry[Callable] = Registry("path")
+#: When the accuracies are evaluated: every ``eval_every`` steps and at the end, or at the end only.
+RECORDS = ("every", "final")
 
 #: stack(inputs) -> (logits (*B, n), features broadcastable to (*B, n, H))
 StackFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
@@ -40,9 +58,15 @@ class OODStageConfig:
     env_reduction: str = "mean"
     warmup_penalty_weight: float = 0.0
     objective_kwargs: dict = field(default_factory=dict)
+    path: str = "plain"  # a name of OOD_PATHS
+    precision: str = DEFAULT_PRECISION  # a name of featlib.training.precision.PRECISIONS
+    record: str = "every"  # a name of RECORDS
 
     def __post_init__(self) -> None:
         OBJECTIVES.get(self.objective)
+        OOD_PATHS.get(self.path)
+        PRECISIONS.get(self.precision)
+        check_choice("record", self.record, RECORDS)
         check_int("steps", self.steps, minimum=0)
         check_positive("lr", self.lr)
         check_positive("l2", self.l2, allow_zero=True)
@@ -103,6 +127,26 @@ def evaluate_stack(stack: StackFn, train: LabelledInputs, tests: Sequence[Labell
     return train_acc, torch.stack(test_acc) if test_acc else train_acc.new_zeros((0, *train_acc.shape))
 
 
+def record_steps(config: OODStageConfig) -> list[int]:
+    """The steps at which the accuracies are evaluated (before that step's update; ``steps``:
+    after the last one)."""
+    every = range(0, config.steps, config.eval_every) if config.record == "every" else ()
+    return [*every, config.steps]
+
+
+def check_schedule(penalty_weights, warmup_steps, batch_shape, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The per-run penalty weights (float32) and warm-up lengths as tensors of the stack's batch
+    shape on ``device``, checked."""
+    penalty_weights = torch.as_tensor(penalty_weights, dtype=torch.float32, device=device)
+    warmup_steps = torch.as_tensor(warmup_steps, device=device)
+    for name, value in (("penalty_weights", penalty_weights), ("warmup_steps", warmup_steps)):
+        if tuple(value.shape) != tuple(batch_shape):
+            raise ValueError(f"{name} must have the stack's batch shape {tuple(batch_shape)}; got {tuple(value.shape)}")
+    if (warmup_steps < 0).any():
+        raise ValueError(f"warmup_steps must be integers >= 0; got {warmup_steps.tolist()}")
+    return penalty_weights, warmup_steps
+
+
 def train_stack(
     stack: StackFn,
     trainable: Sequence[torch.nn.Parameter],
@@ -114,19 +158,34 @@ def train_stack(
     warmup_steps: torch.Tensor,
     progress: bool | str = False,
 ) -> StackHistory:
-    """Train all runs of a stack for ``config.steps`` full-batch Adam steps.
+    """Train all runs of a stack for ``config.steps`` full-batch Adam steps, on the path
+    ``config.path`` (:data:`OOD_PATHS`).
 
     ``penalty_weights`` and ``warmup_steps`` have the stack's batch shape: run r uses
     ``warmup_penalty_weight`` for its first ``warmup_steps[r]`` steps and ``penalty_weights[r]``
-    after."""
+    after. The trained weights end up in ``trainable`` (the stack's parameters)."""
+    return OOD_PATHS.get(config.path)(stack, trainable, batch_shape, train, tests, config, penalty_weights,
+                                      warmup_steps, progress)
+
+
+@OOD_PATHS.register("plain")
+def train_stack_plain(
+    stack: StackFn,
+    trainable: Sequence[torch.nn.Parameter],
+    batch_shape: tuple[int, ...],
+    train: LabelledInputs,
+    tests: Sequence[LabelledInputs],
+    config: OODStageConfig,
+    penalty_weights: torch.Tensor,
+    warmup_steps: torch.Tensor,
+    progress: bool | str = False,
+) -> StackHistory:
+    """The reference path: the autograd penalties of :mod:`featlib.objectives`, one step after
+    the other as the IRMv1 reference code trains one model, for every run of the stack at once."""
     device = train.y.device
-    penalty_weights = torch.as_tensor(penalty_weights, dtype=torch.float32, device=device)
-    warmup_steps = torch.as_tensor(warmup_steps, device=device)
-    for name, value in (("penalty_weights", penalty_weights), ("warmup_steps", warmup_steps)):
-        if tuple(value.shape) != tuple(batch_shape):
-            raise ValueError(f"{name} must have the stack's batch shape {tuple(batch_shape)}; got {tuple(value.shape)}")
-    if (warmup_steps < 0).any():
-        raise ValueError(f"warmup_steps must be integers >= 0; got {warmup_steps.tolist()}")
+    penalty_weights, warmup_steps = check_schedule(penalty_weights, warmup_steps, batch_shape, device)
+    precision = PRECISIONS.get(config.precision)
+    precision.check(device)
     objective = make_objective(config.objective, env_reduction=config.env_reduction, **config.objective_kwargs)
     optimizer = torch.optim.Adam(trainable, lr=config.lr)
     env_targets = [train.y[..., s] for s in train.env_slices]
@@ -135,31 +194,38 @@ def train_stack(
     records: dict[str, list] = {"steps": [], "train_acc": [], "test_acc": [], "penalty": []}
     last_penalty = torch.zeros(batch_shape, device=device)
 
+    def forward(inputs):
+        with precision.autocast(device):
+            logits, features = stack(inputs)
+        return promote(logits), features
+
     def record(step: int) -> None:
-        train_acc, test_acc = evaluate_stack(stack, train, tests)
+        train_acc, test_acc = evaluate_stack(forward, train, tests)
         records["steps"].append(step)
         records["train_acc"].append(train_acc.cpu().numpy())
         records["test_acc"].append(test_acc.cpu().numpy())
         records["penalty"].append(last_penalty.cpu().numpy())
 
+    records_at = set(record_steps(config))
     bar = tqdm(range(config.steps), desc=progress if isinstance(progress, str) else config.objective,
                disable=not progress, leave=False)
-    for step in bar:
-        if step % config.eval_every == 0:
-            record(step)
-        logits, features = stack(train.inputs)
-        weight = torch.where(step >= warmup_steps, penalty_weights, warm)
-        out = objective(
-            [logits[..., s] for s in train.env_slices], env_targets, weight,
-            features=[features[..., s, :] for s in train.env_slices], params=list(trainable),
-        )
-        l2 = config.l2 * per_run_squared_norm(trainable, batch_shape)
-        loss = out.loss + (l2 / torch.clamp(weight, min=1.0) if rescales else l2)
-        optimizer.zero_grad(set_to_none=True)
-        loss.sum().backward()
-        optimizer.step()
-        last_penalty = out.penalty
-    record(config.steps)
+    with precision.matmul_mode(device):
+        for step in bar:
+            if step in records_at:
+                record(step)
+            logits, features = forward(train.inputs)
+            weight = torch.where(step >= warmup_steps, penalty_weights, warm)
+            out = objective(
+                [logits[..., s] for s in train.env_slices], env_targets, weight,
+                features=[features[..., s, :] for s in train.env_slices], params=list(trainable),
+            )
+            l2 = config.l2 * per_run_squared_norm(trainable, batch_shape)
+            loss = out.loss + (l2 / torch.clamp(weight, min=1.0) if rescales else l2)
+            optimizer.zero_grad(set_to_none=True)
+            loss.sum().backward()
+            optimizer.step()
+            last_penalty = out.penalty
+        record(config.steps)
     return StackHistory(
         steps=records["steps"],
         train_acc=np.stack(records["train_acc"]),

@@ -1,0 +1,368 @@
+"""The fast path of the stacked OOD stage (issue 14): the runs of the plain path
+(:func:`~.ood_stage.train_stack_plain`), the same losses, penalties, gradients and accuracies
+(``tests/test_fast_ood_stage.py``), with less work per step. Each difference is an option of
+:class:`FastOptions`, so the benchmark (``benchmarks/stacked_training.py``) can time them one by one:
+
+* ``closed_form``: penalties as first-order expressions of the logits
+  (:mod:`featlib.objectives.closed_form`): IRMv1, IRMX and IB-IRM always (logistic risk); IGA when
+  the featurizer is frozen (the trained parameters are the linear head). V-REx, CLOvE, Fishr and
+  IB-IRM's variance term are first-order already. IGA with a trained featurizer (ERM-NF) keeps
+  its autograd penalty (per-environment gradients through the whole network): its step is never
+  compiled. Without a double backward the whole loss can be compiled.
+* Always: no read-back to the host inside the loop (the penalty weights are checked once, the
+  per-step weight is computed on the device) and Adam's fused kernel where torch has one.
+* ``share_prefix``: the ERM pre-training prefix trained once for all runs that share it
+  (:mod:`.prefix`), where that is exact: every run starts from the same weights, the objective
+  keeps no state and every group of runs has the same pre-training lengths.
+* ``bias_relu``: the hidden layers' ``relu(x + b)`` from :data:`~.fused.BIAS_RELU`.
+* ``compile``: the loss (forward, objective, L2) compiled by ``torch.compile`` with its backward
+  (:data:`COMPILE_MODES`: ``"default"``; ``"cudagraphs"`` replays CUDA graphs on a GPU and is
+  ``"default"`` elsewhere). One compiled function per (model, objective, settings) serves every
+  stack of a process (dynamic shapes: the stack grows as runs leave the shared prefix).
+
+Evaluation follows ``config.record``; the experiment asks for ``"final"`` (the tables use the
+accuracies after the last step only). Precision is ``config.precision`` (:mod:`.precision`).
+"""
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from ..objectives import make_objective
+from ..objectives.base import Objective, check_penalty_weight, promote
+from ..registry import Registry
+from ..validation import check_bool
+from .fused import BIAS_RELU, make_bias_relu
+from .ood_stage import (
+    OOD_PATHS, LabelledInputs, OODStageConfig, StackFn, StackHistory, check_schedule, evaluate_stack,
+    per_run_squared_norm, record_steps,
+)
+from .precision import PRECISIONS
+from .prefix import TRUNK, Transition, prefix_schedule
+
+#: name -> the ``torch.compile`` mode on a device (None: not compiled).
+COMPILE_MODES: Registry[Callable[[torch.device], str | None]] = Registry("compile")
+COMPILE_MODES.register("none")(lambda device: None)
+COMPILE_MODES.register("default")(lambda device: "default")
+COMPILE_MODES.register("cudagraphs")(lambda device: "reduce-overhead" if device.type == "cuda" else "default")
+
+
+@dataclass(frozen=True)
+class FastOptions:
+    """What the fast path does differently from the plain one (see the module docstring)."""
+
+    closed_form: bool = True
+    share_prefix: bool = True
+    bias_relu: str = "eager"  # a name of featlib.training.fused.BIAS_RELU
+    compile: str = "none"  # a name of COMPILE_MODES
+    fused_adam: bool = True
+
+    def __post_init__(self) -> None:
+        check_bool("closed_form", self.closed_form)
+        check_bool("share_prefix", self.share_prefix)
+        check_bool("fused_adam", self.fused_adam)
+        BIAS_RELU.get(self.bias_relu)
+        COMPILE_MODES.get(self.compile)
+
+
+# ------------------------------------------------------------------------------- the loss
+@dataclass(frozen=True)
+class LossSettings:
+    """The constants of one stack's loss (hashable: part of the compiled function's key)."""
+
+    env_bounds: tuple[tuple[int | None, int | None], ...]  # training environments as slices
+    trainable: tuple[str, ...]
+    l2: float
+    rescales: bool
+    closed_form: bool
+    head_only: bool
+    device_type: str
+    precision: str
+    bias_relu: str
+
+
+def stack_loss(forward, objective: Objective, settings: LossSettings, params: dict[str, torch.Tensor],
+               inputs: torch.Tensor, env_targets: list[torch.Tensor], weight: torch.Tensor):
+    """The summed loss of every run (objective plus L2, rescaled as the plain path does) and the
+    per-run penalties, for the runs whose weights are ``params``: one backward pass of the sum
+    gives every run its own gradient."""
+    with PRECISIONS.get(settings.precision).autocast(torch.device(settings.device_type)):
+        logits, features = forward(params, inputs, make_bias_relu(settings.bias_relu))
+    logits = promote(logits)
+    slices = [slice(a, b) for a, b in settings.env_bounds]
+    trainable = [params[name] for name in settings.trainable]
+    out = objective(
+        [logits[..., s] for s in slices], env_targets, weight,
+        features=[features[..., s, :] for s in slices], params=trainable,
+        closed_form=settings.closed_form, head_only=settings.head_only, check=False,
+    )
+    l2 = settings.l2 * per_run_squared_norm(trainable, tuple(weight.shape))
+    loss = out.loss + (l2 / torch.clamp(weight, min=1.0) if settings.rescales else l2)
+    return loss.sum(), out.penalty
+
+
+def _own_code(fn: Callable, name: str) -> Callable:
+    """``fn`` with a code object of its own: dynamo keeps its compiled versions (and its limit
+    of recompilations) per code object, so each compiled loss gets its own cache."""
+    return types.FunctionType(fn.__code__.replace(co_name=name), fn.__globals__, name, fn.__defaults__,
+                              fn.__closure__)
+
+
+_COMPILED: dict[tuple, Callable] = {}
+_OBJECTIVES: dict[tuple, Objective] = {}
+
+
+def compiled_loss(forward, config: OODStageConfig, settings: LossSettings, mode: str) -> Callable:
+    """:func:`stack_loss` compiled for this (model, objective, settings), made once per process
+    and shared by every stack (the objective instance too: only stateless objectives compile)."""
+    key = (forward, config.objective, config.env_reduction, repr(sorted(config.objective_kwargs.items())),
+           settings, mode)
+    if key not in _COMPILED:
+        objective = make_objective(config.objective, env_reduction=config.env_reduction, **config.objective_kwargs)
+        _OBJECTIVES[key] = objective
+        fn = _own_code(stack_loss, f"stack_loss_{len(_COMPILED)}")
+        _COMPILED[key] = torch.compile(functools.partial(fn, forward, objective, settings), mode=mode, dynamic=True)
+    return _COMPILED[key]
+
+
+def will_compile(objective: Objective, head_only: bool, options: FastOptions) -> bool:
+    """Whether the fast path compiles this objective's step: a compile mode is asked for, the
+    penalty has a closed form there (no double backward) and the objective keeps no state."""
+    return (options.compile != "none" and options.closed_form and objective.has_closed_form(head_only)
+            and not objective.stateful)
+
+
+# ------------------------------------------------------------------------------- the stack's tensors
+class FunctionalStack:
+    """A stack as a function of named tensors: ``forward(params, inputs, bias_relu)``.
+
+    For the models of :mod:`featlib.models.stacked` (a ``functional_forward``) the tensors are
+    copies of the module's parameters that the fast path may regroup along the configuration axis
+    (the last batch dimension) and writes back at the end; any other stack function trains its
+    ``trainable`` tensors in place, in its own layout."""
+
+    def __init__(self, stack: StackFn, trainable: Sequence[torch.Tensor], batch_shape: tuple[int, ...]):
+        self.stack = stack
+        self.axis = len(batch_shape) - 1
+        self.batch_shape = tuple(batch_shape)
+        functional = getattr(type(stack), "functional_forward", None)
+        named = dict(stack.named_parameters()) if isinstance(stack, nn.Module) else {}
+        ids = {id(t) for t in trainable}
+        self.regroupable = (
+            functional is not None and len(trainable) > 0 and ids <= {id(p) for p in named.values()}
+            and all(tuple(p.shape[: len(batch_shape)]) == self.batch_shape for p in named.values())
+        )
+        if self.regroupable:
+            self.forward = functional
+            self.initial = {n: p.detach() for n, p in named.items()}
+            self.trainable = tuple(n for n, p in named.items() if id(p) in ids)
+            self.parameters = named
+        else:
+            self.forward = _call_stack(stack)
+            self.initial = {f"trainable{i}": t for i, t in enumerate(trainable)}
+            self.trainable = tuple(self.initial)
+            self.parameters = {}
+
+    @property
+    def trains_everything(self) -> bool:
+        return self.regroupable and set(self.trainable) == set(self.parameters)
+
+    def identical_runs(self) -> bool:
+        """Whether every configuration starts from the same weights (checked once)."""
+        return self.regroupable and all(
+            torch.equal(t, t.narrow(self.axis, 0, 1).expand_as(t)) for t in self.initial.values())
+
+    def write_back(self, params: dict[str, torch.Tensor], index: torch.Tensor) -> None:
+        """Put the final weights (slot ``index[c]`` for configuration c) into the module."""
+        if not self.regroupable:
+            return
+        with torch.no_grad():
+            for name, param in self.parameters.items():
+                param.copy_(params[name].detach().index_select(self.axis, index))
+
+
+def _call_stack(stack: StackFn):
+    def forward(params, inputs, bias_relu=None):
+        return stack(inputs)
+
+    return forward
+
+
+@dataclass
+class Phase:
+    """The tensors trained between two transitions, their optimizer and the layout."""
+
+    transition: Transition
+    params: dict[str, torch.Tensor]
+    optimizer: torch.optim.Optimizer
+
+
+def make_adam(tensors: list[torch.Tensor], lr: float, fused: bool) -> torch.optim.Optimizer:
+    """Adam with its fused kernel where torch has one for these tensors, its foreach form otherwise."""
+    if fused:
+        try:
+            return torch.optim.Adam(tensors, lr=lr, fused=True)
+        except (RuntimeError, ValueError):
+            pass
+    return torch.optim.Adam(tensors, lr=lr)
+
+
+def regroup(stack: FunctionalStack, previous: Phase | None, transition: Transition, lr: float,
+            fused: bool) -> Phase:
+    """The next phase: every tensor (and Adam's moments) taken slot by slot from the previous
+    phase (at step 0 from the initial weights) along the configuration axis."""
+    if not stack.regroupable:  # one phase, the caller's tensors trained in place
+        tensors = [stack.initial[n] for n in stack.trainable]
+        return Phase(transition, dict(stack.initial), make_adam(tensors, lr, fused))
+    source = previous.params if previous is not None else stack.initial
+    some = next(iter(source.values()))
+    index = torch.tensor(transition.source, device=some.device)
+    params = {}
+    for name, tensor in source.items():
+        taken = tensor.detach().index_select(stack.axis, index)
+        params[name] = taken.requires_grad_() if name in stack.trainable else taken
+    optimizer = make_adam([params[n] for n in stack.trainable], lr, fused)
+    if previous is not None:
+        for name in stack.trainable:
+            state = previous.optimizer.state.get(previous.params[name])
+            if state:
+                optimizer.state[params[name]] = {
+                    k: (v.clone() if k == "step" else v.index_select(stack.axis, index)) for k, v in state.items()}
+    return Phase(transition, params, optimizer)
+
+
+def shares_prefix(stack: FunctionalStack, objective: Objective, warmup_steps: torch.Tensor,
+                  options: FastOptions) -> bool:
+    """Where sharing the ERM prefix is exact: see the module docstring."""
+    if not (options.share_prefix and objective.has_penalty and not objective.stateful and stack.regroupable):
+        return False
+    rows = warmup_steps.reshape(-1, warmup_steps.shape[-1])
+    return bool((rows == rows[:1]).all()) and bool((rows > 0).any()) and stack.identical_runs()
+
+
+# ------------------------------------------------------------------------------- the loop
+def train_stack_fast(
+    stack: StackFn,
+    trainable: Sequence[torch.nn.Parameter],
+    batch_shape: tuple[int, ...],
+    train: LabelledInputs,
+    tests: Sequence[LabelledInputs],
+    config: OODStageConfig,
+    penalty_weights: torch.Tensor,
+    warmup_steps: torch.Tensor,
+    progress: bool | str = False,
+    options: FastOptions = FastOptions(),
+) -> StackHistory:
+    """:func:`~.ood_stage.train_stack` on the fast path with ``options`` (same arguments, same
+    history; the trained weights are written back into the stack's parameters)."""
+    device = train.y.device
+    penalty_weights, warmup_steps = check_schedule(penalty_weights, warmup_steps, batch_shape, device)
+    check_penalty_weight(penalty_weights)
+    precision = PRECISIONS.get(config.precision)
+    precision.check(device)
+    objective = make_objective(config.objective, env_reduction=config.env_reduction, **config.objective_kwargs)
+    functional = FunctionalStack(stack, trainable, batch_shape)
+    head_only = bool(getattr(stack, "head_only", False)) and functional.trains_everything
+    n_configs = batch_shape[-1]
+    if shares_prefix(functional, objective, warmup_steps, options):
+        joins = warmup_steps.reshape(-1, n_configs)[0].tolist()
+    else:
+        joins = [0] * n_configs
+    transitions = {t.step: t for t in prefix_schedule(joins, config.steps)}
+
+    settings = LossSettings(
+        env_bounds=tuple((s.start, s.stop) for s in train.env_slices), trainable=functional.trainable,
+        l2=float(config.l2), rescales=bool(objective.has_penalty and objective.rescale),
+        closed_form=options.closed_form, head_only=head_only, device_type=device.type,
+        precision=config.precision, bias_relu=options.bias_relu,
+    )
+    mode = COMPILE_MODES.get(options.compile)(device)
+    if will_compile(objective, head_only, options):
+        loss_fn = compiled_loss(functional.forward, config, settings, mode)
+    else:
+        loss_fn = functools.partial(stack_loss, functional.forward, objective, settings)
+    cudagraphs = mode == "reduce-overhead" and will_compile(objective, head_only, options)
+    env_targets = [train.y[..., s] for s in train.env_slices]
+
+    records: dict[str, list] = {"steps": [], "train_acc": [], "test_acc": [], "penalty": []}
+    records_at = set(record_steps(config))
+    axis = functional.axis
+    phase: Phase | None = None
+    last_penalty = torch.zeros(batch_shape, device=device)
+
+    def positions() -> torch.Tensor:
+        return torch.tensor(phase.transition.positions(n_configs), device=device)
+
+    def record(step: int) -> None:
+        params = phase.params
+
+        def forward(inputs):
+            with precision.autocast(device):
+                logits, features = functional.forward(params, inputs, None)
+            return promote(logits), features
+
+        train_acc, test_acc = evaluate_stack(forward, train, tests)
+        where = positions()
+        records["steps"].append(step)
+        records["train_acc"].append(train_acc.index_select(-1, where).cpu().numpy())
+        records["test_acc"].append(test_acc.index_select(-1, where).cpu().numpy())
+        records["penalty"].append(last_penalty.index_select(-1, where).cpu().numpy())
+
+    bar = tqdm(total=config.steps, desc=progress if isinstance(progress, str) else config.objective,
+               disable=not progress, leave=False)
+    with precision.matmul_mode(device):
+        for step in range(config.steps + 1):
+            if step in transitions:
+                phase = regroup(functional, phase, transitions[step], config.lr, options.fused_adam)
+                index = torch.tensor(phase.transition.source, device=device)
+                last_penalty = last_penalty.index_select(axis, index) if functional.regroupable else last_penalty
+                members = torch.tensor([max(c, 0) for c in phase.transition.members], device=device)
+                trunk = torch.tensor([c == TRUNK for c in phase.transition.members], device=device)
+                slot_weights = penalty_weights.index_select(axis, members)
+                slot_warmups = torch.where(trunk, config.steps + 1, warmup_steps.index_select(axis, members))
+                warm = torch.full_like(slot_weights, config.warmup_penalty_weight)
+            if step in records_at:
+                record(step)
+            if step == config.steps:
+                break
+            weight = torch.where(step >= slot_warmups, slot_weights, warm)
+            if cudagraphs:
+                torch.compiler.cudagraph_mark_step_begin()
+            loss, penalty = loss_fn(phase.params, train.inputs, env_targets, weight)
+            phase.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            phase.optimizer.step()
+            if step + 1 in records_at or step + 1 in transitions:
+                last_penalty = penalty.detach().clone()
+            bar.update()
+    bar.close()
+    functional.write_back(phase.params, positions())
+    return StackHistory(
+        steps=records["steps"],
+        train_acc=np.stack(records["train_acc"]),
+        test_acc=np.stack(records["test_acc"]),
+        penalty=np.stack(records["penalty"]),
+    )
+
+
+def fast_path(options: FastOptions) -> Callable:
+    """:func:`train_stack_fast` with ``options`` fixed: an entry of :data:`~.ood_stage.OOD_PATHS`."""
+    def train(stack, trainable, batch_shape, train, tests, config, penalty_weights, warmup_steps, progress=False):
+        return train_stack_fast(stack, trainable, batch_shape, train, tests, config, penalty_weights, warmup_steps,
+                                progress, options)
+
+    train.options = options
+    return train
+
+
+#: The named fast paths: closed forms, shared prefix, eager; and the same compiled.
+OOD_PATHS.register("fast")(fast_path(FastOptions()))
+OOD_PATHS.register("compiled")(fast_path(FastOptions(compile="default")))
+OOD_PATHS.register("compiled-cudagraphs")(fast_path(FastOptions(compile="cudagraphs")))
