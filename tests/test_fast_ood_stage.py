@@ -181,8 +181,8 @@ def test_one_step_loss_penalty_and_gradients_equal_the_plain_objective(data, oth
     plain_grads = torch.autograd.grad(plain.loss.sum(), params)
 
     functional = FunctionalStack(stack, params, stack.batch_shape)
-    settings = LossSettings(tuple((s.start, s.stop) for s in train.env_slices), functional.trainable, 0.0,
-                            True, True, kind == "heads", "cpu", "fp32", "eager")
+    settings = LossSettings(tuple((s.start, s.stop) for s in train.env_slices), functional.trainable,
+                            functional.trainable, 0.0, True, True, kind == "heads", "cpu", "fp32", "eager")
     tensors = {n: p for n, p in stack.named_parameters()}
     loss, penalty = stack_loss(functional.forward, make_objective(name), settings, tensors, train.inputs,
                                [train.y[..., s] for s in train.env_slices], weight)

@@ -55,7 +55,7 @@ from ..feature_learning import FEATURE_LEARNERS, LearnedFeatures
 from ..feature_learning.termination import DEFAULT_TERMINATION, termination_rule
 from ..models.mlp import ColoredMNISTMLP
 from ..models.stacked import StackedHeads, StackedMLP
-from ..objectives import OBJECTIVES
+from ..objectives import OBJECTIVES, make_objective
 from ..training import OOD_PATHS, PRECISIONS
 from ..training.ood_stage import LabelledInputs, OODStageConfig, train_stack
 from ..validation import (
@@ -152,6 +152,13 @@ class CMNISTProtocol:
     l2: float = 1e-3
     eval_every: int = 100
     env_reduction: str = "mean"
+    #: The penalty weight during the ERM pre-training steps (the reference code's ``anneal_val``,
+    #: 1 in the Bonsai authors' ERM-NF sweep); 0 is plain ERM.
+    warmup_penalty_weight: float = 0.0
+    #: Per objective: ``steps`` (instead of ``ood_steps``), ``l2_scope`` (a name of
+    #: featlib.training.ood_stage.L2_SCOPES) and keyword arguments of the objective (e.g.
+    #: ``risk_reduction``, ``ib_weighting``); see featlib.experiments.cmnist_presets.
+    objective_options: dict = field(default_factory=dict)
     precision: str = "fp32"  # of the OOD stage: a name of featlib.training.PRECISIONS (issue 14)
     ood_path: str = "fast"  # "plain" (the reference loop) or a fast path of featlib.training.OOD_PATHS
 
@@ -181,8 +188,21 @@ class CMNISTProtocol:
         check_positive("termination", self.termination)
         termination_rule(self.termination_rule)
         check_int("eval_every", self.eval_every, minimum=1)
-        for objective in self.objectives:  # lr, l2, env_reduction as the OOD stage checks them
-            self.ood_config(objective)
+        check_positive("warmup_penalty_weight", self.warmup_penalty_weight, allow_zero=True)
+        if not isinstance(self.objective_options, dict):
+            raise ValueError(f"objective_options must be a mapping objective -> options; got {self.objective_options!r}")
+        for objective, options in self.objective_options.items():
+            OBJECTIVES.get(objective)
+            if not isinstance(options, dict):
+                raise ValueError(f"objective_options[{objective!r}] must be a mapping of options; got {options!r}")
+        for objective in set(self.objectives) | set(self.objective_options):
+            # lr, l2, env_reduction, steps, l2_scope and the objective's options as the OOD stage checks them
+            config = self.ood_config(objective)
+            try:
+                make_objective(objective, env_reduction=config.env_reduction, **config.objective_kwargs)
+            except TypeError as err:
+                raise ValueError(f"objective_options[{objective!r}] holds an option {objective} does not take "
+                                 f"({err})") from None
         check_fits_in_memory(f"the protocol's largest stack (hidden_dim={self.hidden_dim}, n_train={self.n_train})",
                              self.memory_estimate())
 
@@ -216,7 +236,7 @@ class CMNISTProtocol:
                       "termination", "termination_rule", "lr", "l2")
     #: The path is in the key because it changes float32 rounding, which unstable runs amplify.
     OOD_FIELDS = FEATURE_FIELDS + ("penalty_weights", "pretrain_epochs", "ood_steps", "eval_every", "env_reduction",
-                                   "precision", "ood_path")
+                                   "warmup_penalty_weight", "objective_options", "precision", "ood_path")
 
     def key(self, fields: Sequence[str], **extra) -> str:
         """A short hash of the named fields (and ``extra``) and of featlib's version: cached
@@ -228,9 +248,13 @@ class CMNISTProtocol:
     def ood_config(self, objective: str) -> OODStageConfig:
         """The OOD stage of ``objective``; only the accuracies after the last step are evaluated
         (the tables use nothing else, and evaluating never changes training)."""
-        return OODStageConfig(objective, steps=self.ood_steps, lr=self.lr, l2=self.l2,
+        options = dict(self.objective_options.get(objective, {}))
+        steps = options.pop("steps", self.ood_steps)
+        l2_scope = options.pop("l2_scope", "all")
+        return OODStageConfig(objective, steps=steps, lr=self.lr, l2=self.l2,
                               eval_every=self.eval_every, env_reduction=self.env_reduction,
-                              path=self.ood_path, precision=self.precision, record="final")
+                              warmup_penalty_weight=self.warmup_penalty_weight, objective_kwargs=options,
+                              l2_scope=l2_scope, path=self.ood_path, precision=self.precision, record="final")
 
     def n_runs(self) -> int:
         """OOD-stage runs of the whole protocol."""

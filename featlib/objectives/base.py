@@ -197,6 +197,12 @@ class Objective:
         whose penalty is first-order already."""
         return self.penalty(inputs)
 
+    def unscaled_term(self, inputs: EnvInputs, penalty_weight: torch.Tensor) -> torch.Tensor | None:
+        """A term added to the loss with its own weight, not multiplied by ``penalty_weight``
+        (but divided by it with the rest of the loss when ``rescale``), e.g. IB-IRM's bottleneck
+        term with separate weighting; None (the default) for none."""
+        return None
+
     def reset(self) -> None:
         """Forget any state kept between steps (GroupDRO's weights); stateless by default."""
 
@@ -233,6 +239,9 @@ class Objective:
             penalty = self.closed_form_penalty(inputs) if closed_form else self.penalty(inputs)
             weight = torch.as_tensor(penalty_weight, dtype=total.dtype, device=total.device)
             loss = total + weight * penalty
+            extra = self.unscaled_term(inputs, weight)
+            if extra is not None:
+                loss = loss + extra
             if self.rescale:
                 loss = loss / torch.clamp(weight, min=1.0)
         else:

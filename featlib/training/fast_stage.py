@@ -42,7 +42,7 @@ from ..validation import check_bool
 from .fused import BIAS_RELU, make_bias_relu
 from .ood_stage import (
     OOD_PATHS, LabelledInputs, OODStageConfig, StackFn, StackHistory, check_schedule, evaluate_stack,
-    per_run_squared_norm, record_steps,
+    l2_covered, per_run_squared_norm, record_steps,
 )
 from .precision import PRECISIONS
 from .prefix import TRUNK, Transition, prefix_schedule
@@ -79,6 +79,7 @@ class LossSettings:
 
     env_bounds: tuple[tuple[int | None, int | None], ...]  # training environments as slices
     trainable: tuple[str, ...]
+    regularised: tuple[str, ...]  # the trainable tensors the L2 term covers (config.l2_scope)
     l2: float
     rescales: bool
     closed_form: bool
@@ -103,7 +104,7 @@ def stack_loss(forward, objective: Objective, settings: LossSettings, params: di
         features=[features[..., s, :] for s in slices], params=trainable,
         closed_form=settings.closed_form, head_only=settings.head_only, check=False,
     )
-    l2 = settings.l2 * per_run_squared_norm(trainable, tuple(weight.shape))
+    l2 = settings.l2 * per_run_squared_norm([params[name] for name in settings.regularised], tuple(weight.shape))
     loss = out.loss + (l2 / torch.clamp(weight, min=1.0) if settings.rescales else l2)
     return loss.sum(), out.penalty
 
@@ -164,11 +165,19 @@ class FunctionalStack:
             self.initial = {n: p.detach() for n, p in named.items()}
             self.trainable = tuple(n for n, p in named.items() if id(p) in ids)
             self.parameters = named
+            self.originals = {n: named[n] for n in self.trainable}
         else:
             self.forward = _call_stack(stack)
             self.initial = {f"trainable{i}": t for i, t in enumerate(trainable)}
             self.trainable = tuple(self.initial)
             self.parameters = {}
+            self.originals = dict(self.initial)
+
+    def regularised(self, scope: str) -> tuple[str, ...]:
+        """The names of the trainable tensors that the L2 term of ``scope`` covers."""
+        names = list(self.trainable)
+        covered = l2_covered(self.stack, [self.originals[n] for n in names], scope)
+        return tuple(n for n, keep in zip(names, covered) if keep)
 
     @property
     def trains_everything(self) -> bool:
@@ -279,7 +288,7 @@ def train_stack_fast(
 
     settings = LossSettings(
         env_bounds=tuple((s.start, s.stop) for s in train.env_slices), trainable=functional.trainable,
-        l2=float(config.l2), rescales=bool(objective.has_penalty and objective.rescale),
+        regularised=functional.regularised(config.l2_scope), l2=float(config.l2), rescales=bool(objective.has_penalty and objective.rescale),
         closed_form=options.closed_form, head_only=head_only, device_type=device.type,
         precision=config.precision, bias_relu=options.bias_relu,
     )

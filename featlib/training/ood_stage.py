@@ -41,6 +41,10 @@ from .precision import DEFAULT_PRECISION, PRECISIONS
 OOD_PATHS: Registry[Callable] = Registry("path")
 #: When the accuracies are evaluated: every ``eval_every`` steps and at the end, or at the end only.
 RECORDS = ("every", "final")
+#: Which trained tensors the L2 term covers: all of them (Appendix F.1's weight decay), all but
+#: the linear head (the reference code's Fishr: its L2 sums over the featurizer only, so a frozen
+#: run has none), or none (the reference code's CLOvE, which computes the norm and never adds it).
+L2_SCOPES = ("all", "featurizer", "none")
 
 #: stack(inputs) -> (logits (*B, n), features broadcastable to (*B, n, H))
 StackFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
@@ -58,6 +62,7 @@ class OODStageConfig:
     env_reduction: str = "mean"
     warmup_penalty_weight: float = 0.0
     objective_kwargs: dict = field(default_factory=dict)
+    l2_scope: str = "all"  # a name of L2_SCOPES
     path: str = "plain"  # a name of OOD_PATHS
     precision: str = DEFAULT_PRECISION  # a name of featlib.training.precision.PRECISIONS
     record: str = "every"  # a name of RECORDS
@@ -67,6 +72,7 @@ class OODStageConfig:
         OOD_PATHS.get(self.path)
         PRECISIONS.get(self.precision)
         check_choice("record", self.record, RECORDS)
+        check_choice("l2_scope", self.l2_scope, L2_SCOPES)
         check_int("steps", self.steps, minimum=0)
         check_positive("lr", self.lr)
         check_positive("l2", self.l2, allow_zero=True)
@@ -114,6 +120,16 @@ def accuracy(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def per_run_squared_norm(params: Sequence[torch.Tensor], batch_shape: tuple[int, ...]) -> torch.Tensor:
     """(*B,) ``sum ||theta_r||^2`` over the tensors of each run."""
     return sum(p.pow(2).reshape(*batch_shape, -1).sum(-1) for p in params)
+
+
+def l2_covered(stack, tensors: Sequence[torch.Tensor], scope: str) -> list[bool]:
+    """For each of ``tensors``: whether the L2 term of ``scope`` (:data:`L2_SCOPES`) covers it.
+    The head is what ``stack.head_parameters()`` returns (every tensor, for a stack without one)."""
+    check_choice("l2_scope", scope, L2_SCOPES)
+    if scope != "featurizer":
+        return [scope == "all"] * len(tensors)
+    heads = {id(p) for p in getattr(stack, "head_parameters", lambda: [])()}
+    return [id(t) not in heads for t in tensors]
 
 
 @torch.no_grad()
@@ -207,6 +223,7 @@ def train_stack_plain(
         records["penalty"].append(last_penalty.cpu().numpy())
 
     records_at = set(record_steps(config))
+    regularised = [p for p, keep in zip(trainable, l2_covered(stack, list(trainable), config.l2_scope)) if keep]
     bar = tqdm(range(config.steps), desc=progress if isinstance(progress, str) else config.objective,
                disable=not progress, leave=False)
     with precision.matmul_mode(device):
@@ -219,7 +236,7 @@ def train_stack_plain(
                 [logits[..., s] for s in train.env_slices], env_targets, weight,
                 features=[features[..., s, :] for s in train.env_slices], params=list(trainable),
             )
-            l2 = config.l2 * per_run_squared_norm(trainable, batch_shape)
+            l2 = config.l2 * per_run_squared_norm(regularised, batch_shape)
             loss = out.loss + (l2 / torch.clamp(weight, min=1.0) if rescales else l2)
             optimizer.zero_grad(set_to_none=True)
             loss.sum().backward()
