@@ -106,3 +106,23 @@ def test_rules_are_selectable_by_name_in_the_learners():
     for run in (undivided, paper):
         scores = run.rounds["termination_score"].iloc[1:]
         assert list(run.rounds["accepted"].iloc[1:]) == list(scores >= 1.9)
+
+
+def test_committed_rounds_are_read_back_and_checked(tmp_path):
+    import pandas as pd
+
+    from featlib.cache import CorruptFileError
+    from featlib.experiments.run_rounds import load_rounds
+    from featlib.result_folder import ResultFolder
+
+    assert load_rounds(tmp_path / "none") is None
+    frame = pd.DataFrame({"round": [1, 2], "seed": [1, 1], "dataset": "cmnist025", "init": "ifeat",
+                          "train_acc": [0.85, 0.72], "accepted": [True, True]})
+    folder = ResultFolder(tmp_path / "rounds")
+    folder.add_csv("rounds-cmnist025.csv", frame)
+    folder.commit({"datasets": ["cmnist025"], "seeds": [1]})
+    loaded = load_rounds(tmp_path / "rounds")
+    assert loaded["rounds"]["train_acc"].tolist() == [0.85, 0.72]
+    (tmp_path / "rounds" / "rounds-cmnist025.csv").write_text("round,seed\n1,2\n")
+    with pytest.raises(CorruptFileError, match="rounds-cmnist025.csv"):
+        load_rounds(tmp_path / "rounds")

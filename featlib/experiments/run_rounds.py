@@ -29,7 +29,9 @@ from tqdm.auto import tqdm
 from ..data.mnist import SOURCES
 from ..feature_learning.termination import DEFAULT_TERMINATION, TERMINATION_RULES
 from ..provenance import command_line, git_commit, provenance
-from ..result_folder import ResultFolder
+from ..cache import CorruptFileError
+from ..csv_io import read_csv
+from ..result_folder import ResultFolder, read_manifest
 from ..validation import check_writable
 from .colored_mnist import LEARNED_INITS, SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
 
@@ -96,6 +98,31 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({k: record[k] for k in ("commit", "device", "wall_time_s")}, indent=2))
     return 0
 
+
+
+def load_rounds(directory: str | Path) -> dict | None:
+    """Committed per-round results (``rounds``: every dataset's rows; ``provenance``) in
+    ``directory``, or None when it holds none. The files are checked against the manifest in
+    ``provenance.json`` and the seeds it records."""
+    directory = Path(directory)
+    remedy = (f"rerun `python -m featlib.experiments.run_rounds --out {directory}` (finished learners come from "
+              "its --cache-dir) or restore the folder from git")
+    record = read_manifest(directory, remedy)
+    if record is None:
+        return None
+    frames = []
+    for dataset in record.get("datasets") or []:
+        path = directory / f"rounds-{dataset}.csv"
+        if not path.exists():
+            raise CorruptFileError(path, "it is missing", remedy)
+        frame = read_csv(path)
+        if set(frame["seed"]) != set(record.get("seeds", frame["seed"])):
+            raise CorruptFileError(path, f"it holds seeds {sorted(set(frame['seed']))} where provenance.json records "
+                                         f"{sorted(record['seeds'])}", remedy)
+        frames.append(frame)
+    if not frames:
+        raise CorruptFileError(directory / "provenance.json", "it names no datasets", remedy)
+    return {"provenance": record, "rounds": pd.concat(frames, ignore_index=True)}
 
 if __name__ == "__main__":
     raise SystemExit(main())
