@@ -4,7 +4,8 @@ The book's source is the repository root (``_config.yml``, ``_toc.yml``, ``book/
 ``notebooks/``). Notebooks are kept without outputs, so the build stages a copy of the source
 in ``_build/stage`` with the notebooks replaced by copies executed through papermill (the
 ``small`` profile on CPU by default), then renders ``_build/html`` with warnings as errors.
-A failing notebook fails the build.
+A failing notebook fails the build, and so does a page that shows leaked code
+(:func:`check_pages`).
 
 MathJax is served with the book: the ``es5`` build of the ``mathjax`` Python package
 (``django-static-mathjax``) is copied into the staged source and ``mathjax_path`` points to it,
@@ -27,7 +28,8 @@ import yaml
 
 from .notebooks import REPO_ROOT, execute_all, list_notebooks
 
-BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
+#: What the book is built from; ``_static`` holds the page stylesheet (featbook.css).
+BOOK_SOURCES = ("_config.yml", "_toc.yml", "book", "_static")
 
 #: MathJax's combined component that the pages load (TeX and MathML input, CommonHTML output).
 MATHJAX_ENTRY = "tex-mml-chtml.js"
@@ -120,8 +122,23 @@ def render(stage_dir: Path, out_root: Path) -> Path:
     return out_root / "_build" / "html"
 
 
+class LeakedCodeError(ValueError):
+    """The rendered pages show code where a reader expects prose (see :mod:`featlib.leaks`)."""
+
+
+def check_pages(html: Path) -> None:
+    """Fail the build when a chapter or book page shows leaked code: a dict repr, ``{...}``
+    outside mathematics, an absolute path, a long float tail (:func:`featlib.leaks.scan_book`)."""
+    from .leaks import report, scan_book
+
+    found = scan_book(html)
+    if found:
+        raise LeakedCodeError("the rendered pages show code to the reader (featlib.leaks):\n" + report(found))
+
+
 def build(profile: str | None = "small", executed_dir: Path | None = None, out_root: Path = REPO_ROOT) -> Path:
-    """Execute (unless ``executed_dir`` is given), stage and render; return the HTML directory."""
+    """Execute (unless ``executed_dir`` is given), stage and render, then check the pages for
+    leaked code (:func:`check_pages`); return the HTML directory."""
     start = time.perf_counter()
     if executed_dir is None:
         executed_dir = out_root / "_build" / "executed"
@@ -129,6 +146,7 @@ def build(profile: str | None = "small", executed_dir: Path | None = None, out_r
     stage_dir = out_root / "_build" / "stage"
     stage(executed_dir, stage_dir)
     html = render(stage_dir, out_root)
+    check_pages(html)
     print(f"book built in {time.perf_counter() - start:.1f} s: {html / 'index.html'}")
     return html
 
