@@ -48,13 +48,25 @@ class RunScale:
         return self.kind != "small"
 
 
-def cmnist_scale(protocols, description: str) -> RunScale:
+def describe_cmnist(protocol) -> str:
+    """"2 seeds, 2,000 training images, 8 objectives, 2 x 3 configurations, 150 OOD steps, ..."."""
+    from . import prose
+
+    return (f"{prose.count(len(protocol.seeds), 'seed')}, {prose.integer(protocol.n_train)} training images, "
+            f"{prose.count(len(protocol.objectives), 'objective')}, {len(protocol.penalty_weights)} penalty "
+            f"weight{'s' if len(protocol.penalty_weights) != 1 else ''} x {len(protocol.pretrain_epochs)} warm-up "
+            f"length{'s' if len(protocol.pretrain_epochs) != 1 else ''}, {prose.integer(protocol.ood_steps)} OOD "
+            f"steps, hidden width {protocol.hidden_dim}, feature-learning epochs x {prose.number(protocol.epoch_scale, 1)}")
+
+
+def cmnist_scale(protocols, description: str | None = None) -> RunScale:
     """ColoredMNIST (chapters 03, 04): paper when every protocol has the paper's fields (the
     objectives and initialisations aside), reduced when data, width, steps and epochs are the
-    paper's, small otherwise."""
+    paper's, small otherwise. ``description`` defaults to :func:`describe_cmnist` of the first."""
     from .experiments.colored_mnist import CMNISTProtocol
 
     protocols = list(protocols)
+    description = description or describe_cmnist(protocols[0])
     if all(p == CMNISTProtocol(dataset=p.dataset, objectives=p.objectives, inits=p.inits) for p in protocols):
         return RunScale("paper", description)
     default = CMNISTProtocol()
