@@ -21,7 +21,7 @@ from pathlib import Path
 
 #: (kind, pattern) of each leak; the first group, if any, is what is reported.
 PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
-    ("braces", re.compile(r"\{[^{}\n]{0,200}\}")),
+    ("braces", re.compile(r"\{[^{}]{0,300}\}")),
     ("repr", re.compile(r"\b(?:dict|OrderedDict|defaultdict|array|tensor|Series|DataFrame)\(")),
     ("repr", re.compile(r"\b[A-Z]\w*\((?:[a-z_]\w*)=")),
     ("repr", re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>")),

@@ -76,6 +76,8 @@ def minutes(seconds: float | None) -> str:
     if _is_missing(seconds):
         return MISSING
     s = float(seconds)
+    if s < 1:
+        return f"under 1{NBSP}s"
     if s < 90:
         return f"{s:.0f}{NBSP}s"
     if s < 90 * 60:

@@ -93,7 +93,7 @@ def test_wilds_explanations_for_an_image_dataset(tmp_path):
     assert result.images.min() >= 0 and result.images.max() <= 1
     assert {m: v.shape for m, v in result.maps.items()} == {"erm": (3, 32, 32), "feat": (3, 32, 32)}
     assert result.table.columns.tolist() == ["example", "label", "ERM", "FeAT"]
-    assert len(plot_wilds_saliency(result).axes) == 3 * 3
+    assert len(plot_wilds_saliency(result).axes) == 3 * 3 + 1  # + the colour bar
     with pytest.raises(ValueError, match="methods must be one of"):
         explain_wilds(experiment, ("erm", "rfc"))
     with pytest.raises(ValueError, match="split must be one of"):

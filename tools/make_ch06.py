@@ -149,8 +149,7 @@ Every model on the same images, ERM at each snapshot, Bonsai and FeAT. Each cell
 the model's prediction; the row label is the true label.
 """),
 code(r"""
-titles = {name: [f"pred {p}" for p in predictions[name]] for name in names}
-plot_overlay_grid(images, maps, cell_titles=titles, row_labels=[f"label {y}" for y in predictions["label"]])
+views.overlay_figure(images, maps, predictions)
 """, caption="Each model's map over the same OOD test images (columns: ERM snapshots, Bonsai, FeAT); each cell's title is the model's prediction. Colour scale: each map scaled to [0, 1], most salient in red.", name="fig-saliency-all"),
 md(r"""
 ## Measured over the test images

@@ -8,18 +8,22 @@ import pandas as pd
 from .. import prose, style
 from ..experiments.labels import DATASET_LABELS, INIT_LABELS
 from ..experiments.paper_values import TABLE14_TIME_UNIT
-from ..tables import Stacked, Table, table
+from ..tables import Stacked, Table, Tables, table
 from .report import plot_costs
 
 BENCHMARK_LABELS = {"cmnist": "ColoredMNIST", "wilds": "WILDS"}
 METHOD_LABELS = {"erm": "ERM", "bonsai": "Bonsai", "feat": "FeAT", "ifeat": "iFeAT"}
 
 
-def summary_table(summary: pd.DataFrame, caption: str) -> Table:
-    """Per benchmark, method and round: the median step time (its min-max over repeats under
-    it), the ratio to ERM, the peak memory and its ratio to ERM."""
+def summary_table(summary: pd.DataFrame, caption: str) -> Tables:
+    """One table per benchmark: per method and round, the median step time (its min-max over
+    repeats under it), the ratio to ERM, the peak memory and its ratio to ERM."""
+    return Tables([_summary_table(part, f"{caption}: {BENCHMARK_LABELS.get(bench, bench)}")
+                   for bench, part in summary.groupby("benchmark", sort=False)])
+
+
+def _summary_table(summary: pd.DataFrame, caption: str) -> Table:
     frame = pd.DataFrame({
-        "benchmark": [BENCHMARK_LABELS.get(b, b) for b in summary["benchmark"]],
         "method": [METHOD_LABELS.get(m, m) for m in summary["method"]],
         "round": summary["round"].astype(str),
         "step time": [Stacked(f"{prose.number(r.step_ms, 1)} ms",
@@ -93,9 +97,12 @@ def cost_figure(summary: pd.DataFrame):
     return fig
 
 
-def phrase(values: dict[str, float], fmt=prose.ratio) -> str:
-    """``{"cmnist": 1.43, "wilds": 1.2}`` -> "1.43× on ColoredMNIST and 1.20× on WILDS"."""
-    return prose.by_label(values, fmt, BENCHMARK_LABELS)
+def phrase(values: dict[str, float], what: str = "", fmt=prose.ratio) -> str:
+    """``{"cmnist": 1.43, "wilds": 1.2}``, "ERM's step time" -> "1.43× ERM's step time on
+    ColoredMNIST and 1.20× on WILDS"."""
+    parts = [f"{fmt(v)}{' ' + what if i == 0 and what else ''} on {BENCHMARK_LABELS.get(b, b)}"
+             for i, (b, v) in enumerate(values.items())]
+    return prose.listing(parts)
 
 
 def memory_from_round_2(folders) -> str:

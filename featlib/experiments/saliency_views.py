@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from .. import prose, style
-from ..saliency import plot_gradcam_triples
+from ..saliency import plot_gradcam_triples, plot_overlay_grid
 from ..saliency.plot import add_map_colourbar, token_figure
 from ..tables import Table, table
 
@@ -46,6 +46,19 @@ def triples_figure(images, maps: dict, predictions: pd.DataFrame, pair: list[str
         all_axes.append(axes)
     add_map_colourbar(blocks[1], all_axes[1])
     return figure
+
+
+def short_name(model: str) -> str:
+    """"ERM 150 epochs" -> "ERM 150", "FeAT 2 rounds" -> "FeAT": column heads of a narrow grid."""
+    return model.replace(" epochs", "").replace(" rounds", " r.").replace("FeAT 2 r.", "FeAT")
+
+
+def overlay_figure(images, maps: dict, predictions: pd.DataFrame):
+    """Every model's map over the same images: one column per model (its name over the first
+    row), each cell titled by the model's prediction; the true label labels the row."""
+    titles = {name: [(f"{short_name(name)}\n" if i == 0 else "") + f"pred {p}"
+                     for i, p in enumerate(predictions[name])] for name in maps}
+    return plot_overlay_grid(images, maps, cell_titles=titles, row_labels=[f"label {y}" for y in predictions["label"]])
 
 
 def shares_figure(frame: pd.DataFrame):
