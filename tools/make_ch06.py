@@ -100,6 +100,7 @@ if not check_bool("wilds_fabricate", wilds_fabricate) and not check_bool("wilds_
 code(r"""
 from featlib import estimate, prose, runtime, style
 from featlib.experiments import saliency_views as views
+from featlib.experiments.labels import DATASET_LABELS
 from featlib.run_scale import saliency_scale
 
 style.use()
@@ -224,7 +225,7 @@ For the image datasets, GradCAM of each model's predicted class, over the same t
 code(r"""
 for name, result in images.items():
     figure = plot_wilds_saliency(result)
-    figure.suptitle(result.dataset)
+    figure.suptitle(DATASET_LABELS.get(result.dataset, result.dataset))
     display(figure)
 """, caption="WILDS image datasets: each model's GradCAM of its predicted class over the same test examples (rows; the row label is the true label, each cell's title the model's prediction). Colour scale: each map scaled to [0, 1], most salient in red.", name="fig-wilds-saliency"),
 md(r"""
