@@ -10,7 +10,8 @@ A failing notebook fails the build, and so does a page that shows leaked code
 MathJax is served with the book: the ``es5`` build of the ``mathjax`` Python package
 (``django-static-mathjax``) is copied into the staged source and ``mathjax_path`` points to it,
 so equations render offline. Without that package the pages load MathJax from a CDN.
-The staged ``_config.yml`` also loads ``featlib/sphinx_fixes.py`` as a local Sphinx extension.
+The staged ``_config.yml`` also loads ``featlib/sphinx_fixes.py`` as a local Sphinx extension and
+``book/featbook.css`` as the page stylesheet.
 
     python -m featlib.book [--profile small|full] [--executed DIR]
 """
@@ -28,8 +29,7 @@ import yaml
 
 from .notebooks import REPO_ROOT, execute_all, list_notebooks
 
-#: What the book is built from; ``_static`` holds the page stylesheet (featbook.css).
-BOOK_SOURCES = ("_config.yml", "_toc.yml", "book", "_static")
+BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
 
 #: MathJax's combined component that the pages load (TeX and MathML input, CommonHTML output).
 MATHJAX_ENTRY = "tex-mml-chtml.js"
@@ -38,6 +38,10 @@ MATHJAX_ENTRY = "tex-mml-chtml.js"
 MATHJAX_STATIC = "_mathjax"
 #: The staged local Sphinx extension (a copy of ``featlib/sphinx_fixes.py``) and its folder.
 SPHINX_EXT, SPHINX_EXT_DIR = "featlib_sphinx_fixes", "_ext"
+#: The page stylesheet (``book/featbook.css``: nothing wider than the column, equations scroll in
+#: their own box, code wraps) and the static folder it is staged in. Not ``_static``: with a
+#: ``_static`` folder Jupyter Book adds every .js of every static folder (MathJax's too) to every page.
+PAGE_CSS, PAGE_CSS_DIR = "featbook.css", "_featbook"
 
 
 def mathjax_es5() -> Path | None:
@@ -80,8 +84,8 @@ def vendor_mathjax(stage_dir: Path, sphinx_config: dict, es5: Path | None = None
 
 
 def configure_stage(stage_dir: Path) -> None:
-    """Adapt the staged ``_config.yml``: MathJax served locally, and ``featlib/sphinx_fixes.py``
-    (one copy of each page script) as a local Sphinx extension."""
+    """Adapt the staged ``_config.yml``: MathJax served locally, ``featlib/sphinx_fixes.py``
+    (one copy of each page script) as a local Sphinx extension, and the page stylesheet."""
     config_path = stage_dir / "_config.yml"
     config = yaml.safe_load(config_path.read_text())
     sphinx = config.setdefault("sphinx", {})
@@ -91,7 +95,12 @@ def configure_stage(stage_dir: Path) -> None:
     shutil.copy2(Path(__file__).with_name("sphinx_fixes.py"), ext_dir / f"{SPHINX_EXT}.py")
     sphinx["local_extensions"] = {**(sphinx.get("local_extensions") or {}), SPHINX_EXT: SPHINX_EXT_DIR}
     vendor_mathjax(stage_dir, sphinx_config)
-    config["exclude_patterns"] = [*config.get("exclude_patterns", []), MATHJAX_STATIC, SPHINX_EXT_DIR]
+    css_dir = stage_dir / PAGE_CSS_DIR
+    css_dir.mkdir(exist_ok=True)
+    shutil.copy2(stage_dir / "book" / PAGE_CSS, css_dir / PAGE_CSS)
+    sphinx_config["html_static_path"] = [*sphinx_config.get("html_static_path", []), PAGE_CSS_DIR]
+    sphinx_config["html_css_files"] = [*sphinx_config.get("html_css_files", []), PAGE_CSS]
+    config["exclude_patterns"] = [*config.get("exclude_patterns", []), MATHJAX_STATIC, SPHINX_EXT_DIR, PAGE_CSS_DIR]
     config_path.write_text("# Staged by featlib.book from the repository's _config.yml.\n"
                            + yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
 
