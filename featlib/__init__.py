@@ -1,7 +1,7 @@
 """featlib: the library behind the FeAT book.
 
 An executable companion to "Understanding and Improving Feature Learning for
-Out-of-Distribution Generalization" (Chen, Huang, Zhou, Cheng, Han and Jia; NeurIPS 2023).
+Out-of-Distribution Generalization" (Chen, Huang, Zhou, Bian, Han and Cheng; NeurIPS 2023).
 """
 from .device import get_device
 

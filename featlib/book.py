@@ -4,12 +4,14 @@ The book's source is the repository root (``_config.yml``, ``_toc.yml``, ``book/
 ``notebooks/``). Notebooks are kept without outputs, so the build stages a copy of the source
 in ``_build/stage`` with the notebooks replaced by copies executed through papermill (the
 ``small`` profile on CPU by default), then renders ``_build/html`` with warnings as errors.
-A failing notebook fails the build.
+A failing notebook fails the build, and so does a page that shows leaked code
+(:func:`check_pages`).
 
 MathJax is served with the book: the ``es5`` build of the ``mathjax`` Python package
 (``django-static-mathjax``) is copied into the staged source and ``mathjax_path`` points to it,
 so equations render offline. Without that package the pages load MathJax from a CDN.
-The staged ``_config.yml`` also loads ``featlib/sphinx_fixes.py`` as a local Sphinx extension.
+The staged ``_config.yml`` also loads ``featlib/sphinx_fixes.py`` as a local Sphinx extension and
+``book/featbook.css`` as the page stylesheet.
 
     python -m featlib.book [--profile small|full] [--executed DIR]
 """
@@ -36,6 +38,10 @@ MATHJAX_ENTRY = "tex-mml-chtml.js"
 MATHJAX_STATIC = "_mathjax"
 #: The staged local Sphinx extension (a copy of ``featlib/sphinx_fixes.py``) and its folder.
 SPHINX_EXT, SPHINX_EXT_DIR = "featlib_sphinx_fixes", "_ext"
+#: The page stylesheet (``book/featbook.css``: nothing wider than the column, equations scroll in
+#: their own box, code wraps) and the static folder it is staged in. Not ``_static``: with a
+#: ``_static`` folder Jupyter Book adds every .js of every static folder (MathJax's too) to every page.
+PAGE_CSS, PAGE_CSS_DIR = "featbook.css", "_featbook"
 
 
 def mathjax_es5() -> Path | None:
@@ -78,8 +84,8 @@ def vendor_mathjax(stage_dir: Path, sphinx_config: dict, es5: Path | None = None
 
 
 def configure_stage(stage_dir: Path) -> None:
-    """Adapt the staged ``_config.yml``: MathJax served locally, and ``featlib/sphinx_fixes.py``
-    (one copy of each page script) as a local Sphinx extension."""
+    """Adapt the staged ``_config.yml``: MathJax served locally, ``featlib/sphinx_fixes.py``
+    (one copy of each page script) as a local Sphinx extension, and the page stylesheet."""
     config_path = stage_dir / "_config.yml"
     config = yaml.safe_load(config_path.read_text())
     sphinx = config.setdefault("sphinx", {})
@@ -89,7 +95,12 @@ def configure_stage(stage_dir: Path) -> None:
     shutil.copy2(Path(__file__).with_name("sphinx_fixes.py"), ext_dir / f"{SPHINX_EXT}.py")
     sphinx["local_extensions"] = {**(sphinx.get("local_extensions") or {}), SPHINX_EXT: SPHINX_EXT_DIR}
     vendor_mathjax(stage_dir, sphinx_config)
-    config["exclude_patterns"] = [*config.get("exclude_patterns", []), MATHJAX_STATIC, SPHINX_EXT_DIR]
+    css_dir = stage_dir / PAGE_CSS_DIR
+    css_dir.mkdir(exist_ok=True)
+    shutil.copy2(stage_dir / "book" / PAGE_CSS, css_dir / PAGE_CSS)
+    sphinx_config["html_static_path"] = [*sphinx_config.get("html_static_path", []), PAGE_CSS_DIR]
+    sphinx_config["html_css_files"] = [*sphinx_config.get("html_css_files", []), PAGE_CSS]
+    config["exclude_patterns"] = [*config.get("exclude_patterns", []), MATHJAX_STATIC, SPHINX_EXT_DIR, PAGE_CSS_DIR]
     config_path.write_text("# Staged by featlib.book from the repository's _config.yml.\n"
                            + yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
 
@@ -120,8 +131,23 @@ def render(stage_dir: Path, out_root: Path) -> Path:
     return out_root / "_build" / "html"
 
 
+class LeakedCodeError(ValueError):
+    """The rendered pages show code where a reader expects prose (see :mod:`featlib.leaks`)."""
+
+
+def check_pages(html: Path) -> None:
+    """Fail the build when a chapter or book page shows leaked code: a dict repr, ``{...}``
+    outside mathematics, an absolute path, a long float tail (:func:`featlib.leaks.scan_book`)."""
+    from .leaks import report, scan_book
+
+    found = scan_book(html)
+    if found:
+        raise LeakedCodeError("the rendered pages show code to the reader (featlib.leaks):\n" + report(found))
+
+
 def build(profile: str | None = "small", executed_dir: Path | None = None, out_root: Path = REPO_ROOT) -> Path:
-    """Execute (unless ``executed_dir`` is given), stage and render; return the HTML directory."""
+    """Execute (unless ``executed_dir`` is given), stage and render, then check the pages for
+    leaked code (:func:`check_pages`); return the HTML directory."""
     start = time.perf_counter()
     if executed_dir is None:
         executed_dir = out_root / "_build" / "executed"
@@ -129,6 +155,7 @@ def build(profile: str | None = "small", executed_dir: Path | None = None, out_r
     stage_dir = out_root / "_build" / "stage"
     stage(executed_dir, stage_dir)
     html = render(stage_dir, out_root)
+    check_pages(html)
     print(f"book built in {time.perf_counter() - start:.1f} s: {html / 'index.html'}")
     return html
 

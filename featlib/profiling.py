@@ -1,4 +1,4 @@
-"""The hook through which the cost benchmark sees every training step (Appendix F.3, issue 6).
+"""The hook through which the cost benchmark sees every training step (Appendix F.3; chapter 07).
 
 Every optimiser step of every feature learner runs inside :func:`training_step`: the
 full-batch ColoredMNIST learners through :func:`featlib.feature_learning.base.fit`, the WILDS

@@ -38,6 +38,10 @@ def test_staging_serves_mathjax_from_the_book(unexecuted, tmp_path):
     assert (mathjax / "input" / "tex" / "extensions").is_dir()  # autoloaded TeX packages
     assert not (mathjax / "tex-svg.js").exists()  # combined components the pages never load
     assert config["sphinx"]["local_extensions"] == {"featlib_sphinx_fixes": "_ext"}
+    assert not (stage_dir / "_static").exists()  # Jupyter Book would add every static .js to every page
+    assert (stage_dir / "_featbook" / "featbook.css").is_file()
+    assert "featbook.css" in config["sphinx"]["config"]["html_css_files"]
+    assert "_featbook" in config["sphinx"]["config"]["html_static_path"]
     assert (stage_dir / "_ext" / "featlib_sphinx_fixes.py").is_file()
     # The rest of the repository's configuration is kept.
     original = yaml.safe_load((book.REPO_ROOT / "_config.yml").read_text())

@@ -4,6 +4,12 @@ Offline: every request that leaves the local server is aborted and counts as a f
 pages must load everything (MathJax included) from the book itself. Needs the ``playwright``
 package and a Chromium (``/usr/bin/chromium``, Debian's ``chromium``; or ``FEATLIB_CHROMIUM``);
 without them the tests skip, or fail where ``CI`` is set.
+
+On every page, at 1280 px, as a reader sees it: no table, figure, code block or equation is wider
+than the content column (a display equation may scroll inside its own box; code wraps); every
+figure is shown at (nearly) the size it was drawn for, so its text is as legible as the prose;
+every figure has a caption; and the text shows no leaked code (:mod:`featlib.leaks`). Full-page
+screenshots of every page are written to ``_build/screenshots``.
 """
 import functools
 import http.server
@@ -16,6 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from featlib.leaks import SKIPPED, scan_text
 from featlib.notebooks import REPO_ROOT
 from test_notebooks import CHAPTERS, MIN_IMAGES
 
@@ -194,3 +201,80 @@ def test_search_finds_the_book(visit):
     results.first.wait_for(state="visible")
     assert results.count() >= 1
     assert not v.problems, "\n".join(v.problems)
+
+
+#: Measures, in the browser, what does not fit the content column and which figures lack a caption.
+LAYOUT_JS = """() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('article');
+  const style = getComputedStyle(article), box = article.getBoundingClientRect();
+  const left = box.left + parseFloat(style.paddingLeft), right = box.right - parseFloat(style.paddingRight);
+  const name = (el) => {
+    const cell = el.closest('.cell'), section = el.closest('section');
+    const where = section && section.querySelector('h1, h2, h3') ? section.querySelector('h1, h2, h3').textContent.trim() : '';
+    return `<${el.tagName.toLowerCase()}${el.className && typeof el.className === 'string' ? ' class="' + el.className + '"' : ''}>`
+      + ` in "${where.replace(/#$/, '')}"` + (cell ? ` (cell ${Array.from(document.querySelectorAll('.cell')).indexOf(cell)})` : '');
+  };
+  const problems = [];
+  for (const el of article.querySelectorAll('table, img, pre, div.math, figure, .cell_output > .output')) {
+    const b = el.getBoundingClientRect();
+    if (b.width === 0 || b.height === 0) continue;  // not displayed
+    if (b.left < left - 1 || b.right > right + 1)
+      problems.push(`wider than the column (${Math.round(b.width)} px of ${Math.round(right - left)}): ${name(el)}`);
+    if ((el.tagName === 'PRE' || el.tagName === 'TABLE') && el.scrollWidth > el.clientWidth + 1)
+      problems.push(`scrolls sideways (${el.scrollWidth} px in ${el.clientWidth}): ${name(el)}`);
+  }
+  for (const img of article.querySelectorAll('img')) {
+    const drawn = parseFloat(img.style.width) || parseFloat(img.getAttribute('width')) || img.naturalWidth;
+    if (drawn && img.getBoundingClientRect().width < 0.9 * drawn)
+      problems.push(`figure shrunk to ${Math.round(100 * img.getBoundingClientRect().width / drawn)}% of its size `
+                    + `(${Math.round(drawn)} px drawn): its text is smaller than the page's: ${name(img)}`);
+    const figure = img.closest('figure');
+    const caption = figure && figure.querySelector('figcaption');
+    if (!caption || !caption.textContent.trim()) problems.push(`figure without a caption: ${name(img)}`);
+  }
+  for (const figure of article.querySelectorAll('figure')) {
+    const caption = figure.querySelector('figcaption');
+    if (!caption || !caption.textContent.trim()) problems.push(`figure without a caption: ${name(figure)}`);
+  }
+  return {column: right - left, problems};
+}"""
+
+#: The text a reader reads: the article less code input, mathematics and navigation (featlib.leaks.SKIPPED).
+TEXT_JS = """(skipped) => {
+  const article = (document.querySelector('article.bd-article') || document.querySelector('article')).cloneNode(true);
+  for (const selector of skipped) article.querySelectorAll(selector).forEach(el => el.remove());
+  return article.innerText;
+}"""
+
+
+def screenshot(page, path):
+    """A full-page screenshot of ``page`` in ``_build/screenshots`` (a viewport as tall as the page)."""
+    shots = REPO_ROOT / "_build" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    height = page.evaluate("document.documentElement.scrollHeight")
+    page.set_viewport_size({"width": 1280, "height": min(height, 30000)})
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    page.screenshot(path=str(shots / (Path(path).stem + ".png")), full_page=True)
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+
+@pytest.mark.parametrize("path", toc_pages())
+def test_page_fits_the_column_at_1280_px_with_captioned_legible_figures(visit, path):
+    v, page = visit(path)
+    wait_for_mathjax(v)
+    images(page)
+    layout = page.evaluate(LAYOUT_JS)
+    assert 600 < layout["column"] < 760, f"{path}: content column {layout['column']} px at 1280 px"
+    screenshot(page, path)
+    assert not layout["problems"], f"{path}:\n" + "\n".join(layout["problems"])
+    assert not v.problems, f"{path}:\n" + "\n".join(v.problems)
+
+
+@pytest.mark.parametrize("path", toc_pages())
+def test_page_text_shows_no_leaked_code(visit, path):
+    v, page = visit(path)
+    wait_for_mathjax(v)
+    text = page.evaluate(TEXT_JS, list(SKIPPED))
+    assert len(text) > 500, f"{path}: {len(text)} characters of text"
+    found = scan_text(text)
+    assert not found, f"{path}: code leaked into the page:\n" + "\n".join(map(str, found))

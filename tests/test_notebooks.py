@@ -1,6 +1,7 @@
 """Every notebook runs through papermill with the small profile; the book renders from them."""
 import ast
 import json
+import re
 
 import pytest
 import yaml
@@ -54,8 +55,27 @@ def test_small_profile_only_sets_parameters_the_notebooks_have():
 
 
 def test_unknown_profile_is_rejected_with_the_valid_names():
-    with pytest.raises(ValueError, match=r"profile must be one of \['full', 'small'\]; got 'tiny'"):
+    with pytest.raises(ValueError, match=r"profile must be one of \['full', 'colab', 'small'\]; got 'tiny'"):
         load_profile("tiny")
+
+
+GLUE_ROLE = re.compile(r"\{glue:text\}`([^`:]+)(?::([^`]*))?`")
+
+
+def test_prose_quotes_only_formatted_values(executed):
+    """Every value the text quotes is a number with a format (``{glue:text}`x:.3f```) or a
+    phrase made by featlib.prose: never a dict, a list or a bare float (its repr would show)."""
+    for path in sorted(executed.glob("*.ipynb")):
+        records = read_records(path)
+        text = "".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "markdown")
+        for name, fmt in GLUE_ROLE.findall(text):
+            assert name in records, f"{path.name}: the text quotes {name!r}, which is not recorded"
+            value = records[name]
+            if fmt:
+                assert isinstance(value, (int, float)) and not isinstance(value, bool), f"{path.name}: {name} = {value!r}"
+            else:
+                assert isinstance(value, (str, int)) and not isinstance(value, bool), (
+                    f"{path.name}: {name} is quoted without a format but holds {value!r}; format it with featlib.prose")
 
 
 def test_chapter_01_claims_hold_at_small_scale(executed):

@@ -367,7 +367,8 @@ def test_gradcam_triples_draw_three_axes_per_example_without_pyplot():
     maps = np.random.default_rng(0).random((3, 28, 28))
     figure = plot_gradcam_triples(images, maps, row_labels=["a", "b", "c"], col_title="ERM")
     FigureCanvasAgg(figure).draw()
-    assert len(figure.axes) == 9 and figure.axes[1].get_title().startswith("ERM")
+    assert len(figure.axes) == 9 + 1 and figure.axes[1].get_title().startswith("ERM")  # + the colour bar
+    assert "saliency" in figure.axes[-1].get_ylabel()
     two_channel = two_channel_batch(2).reshape(2, 2, SIDE, SIDE).numpy()
     shared = Figure()
     grid = shared.subplots(2, 6)

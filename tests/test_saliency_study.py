@@ -5,6 +5,7 @@ import torch
 
 from featlib.data.wilds_fabricate import fabricate_wilds
 from featlib.experiments.saliency_cmnist import SaliencyProtocol, SaliencyStudy
+from featlib.experiments.labels import INIT_LABELS
 from featlib.experiments.saliency_wilds import explain_wilds, pick_examples, plot_wilds_saliency
 from featlib.experiments.wilds_experiment import WildsExperiment, WildsProtocol
 
@@ -92,8 +93,8 @@ def test_wilds_explanations_for_an_image_dataset(tmp_path):
     assert result.modality == "image" and result.images.shape == (3, 3, 32, 32)
     assert result.images.min() >= 0 and result.images.max() <= 1
     assert {m: v.shape for m, v in result.maps.items()} == {"erm": (3, 32, 32), "ifeat": (3, 32, 32)}
-    assert result.table.columns.tolist() == ["example", "label", "ERM", "FeAT (iFeAT)"]
-    assert len(plot_wilds_saliency(result).axes) == 3 * 3
+    assert result.table.columns.tolist() == ["example", "label", INIT_LABELS["erm"], INIT_LABELS["ifeat"]]
+    assert len(plot_wilds_saliency(result).axes) == 3 * 3 + 1  # + the colour bar
     with pytest.raises(ValueError, match="methods must be one of"):
         explain_wilds(experiment, ("erm", "rfc"))
     with pytest.raises(ValueError, match="split must be one of"):

@@ -20,8 +20,10 @@ $\mathbf{v}_2$ with probability $1-\beta_e$, which changes with the environment 
 **spurious** feature). The network of Eq. (2) is
 
 $$
-f(\mathbf W,\mathbf x) = \frac1m\sum_{r=1}^m\Big[\psi(\mathbf w_{+1,r}^\top\mathbf x_1)+\psi(\mathbf w_{+1,r}^\top\mathbf x_2)\Big]
- - \frac1m\sum_{r=1}^m\Big[\psi(\mathbf w_{-1,r}^\top\mathbf x_1)+\psi(\mathbf w_{-1,r}^\top\mathbf x_2)\Big],
+\begin{aligned}
+f(\mathbf W,\mathbf x) ={}& \frac1m\sum_{r=1}^m\Big[\psi(\mathbf w_{+1,r}^\top\mathbf x_1)+\psi(\mathbf w_{+1,r}^\top\mathbf x_2)\Big]\\
+ &- \frac1m\sum_{r=1}^m\Big[\psi(\mathbf w_{-1,r}^\top\mathbf x_1)+\psi(\mathbf w_{-1,r}^\top\mathbf x_2)\Big],
+\end{aligned}
 $$
 
 and the paper measures feature learning by the mean over $j\in\{\pm1\}$ and $r\in[m]$ of
@@ -100,7 +102,18 @@ for name in check_sequence("compare_activations", compare_activations, unique=Tr
     SyntheticSetup(activation=name)
 beta_bar = float(np.mean(betas))
 print(f"device: {describe_device()}; {spec}; m={m}, lr={lr}, steps={steps}")
-""", tags=["validate"]),
+""", tags=["validate", "remove-output"]),
+code(r"""
+from featlib import estimate, plotting, prose, runtime, style, two_bit_report
+
+style.use()
+scale_text = prose.say("scale_text", (
+    f"{prose.count(len(betas), 'environment')} of {prose.integer(n_per_env)} examples each, d = {d}, "
+    f"{prose.integer(steps)} GD steps, and a sweep of {prose.count(len(sweep_alphas), 'value')} of alpha"))
+print(f"This run: {scale_text}.")
+runtime.preflight(estimate.two_bit(steps * (1 + len(compare_activations)) + sweep_steps * len(sweep_alphas),
+                                   n_per_env * len(betas), d))
+"""),
 md(r"""
 ## Both coefficients grow
 
@@ -115,22 +128,10 @@ coefficient is half the logit weight on its direction.
 code(r"""
 history = setup.run([Phase("erm", steps)])
 u_inv, u_spu = erm_population_logit_weights(spec.alpha, spec.betas)
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-axes[0].plot(history.index, history["inv"], color="tab:orange", label="invariant  mean <w, j v1>")
-axes[0].plot(history.index, history["spu"], color="tab:blue", label="spurious  mean <w, j v2>")
-axes[0].axhline(u_inv / 2, color="tab:orange", linestyle=":", label="population limit (inv)")
-axes[0].axhline(u_spu / 2, color="tab:blue", linestyle=":", label="population limit (spu)")
-axes[0].set(xscale="symlog", xlabel="GD step (symlog)", ylabel="feature learning", title="ERM feature learning")
-axes[0].legend(fontsize=8)
-axes[1].plot(history.index, history["train_acc"], label="train")
-axes[1].plot(history.index, history["test_acc"], label="OOD test (spurious correlation reversed)")
-axes[1].set(xscale="symlog", xlabel="GD step (symlog)", ylabel="accuracy", ylim=(-0.02, 1.02), title="accuracy")
-axes[1].legend(fontsize=8)
-fig.tight_layout()
+plotting.erm_run(history, (u_inv / 2, u_spu / 2))
 plt.show()
-""", caption='ERM on the two-bit model (Theorem 4.1). Left: the invariant and spurious coefficients grow together; dotted lines are their population limits. Right: training accuracy and OOD test accuracy, where the spurious correlation is reversed.', name='fig-erm-coefficients'),
+""", caption='ERM on the two-bit model (Theorem 4.1). Left: the invariant and spurious coefficients grow together; dotted lines are their population limits. Right: training accuracy and OOD test accuracy, where the spurious correlation is reversed. The step axis is logarithmic after step 1.', name='fig-erm-coefficients'),
 code(r"""
-
 final = history.iloc[-1]
 record("erm_inv_final", final["inv"])
 record("erm_spu_final", final["spu"])
@@ -138,8 +139,11 @@ record("erm_inv_limit", u_inv / 2)
 record("erm_spu_limit", u_spu / 2)
 record("erm_train_acc", final["train_acc"])
 record("erm_test_acc", final["test_acc"])
-print(f"final: invariant {final['inv']:.3f} (limit {u_inv / 2:.3f}), spurious {final['spu']:.3f} "
-      f"(limit {u_spu / 2:.3f}); train acc {final['train_acc']:.3f}, OOD test acc {final['test_acc']:.3f}")
+two_bit_report.final_values([("invariant coefficient", final["inv"], u_inv / 2),
+                             ("spurious coefficient", final["spu"], u_spu / 2),
+                             ("training accuracy", final["train_acc"], None),
+                             ("OOD test accuracy", final["test_acc"], None)],
+                            "The ERM run at its last step", columns=("end of training", "population limit"))
 """),
 md(r"""
 Both features are learned: the invariant coefficient ends at {glue:text}`erm_inv_final:.3f`
@@ -161,16 +165,11 @@ code(r"""
 inc = increments(history)
 lead_share = spurious_lead_share(history)
 record("erm_spurious_lead_share", lead_share)
-fig, ax = plt.subplots(figsize=(6, 3.5))
-ax.plot(inc.index, inc["inv"], color="tab:orange", label="invariant increment")
-ax.plot(inc.index, inc["spu"], color="tab:blue", label="spurious increment")
-ax.set(xscale="log", yscale="log", xlabel="GD step", ylabel="increment per step",
-       title="per-step increments of the coefficients")
-ax.legend()
+plotting.increments_figure(inc)
 plt.show()
 """, caption='Per-step increments of the two coefficients: the spurious one grows faster at every step while its correlation with the label is the stronger one.', name='fig-erm-increments'),
 code(r"""
-print(f"share of training steps where the spurious increment exceeds the invariant one: {lead_share:.3f}")
+print(f"Share of training steps where the spurious increment exceeds the invariant one: {prose.percent(lead_share)}.")
 """),
 md(r"""
 Over the steps where training is still moving, the spurious increment is the larger one at a
@@ -195,21 +194,11 @@ record("sweep_flip_alpha_probe", flip_probe)
 record("sweep_flip_alpha_final", flip_final)
 record("sweep_beta_bar", beta_bar)
 
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-axes[0].plot(sweep["alpha"], sweep["gap_probe"], "o-", label=f"after {probe_step} steps")
-axes[0].plot(sweep["alpha"], sweep["gap_final"], "s-", label=f"after {sweep_steps} steps")
-axes[0].axhline(0, color="grey", linewidth=0.8)
-axes[0].axvline(beta_bar, color="black", linestyle="--", label=r"predicted flip $\alpha=\bar\beta$")
-axes[0].set(xlabel=r"$\alpha$", ylabel="spurious - invariant", title="which feature ERM learns more")
-axes[0].legend(fontsize=8)
-axes[1].plot(sweep["alpha"], sweep["test_acc_final"], "o-")
-axes[1].axvline(beta_bar, color="black", linestyle="--")
-axes[1].set(xlabel=r"$\alpha$", ylabel="OOD test accuracy", ylim=(-0.02, 1.02), title="ERM out of distribution")
-fig.tight_layout()
+plotting.alpha_sweep_figure(sweep, beta_bar, probe_step, sweep_steps)
 plt.show()
 """, caption="Sweeping the invariant flip rate alpha: the spurious coefficient leads while alpha is above the mean spurious flip rate and falls behind below it (dashed line, the predicted flip); ERM's OOD accuracy follows.", name='fig-erm-flip'),
 code(r"""
-sweep.round(4)
+two_bit_report.alpha_sweep_table(sweep, probe_step, sweep_steps)
 """),
 md(r"""
 The gap changes sign at $\alpha \approx$ {glue:text}`sweep_flip_alpha_probe:.3f` early in
@@ -228,25 +217,20 @@ at whether the spurious coefficient still leads.
 code(r"""
 from dataclasses import replace
 
-fig, axes = plt.subplots(1, len(compare_activations), figsize=(5 * len(compare_activations), 3.5), squeeze=False)
-leads = {}
-for ax, name in zip(axes[0], compare_activations):
-    h = replace(setup, activation=name).run([Phase("erm", steps)], progress=False)
-    leads[name] = spurious_lead_share(h)
-    ax.plot(h.index, h["inv"], color="tab:orange", label="invariant")
-    ax.plot(h.index, h["spu"], color="tab:blue", label="spurious")
-    ax.set(xscale="symlog", xlabel="GD step (symlog)", ylabel="feature learning",
-           title=f"psi = {name}: spurious leads at {leads[name]:.0%} of steps")
-    ax.legend(fontsize=8)
-fig.tight_layout()
+runs = {name: replace(setup, activation=name).run([Phase("erm", steps)], progress=False) for name in compare_activations}
+leads = {name: spurious_lead_share(h) for name, h in runs.items()}
+plotting.activations_figure(runs)
 plt.show()
-""", caption='The same ERM run with other activations psi: the spurious coefficient still leads at most steps.', name='fig-erm-activations'),
+""", caption='The same ERM run with other activations psi (identity, ReLU and the smoothed ReLU cubed): the spurious coefficient still leads at most steps (the table below gives the share).', name='fig-erm-activations'),
 code(r"""
 record("activation_spurious_lead_share", leads)
-leads
+two_bit_report.lead_table(leads)
 """),
 md(r"""
 ## What we see
+
+This page was built from a run with {glue:text}`scale_text`; the claims below are the ones
+that run checks, and the test suite checks them at this size too.
 
 * ERM learns the invariant *and* the spurious feature; the coefficients converge to the
   closed-form population limits ({numref}`fig-erm-coefficients`).

@@ -15,9 +15,11 @@ previous chapter, {doc}`01_erm_feature_learning`, where ERM learns both features
 ({numref}`fig-erm-coefficients`). IRMv1 minimises
 
 $$
-L_{\mathrm{IRMv1}}(\mathbf W) = \sum_{e}\frac{1}{n_e}\sum_{i}\ell(y_i^e\hat y_i^e)
- + \lambda\sum_e\big(C^e_{\mathrm{IRMv1}}\big)^2,\qquad
-C^e_{\mathrm{IRMv1}} = \frac{1}{n_e}\sum_{i}\ell'(y^e_i\hat y^e_i)\,y^e_i\hat y^e_i,
+\begin{aligned}
+L_{\mathrm{IRMv1}}(\mathbf W) &= \sum_{e}\frac{1}{n_e}\sum_{i}\ell(y_i^e\hat y_i^e)
+ + \lambda\sum_e\big(C^e_{\mathrm{IRMv1}}\big)^2,\\
+C^e_{\mathrm{IRMv1}} &= \frac{1}{n_e}\sum_{i}\ell'(y^e_i\hat y^e_i)\,y^e_i\hat y^e_i,
+\end{aligned}
 $$
 
 where $C^e_{\mathrm{IRMv1}}$ is the derivative of environment $e$'s risk with respect to a
@@ -89,7 +91,20 @@ env_labels = [f"beta={b}" for b in spec.betas]
 u_inv, _ = erm_population_logit_weights(spec.alpha, spec.betas)
 invariant_solution = {"invariant solution  log((1-a)/a)/2": u_inv / 2}
 print(f"device: {describe_device()}; {spec}; m={m}, lr={lr}, lambda={penalty_weight:g}")
-""", tags=["validate"]),
+""", tags=["validate", "remove-output"]),
+code(r"""
+from featlib import estimate, plotting, prose, runtime, style, two_bit_report
+
+style.use()
+scale_text = prose.say("scale_text", (
+    f"{prose.count(len(betas), 'environment')} of {prose.integer(n_per_env)} examples each, d = {d}, "
+    f"{prose.integer(pretrain_steps)} ERM and {prose.integer(irm_steps)} IRMv1 steps, "
+    f"and a sweep of {prose.count(len(sweep_pretrain_steps), 'pre-training length')}"))
+print(f"This run: {scale_text}.")
+runtime.preflight(estimate.two_bit(pretrain_steps + 2 * irm_steps + short_pretrain_steps + irm_steps
+                                   + sum(sweep_pretrain_steps) + sweep_irm_steps * len(sweep_pretrain_steps),
+                                   n_per_env * len(betas), d))
+"""),
 md(r"""
 ## Fig. 2: with and without pre-training
 
@@ -119,10 +134,12 @@ record("pt_test_acc_switch", switch["test_acc"]); record("pt_test_acc_final", wi
 record("scratch_max_abs_coefficient", float(without_pt[["inv", "spu"]].abs().to_numpy().max()))
 record("scratch_c_final_max_abs", float(without_pt[c_cols].iloc[-1].abs().max()))
 record("scratch_test_loss_final", without_pt["test_loss"].iloc[-1])
-print(f"at the switch: C = {[round(float(switch[c]), 4) for c in c_cols]} (sum {switch[c_cols].sum():+.2e})")
-print(f"first IRMv1 step: invariant {after['inv'] - switch['inv']:+.2e}, spurious {after['spu'] - switch['spu']:+.2e}")
-print(f"from scratch: largest |coefficient| over the run {without_pt[['inv', 'spu']].abs().to_numpy().max():.2e}, "
-      f"final |C| <= {without_pt[c_cols].iloc[-1].abs().max():.1e}")
+print(f"At the switch, C per environment: {prose.listing(prose.number(switch[c], 4) for c in c_cols)} "
+      f"(sum {prose.number(switch[c_cols].sum(), 2, sign=True)}).")
+print(f"First IRMv1 step: invariant {prose.number(after['inv'] - switch['inv'], 3, sign=True)}, "
+      f"spurious {prose.number(after['spu'] - switch['spu'], 3, sign=True)}.")
+print(f"From scratch: the largest coefficient over the run is {prose.number(without_pt[['inv', 'spu']].abs().to_numpy().max(), 3)}; "
+      f"the final C is at most {prose.number(without_pt[c_cols].iloc[-1].abs().max(), 2)} in size.")
 """),
 md(r"""
 **From scratch (c, d).** IRMv1 drives both $C^e_{\mathrm{IRMv1}}$ to zero (final
@@ -147,10 +164,7 @@ Now stop ERM after only `short_pretrain_steps` steps, when both coefficients are
 """),
 code(r"""
 short = setup.run([Phase("erm", short_pretrain_steps), Phase("irmv1", irm_steps, penalty_weight)])
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-plot_c_irmv1(axes[0], short, short_pretrain_steps, "$C_{IRMv1}$, short pre-training", env_labels)
-plot_coefficients(axes[1], short, short_pretrain_steps, invariant_solution, "FL, short pre-training")
-fig.tight_layout()
+plotting.short_pretraining_figure(short, short_pretrain_steps, env_labels, invariant_solution)
 plt.show()
 """, caption='Too little ERM pre-training (Corollary 4.4): IRMv1 cannot recover an invariant feature that ERM did not learn yet.', name='fig-irmv1-short'),
 code(r"""
@@ -159,8 +173,10 @@ record("short_inv_switch", s0["inv"]); record("short_spu_switch", s0["spu"])
 record("short_inv_first_step_change", s1["inv"] - s0["inv"])
 record("short_inv_final", short["inv"].iloc[-1]); record("short_spu_final", short["spu"].iloc[-1])
 record("short_test_loss_final", short["test_loss"].iloc[-1])
-print(f"switch: inv {s0['inv']:.4f}, spu {s0['spu']:.4f}; first IRMv1 step changes inv by {s1['inv'] - s0['inv']:+.2e}; "
-      f"final inv {short['inv'].iloc[-1]:.4f}, spu {short['spu'].iloc[-1]:.4f}")
+two_bit_report.final_values([("invariant coefficient", short["inv"].iloc[-1], s0["inv"]),
+                             ("spurious coefficient", short["spu"].iloc[-1], s0["spu"]),
+                             ("OOD test loss", short["test_loss"].iloc[-1], s0["test_loss"])],
+                            "Too short a pre-training: at the switch and after IRMv1", columns=("after IRMv1", "at the switch"))
 """),
 md(r"""
 After {glue:text}`short_inv_switch:.3f` of invariant and {glue:text}`short_spu_switch:.3f` of
@@ -180,30 +196,16 @@ IRMv1 leaves the coefficients, the synthetic counterpart of the paper's Fig. 1(b
 """),
 code(r"""
 sweep = pretraining_sweep(setup, sweep_pretrain_steps, sweep_irm_steps, penalty_weight)
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-x = np.maximum(sweep["pretrain_steps"], 0.5)
-axes[0].plot(x, sweep["inv_final"], "o-", color="tab:orange", label="invariant after IRMv1")
-axes[0].plot(x, sweep["spu_final"], "s-", color="tab:blue", label="spurious after IRMv1")
-axes[0].plot(x, sweep["inv_switch"], "o:", color="tab:orange", alpha=0.5, label="invariant at the switch")
-axes[0].axhline(u_inv / 2, color="grey", linestyle="-.", linewidth=1, label="invariant solution")
-axes[0].set(xscale="log", xlabel="ERM pre-training steps (0 plotted at 0.5)", ylabel="feature learning",
-            title=f"after {sweep_irm_steps} IRMv1 steps")
-axes[0].legend(fontsize=8)
-axes[1].plot(x, sweep["test_loss_final"], "o-")
-axes[1].axhline(np.log(2), color="grey", linestyle=":", label="log 2 (no feature)")
-axes[1].set(xscale="log", xlabel="ERM pre-training steps (0 plotted at 0.5)", ylabel="OOD test loss",
-            title="OOD test loss after IRMv1")
-axes[1].legend(fontsize=8)
-fig.tight_layout()
+plotting.pretraining_sweep_figure(sweep, u_inv / 2, sweep_irm_steps)
 plt.show()
-""", caption='How much pre-training IRMv1 needs: feature learning and OOD test loss after IRMv1, against the number of ERM pre-training steps.', name='fig-irmv1-sweep'),
+""", caption='How much pre-training IRMv1 needs: feature learning (left) and OOD test loss (right) after IRMv1, against the number of ERM pre-training steps (log scale; no pre-training is plotted at 0.5).', name='fig-irmv1-sweep'),
 code(r"""
 # "Recovered": IRMv1 ends with at least half the invariant solution's coefficient.
 recovered = sweep[sweep["inv_final"] >= 0.5 * u_inv / 2]
 min_pretrain = int(recovered["pretrain_steps"].min()) if len(recovered) else None
 record("sweep_min_pretrain_recovering", min_pretrain)
 record("sweep_inv_final", dict(zip(map(str, sweep["pretrain_steps"]), sweep["inv_final"])))
-sweep.round(4)
+two_bit_report.pretraining_sweep_table(sweep)
 """),
 md(r"""
 With this setup IRMv1 ends with at least half of the invariant solution's coefficient only after
@@ -212,6 +214,9 @@ model back towards zero and the OOD loss back towards $\log 2$. That is the depe
 pre-training that the paper's Fig. 1(b) shows for real OOD objectives on ColoredMNIST.
 
 ## What we see
+
+This page was built from a run with {glue:text}`scale_text`; the claims below are the ones
+that run checks, and the test suite checks them at this size too.
 
 * IRMv1 from scratch learns nothing: it satisfies its penalty with the zero predictor
   (Theorem 4.2).

@@ -53,7 +53,14 @@ The defaults are the paper's protocol for both datasets (Table 6: ERM 150 / 500 
 the 130% termination check with the paper's retention accuracy). `committed_results` points to
 the full protocol's results produced on a GPU with `python -m featlib.experiments.run_cmnist`,
 `committed_rounds` to the full-size feature-learning rounds (Table 7) produced with
-`python -m featlib.experiments.run_rounds`; both are shown beside this run's when present.
+`python -m featlib.experiments.run_rounds`; both are shown beside this run's when present (in
+Colab, without a checkout, they are fetched from the book's repository).
+
+The full protocol is about 21,000 OOD-stage runs: many hours of a GPU, most of them the ERM-NF
+column. The `colab` profile keeps all 50,000 images and Table 6's epochs, with 3 seeds, a
+3 x 3 grid of penalty weights and warm-up lengths and no ERM-NF column (chapter 03 trains ERM-NF
+at that size): about a quarter of an hour on a Colab GPU. `cache_on_drive = True` keeps the
+cache in Google Drive there.
 """),
 code(r"""
 datasets = ["cmnist025", "cmnist01"]
@@ -73,6 +80,7 @@ cache_dir: str | None = "_cache/cmnist"
 mnist_source = "auto"
 committed_results: str | None = "../results/cmnist"
 committed_rounds: str | None = "../results/cmnist-rounds"
+cache_on_drive = False     # Colab: keep the cache in Google Drive (survives a recycled runtime)
 """, tags=["parameters"]),
 code(r"""
 import time
@@ -102,12 +110,21 @@ if cache_dir:
     check_writable("cache_dir", cache_dir)
 """, tags=["validate"]),
 code(r"""
+from featlib import committed, estimate, prose, runtime, style
+from featlib.experiments import cmnist_views as views
+from featlib.run_scale import cmnist_scale
+
+style.use()
 full_scale = all(p == CMNISTProtocol(dataset=p.dataset, objectives=p.objectives, inits=p.inits) for p in protocols)
 scale = (f"{len(seeds)} seeds, {n_train} training images, {ood_steps} OOD steps, hidden width {hidden_dim}, "
          f"feature-learning epochs x{epoch_scale}")
 record("scale", scale)
 record("full_scale", full_scale)
-print(f"device: {describe_device()}; {sum(p.n_runs() for p in protocols)} OOD-stage runs; {scale}")
+run = cmnist_scale(protocols)
+print(f"This run: {run.summary}; {prose.integer(sum(p.n_runs() for p in protocols))} OOD-stage runs.")
+runtime.preflight(estimate.cmnist(protocols), profile_hint="the small profile (--profile small)",
+                  cache_dirs=[cache_dir], drive=cache_on_drive)
+cache_dir = runtime.cache_location(cache_dir, cache_on_drive)
 """),
 md(r"""
 ## This run
@@ -126,16 +143,17 @@ oracle = pd.concat([e.oracle() for e in experiments.values()], ignore_index=True
 rounds = pd.concat([e.rounds(i) for e in experiments.values() for i in ("feat", "ifeat") if i in inits],
                    ignore_index=True)
 record("wall_time_s", time.perf_counter() - start)
-if not full_scale:
-    display(Markdown(f"**Small-scale check ({scale}), not the reproduction.** Its numbers test that the "
-                     "pipeline runs; the paper's scale is the full profile (see below)."))
-report.table2(results, oracle)
+if not run.can_compare_methods:
+    display(Markdown(f"**This run is {run.summary}, not the reproduction.** Its numbers test that the "
+                     "pipeline runs; the paper's scale is the full protocol (see below)."))
+views.table2(report.table2(results, oracle), "Table 2, this run",
+             note="Each cell: ours (mean ± std over seeds, %), the paper's value under it in grey. " + IFEAT_IS_FEAT)
 """),
 md(r"""
-Columns "paper" are the values printed in the paper's Table 2 (10 seeds, full scale), shown for
-reference beside "ours". The paper's FeAT column stands beside our iFeAT column: Sec. 5 says
-"Throughout the whole experiment, we will use iFeAT". Algorithm 1 (every set kept) has no
-column in the paper.
+The grey second line of each cell is the value printed in the paper's Table 2 (10 seeds, full
+scale), shown for reference under ours. The paper's FeAT column stands beside our iFeAT column:
+Sec. 5 says "Throughout the whole experiment, we will use iFeAT". Algorithm 1 (every set kept)
+has no column in the paper.
 
 ## Where FeAT's features help
 """),
@@ -151,8 +169,8 @@ lines = [f"* **{report.DATASET_LABELS[d]}**: FeAT's (iFeAT's) features beat both
          + (", ".join(report.OBJECTIVE_LABELS[o] for o in sorted(f.loc[f['ifeat_beats_erm'] & f['ifeat_beats_bonsai'], 'objective'])) or "no objective")
          + f" ({int((f['ifeat_beats_erm'] & f['ifeat_beats_bonsai']).sum())} of {len(f)} penalised objectives)."
          for d, f in penalised.groupby("dataset")]
-display(Markdown(f"With {scale}:\n\n" + "\n".join(lines)))
-(100 * wins.set_index(["dataset", "objective"])[["erm", "bonsai", "ifeat"]]).round(2)
+display(Markdown(f"With {run.description}:\n\n" + "\n".join(lines)))
+views.comparison(wins)
 """),
 md(r"""
 ## Full-scale results
@@ -163,16 +181,17 @@ results/cmnist`; its output is committed with the command, commit, device and wa
 produced it.
 """),
 code(r"""
-committed = load_results(committed_results) if committed_results else None
-record("committed_full_scale", committed is not None)
-if committed is None:
-    display(Markdown(f"No full-scale results are committed in `{committed_results}` yet: this book has not "
-                     "been given a GPU run of the full protocol. The table above is this run's."))
+located_results = committed.locate(committed_results)
+committed_full = load_results(located_results.path) if located_results else None
+record("committed_full_scale", committed_full is not None)
+if committed_full is None:
+    display(Markdown(f"{located_results.note} The table above is this run's."))
 else:
-    prov = committed["provenance"]
-    display(Markdown(f"Produced by `{prov['command']}` at commit `{prov['commit']}` on {prov['device']} in "
-                     f"{prov['wall_time_s'] / 60:.1f} minutes ({prov['finished_utc']})."))
-    display(report.table2(committed["runs"], committed["oracle"]))
+    prov = committed_full["provenance"]
+    display(Markdown(f"{located_results.note} Produced by `{prov['command']}` at commit `{prov['commit'][:12]}` on "
+                     f"{prov['device']} in {prose.minutes(prov['wall_time_s'])} ({prov['finished_utc']})."))
+    display(views.table2(report.table2(committed_full["runs"], committed_full["oracle"]), "Table 2, committed full-scale results",
+                         note="Each cell: ours (mean ± std over seeds, %), the paper's value under it in grey."))
 """),
 md(r"""
 ## The termination check (Table 7) at full data size
@@ -187,19 +206,19 @@ $f_k$ (worst test environment), mean ± standard deviation over the seeds that r
 The last round of each seed is the one the rule discarded, as in the paper's table.
 """),
 code(r"""
-committed_rounds_data = load_rounds(committed_rounds) if committed_rounds else None
+located_rounds = committed.locate(committed_rounds)
+committed_rounds_data = load_rounds(located_rounds.path) if located_rounds else None
 record("committed_rounds", committed_rounds_data is not None)
 if committed_rounds_data is None:
-    display(Markdown(f"No full-size rounds are committed in `{committed_rounds}`: the tables of this section "
-                     f"come from this run ({scale})."))
-    table7_rounds, table7_source = rounds, f"this run ({scale})"
+    display(Markdown(f"{located_rounds.note} The tables of this section come from this run ({run.description})."))
+    table7_rounds, table7_source = rounds, f"this run ({run.description})"
 else:
     prov = committed_rounds_data["provenance"]
     table7_rounds = committed_rounds_data["rounds"]
     table7_source = (f"the committed full-size rounds ({len(prov['seeds'])} seeds per dataset, 50,000 training "
                      f"images, {prov['device']})")
-    display(Markdown(f"From {table7_source}: produced by `{prov['command']}` at commit `{prov['commit'][:12]}` "
-                     f"in {prov['wall_time_s'] / 60:.0f} minutes ({prov['finished_utc']})."))
+    display(Markdown(f"{located_rounds.note} From {table7_source}: produced by `{prov['command']}` at commit "
+                     f"`{prov['commit'][:12]}` in {prose.minutes(prov['wall_time_s'])} ({prov['finished_utc']})."))
 stops = report.stop_rounds(table7_rounds)
 record("table7_source", table7_source)
 record("stop_round", {f"{i}/{d}": {str(s): int(k) for s, k in f.set_index("seed")["rounds_kept"].items()}
@@ -208,7 +227,8 @@ record("feat_stop_round", {d: float(f["rounds_kept"].mean()) for d, f in stops[s
 for d in sorted(set(table7_rounds["dataset"]), key=list(report.DATASET_LABELS).index):
     display(Markdown(f"**{report.DATASET_LABELS[d]}, FeAT (iFeAT)**: {report.describe_stops(stops, d, 'ifeat')}. "
                      f"The paper reports that the termination check stopped at round {FEAT_STOP_ROUND[d]}."))
-    display(report.round_table(table7_rounds[table7_rounds["init"] == "ifeat"], d))
+    display(views.round_table(report.round_table(table7_rounds[table7_rounds["init"] == "ifeat"], d),
+                              f"Table 7, {report.DATASET_LABELS[d]}: {INIT_LABELS['ifeat']} per round"))
 """),
 md(r"""
 The paper's margin is thin: at round 3 of ColoredMNIST-025 its means give 84.93 + 43.82 =
@@ -228,7 +248,8 @@ for d in sorted(set(table7_rounds["dataset"]), key=list(report.DATASET_LABELS).i
     if alg1.empty:
         continue
     display(Markdown(f"**{report.DATASET_LABELS[d]}, {INIT_LABELS['feat']}**: {report.describe_stops(stops, d, 'feat')}."))
-    display(report.round_table(alg1, d, with_paper=False))
+    display(views.round_table(report.round_table(alg1, d, with_paper=False),
+                              f"{report.DATASET_LABELS[d]}: {INIT_LABELS['feat']} per round"))
 """),
 md(r"""
 ## How the augmentation and retention sets evolve
@@ -238,11 +259,7 @@ the round's classifier gets wrong) and retention set (examples it gets right); m
 deviation over seeds, from the same rounds as Table 7 above.
 """),
 code(r"""
-fig, axes = plt.subplots(1, len(datasets), figsize=(5.5 * len(datasets), 3.8), squeeze=False)
-for ax, d in zip(axes[0], datasets):
-    shown = table7_rounds[(table7_rounds["init"] == "ifeat") & (table7_rounds["dataset"] == d)]
-    report.plot_set_sizes(ax, shown, f"FeAT (iFeAT), {report.DATASET_LABELS[d]}")
-fig.tight_layout()
+views.set_sizes_figure(table7_rounds, datasets)
 plt.show()
 """, caption="The share of the training set in each accepted round's augmentation set (examples the round gets wrong) and retention set (examples it gets right), FeAT (iFeAT), mean and std over seeds.", name='fig-feat-set-sizes'),
 md(r"""
@@ -256,25 +273,52 @@ side = report.table2(results[results["init"].isin(["feat", "ifeat"])], with_pape
 best = report.select_best(results[results["init"].isin(["feat", "ifeat"])])
 gap = best.pivot_table(index=["dataset", "objective"], columns="init", values="mean")
 record("ifeat_minus_feat_mean_points", float(100 * (gap["ifeat"] - gap["feat"]).mean()))
-side
+views.table2(side, "iFeAT and Algorithm 1 in this run", note="Mean ± std over seeds (%).")
 """),
 md(r"""
 Averaged over datasets and objectives in this run, iFeAT's features score
 {glue:text}`ifeat_minus_feat_mean_points:+.2f` points against Algorithm 1's.
-
+"""),
+md(r"""
 ## What we see
-
-The statement of the run above (its scale is printed with it) lists the objectives for which
-FeAT's (iFeAT's) frozen features beat both ERM's and Bonsai's: {glue:text}`feat_beats_both_count`
-of {glue:text}`comparisons` dataset-objective pairs in this run. At the small profile of the
-book's CPU build these numbers only show that the pipeline runs end to end; the table above
-reads the paper's scale only where full-scale results are committed.
-
-What stops FeAT is the termination check with the paper's retention accuracy, and the Table 7
-section shows it on the full-size rounds: {glue:text}`table7_source`. Once a new round can only fit
-the augmentation set by breaking what the stored head relies on, training plus retention
-accuracy drops below 130% and the round is rolled back
-({numref}`fig-feat-set-sizes` shows the sets it builds until then).
+"""),
+code(r"""
+stopped = stops[(stops["init"] == "ifeat")]
+by_rule = int(stopped["discarded_round"].notna().sum())
+at_cap = int(((stopped["discarded_round"].isna()) & (stopped["rounds_kept"] >= max_rounds)).sum())
+if committed_full is not None:
+    table2_text = (f"**Table 2 from the committed full-scale results** ({located_results.note.rstrip('.')}): the "
+                   "committed table above is the one to read beside the paper's.")
+elif run.can_compare_methods:
+    table2_text = (f"**Table 2 from this run** ({run.summary}): FeAT's (iFeAT's) frozen features beat both ERM's and "
+                   f"Bonsai's for {len(beats_both)} of {len(penalised)} dataset-objective pairs. No full-scale results "
+                   "are committed yet, so the comparison with the paper rests on this run's seeds and grid.")
+else:
+    table2_text = (f"**This run is {run.summary}.** It shows that every initialisation trains and every objective "
+                   "runs on it. With this few images and steps most cells sit near chance on the worst test environment, "
+                   "and differences of a few points between columns are within the seed-to-seed spread: this page does "
+                   "not rank the initialisations. No full-scale results are committed yet; the colab profile or the "
+                   "full protocol is the size at which Table 2 can be read.")
+if committed_rounds_data is not None:
+    stop_text = (f"**What stops FeAT** is the termination check with the paper's retention accuracy, on the committed "
+                 f"full-size rounds ({table7_source}): {by_rule} of {len(stopped)} seed-dataset runs of iFeAT discarded a "
+                 "round because training plus retention accuracy fell below 130%, and the featurizer rolled back.")
+elif by_rule == 0:
+    stop_text = (f"**What stopped FeAT in this run**: no seed's round was discarded by the 130% rule; {at_cap} of "
+                 f"{len(stopped)} seed-dataset runs of iFeAT stopped at the cap of {max_rounds} rounds. This run says "
+                 "nothing about the termination rule; the full-size rounds (Table 7) are the place to read it, once "
+                 "they are committed.")
+else:
+    stop_text = (f"**What stopped FeAT in this run**: the 130% rule discarded a round in {by_rule} of "
+                 f"{len(stopped)} seed-dataset runs of iFeAT; {at_cap} stopped at the cap of {max_rounds} rounds. Rounds "
+                 "of a small run fit the data differently from full-size ones, so where the rule fires here need not be "
+                 "where it fires in the paper.")
+display(Markdown(table2_text + "\n\n" + stop_text))
+""", tags=["remove-input"]),
+md(r"""
+Once a new round can only fit the augmentation set by breaking what the stored head relies on,
+training plus retention accuracy drops below 130% and the round is rolled back
+({numref}`fig-feat-set-sizes` shows the sets the rounds build until then).
 {doc}`05_feat_on_wilds` asks the same question on six real-world datasets.
 """),
 ]

@@ -41,7 +41,9 @@ with chapter 05's protocol and cache, so models that chapter 05 trained are reus
 example `{"civilcomments": {"backbone": "minilm"}}`. `dataset="cmnist025"` runs the
 standard two-channel ColoredMNIST with the MLP instead. At full scale one full-batch step of
 the CNN holds about 9 GB of tensors (measured on a CPU), so use a GPU with 16 GB, or lower
-`n_train`.
+`n_train`. The `colab` profile keeps the paper's ColoredMNIST study (all 50,000 images, every
+epoch count) and leaves out the WILDS part, which reuses chapter 05's models: run chapter 05
+first and set `wilds_datasets` to its dataset to explain them.
 """),
 code(r"""
 dataset = "cmnist025-patch"
@@ -65,6 +67,7 @@ wilds_examples = 4
 cache_dir = "_cache/saliency"
 wilds_cache_dir = "_cache/wilds"
 progress = True
+cache_on_drive = False       # Colab: keep the caches in Google Drive (survives a recycled runtime)
 """, tags=["parameters"]),
 code(r"""
 import matplotlib.pyplot as plt
@@ -96,6 +99,21 @@ if not check_bool("wilds_fabricate", wilds_fabricate) and not check_bool("wilds_
     for name in wilds_protocols:
         require_local(name, wilds_root)
 """, tags=["validate"]),
+code(r"""
+from featlib import estimate, prose, runtime, style
+from featlib.experiments import saliency_views as views
+from featlib.experiments.labels import DATASET_LABELS
+from featlib.run_scale import saliency_scale
+
+style.use()
+preflight = estimate.saliency(protocol)
+for wp in wilds_protocols.values():
+    preflight = preflight + estimate.wilds(wp, download=wilds_download and not wilds_fabricate)
+runtime.preflight(preflight, profile_hint="the small profile (--profile small)",
+                  cache_dirs=[cache_dir, wilds_cache_dir], drive=cache_on_drive)
+cache_dir = runtime.cache_location(cache_dir, cache_on_drive)
+wilds_cache_dir = runtime.cache_location(wilds_cache_dir, cache_on_drive)
+"""),
 md(r"""
 ## ColoredMNIST: training the models
 
@@ -110,8 +128,9 @@ scale_text = (f"{dataset}, {protocol.architecture.upper()}, {n_train} training i
               f"device: {describe_device(study.device)}")
 record("scale", scale_text)
 record("full_scale", epoch_scale == 1.0 and n_train == 50000)
-print(scale_text)
-study.history
+run = saliency_scale(protocol, scale_text)
+print(f"This run: {run.summary}.")
+views.history_table(study.history)
 """),
 md(r"""
 ## What the models look at
@@ -124,23 +143,17 @@ code(r"""
 kind, images, maps, predictions = study.display_maps(n_show)
 names = list(models)
 pair = [names[len(erm_epochs) - 1], names[-1]]
-figure = plt.figure(figsize=(10, 1.7 * n_show + 0.6), layout="constrained")
-blocks = figure.subfigures(1, 2)
-for block, name in zip(blocks, pair):
-    axes = block.subplots(n_show, 3, squeeze=False)
-    rows = [f"y={y} pred={p}" for y, p in zip(predictions["label"], predictions[name])]
-    plot_gradcam_triples(images, maps[name], row_labels=rows, col_title=name, axes=axes)
+views.triples_figure(images, maps, predictions, pair, n_show)
 record("map_kind", kind)
 plt.show()
-""", caption="The paper's triple (image, map in grey, map over the image) for ERM after its longest training (left) and FeAT (right), on the same OOD test images; row labels give the label and the model's prediction.", name="fig-saliency-triples"),
+""", caption="The paper's triple (image, map in grey, map over the image) for ERM after its longest training (left) and FeAT (right), on the same OOD test images; row labels give the label and the model's prediction. Colour scale: each map scaled to [0, 1], most salient in red.", name="fig-saliency-triples"),
 md(r"""
 Every model on the same images, ERM at each snapshot, Bonsai and FeAT. Each cell's title is
 the model's prediction; the row label is the true label.
 """),
 code(r"""
-titles = {name: [f"pred {p}" for p in predictions[name]] for name in names}
-plot_overlay_grid(images, maps, cell_titles=titles, row_labels=[f"label {y}" for y in predictions["label"]])
-""", caption="Each model's map over the same OOD test images (columns: ERM snapshots, Bonsai, FeAT).", name="fig-saliency-all"),
+views.overlay_figure(images, maps, predictions)
+""", caption="Each model's map over the same OOD test images (columns: ERM snapshots, Bonsai, FeAT); each cell's title is the model's prediction. Colour scale: each map scaled to [0, 1], most salient in red.", name="fig-saliency-all"),
 md(r"""
 ## Measured over the test images
 
@@ -163,33 +176,19 @@ record("ood_acc", {r.model: round(r.ood_acc, 3) for r in table.itertuples()})
 erm_rows = table[table["model"].str.startswith("ERM")]
 record("erm_share_trend", "fell" if erm_rows["colour_share_ig"].iloc[-1] < erm_rows["colour_share_ig"].iloc[0] else "rose")
 feat_row, erm_last = table.iloc[-1], erm_rows.iloc[-1]
-record("feat_vs_erm_share", f"{feat_row.colour_share_ig:.3f} against {erm_last.colour_share_ig:.3f}")
-record("feat_vs_erm_flip", f"{feat_row.colour_flip_rate:.3f} against {erm_last.colour_flip_rate:.3f}")
-table[shown].round(3)
+prose.say("feat_vs_erm_share", f"{prose.percent(feat_row.colour_share_ig)} against {prose.percent(erm_last.colour_share_ig)}")
+prose.say("feat_vs_erm_flip", f"{prose.percent(feat_row.colour_flip_rate)} against {prose.percent(erm_last.colour_flip_rate)}")
+views.measures_table(table)
+"""),
+md(r"""
+On these images FeAT's share of attribution on colour was {glue:text}`feat_vs_erm_share` for
+ERM after its longest training, and a colour swap flipped {glue:text}`feat_vs_erm_flip` of the
+predictions (FeAT against ERM):
 """),
 code(r"""
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-measures = [("colour_share_ig", "share of IG on colour")]
-if "colour_share_gradcam" in table:
-    measures.append(("colour_share_gradcam", "share of GradCAM on colour"))
-width = 0.8 / len(measures)
-for i, (column, label) in enumerate(measures):
-    axes[0].bar([j + i * width for j in range(len(table))], table[column], width, yerr=table[f"{column}_std"],
-                label=label, capsize=3)
-axes[0].set_xticks([j + width * (len(measures) - 1) / 2 for j in range(len(table))], table["model"], rotation=30, ha="right")
-axes[0].set_ylabel("share of attribution on colour")
-axes[0].legend(fontsize=8)
-axes[1].bar(table["model"], table["colour_flip_rate"], color="tab:red")
-axes[1].set_ylabel("predictions flipped by a colour swap")
-axes[2].bar(table["model"], table["ood_acc"], color="tab:green")
-axes[2].set_ylabel("OOD test accuracy (e = 0.9)")
-for ax in axes[1:]:
-    ax.tick_params(axis="x", rotation=30)
-    for t in ax.get_xticklabels():
-        t.set_ha("right")
-fig.tight_layout()
+views.shares_figure(table)
 plt.show()
-""", caption="Per model, over the same OOD test images: the mean share of attribution on colour with its standard deviation (left), the share of predictions that a colour swap flips (middle), and the OOD accuracy (right).", name="fig-saliency-shares"),
+""", caption="Per model, over the same OOD test images: the mean share of attribution on colour with its standard deviation (top), the share of predictions that a colour swap flips (bottom left), and the OOD accuracy (bottom right).", name="fig-saliency-shares"),
 md(r"""
 ## WILDS: saliency of the learned features
 
@@ -209,45 +208,60 @@ for name, wp in wilds_protocols.items():
         fabricate_wilds(name, wilds_root)
     experiment = WildsExperiment(wp, wilds_root, wilds_cache_dir, download=wilds_download, progress=progress)
     explained[name] = explain_wilds(experiment, wilds_methods, n_examples=wilds_examples)
-    display(Markdown(f"### {wp.spec.title}\n\n{'Fabricated data (CPU build). ' if wilds_fabricate else ''}"
+    display(Markdown(f"**{wp.spec.title}.** {'Fabricated data (CPU build). ' if wilds_fabricate else ''}"
                      f"Backbone: {experiment.backbone_description}."))
     result = explained[name]
-    display(result.table)
-    if result.modality == "image":
-        display(plot_wilds_saliency(result))
-    else:
-        for i in range(len(result.table)):
-            display(result.highlighted(i))
+    display(views.prediction_table(result, f"{wp.spec.title}: label and each model's prediction"))
+    if result.modality == "text":
+        display(views.token_figures(result, f"{wp.spec.title}: integrated gradients of each model's predicted class on "
+                                            "the word embeddings, one line per model; green tokens speak for the "
+                                            "prediction, red ones against it."))
 record("wilds_explained", {n: len(r.table) for n, r in explained.items()})
 record("wilds_agreement", {n: {m: float((r.table[m] == r.table["label"]).mean()) for m in r.table.columns[2:]}
                            for n, r in explained.items()})
+images = {n: r for n, r in explained.items() if r.modality == "image"}
 """),
 md(r"""
+For the image datasets, GradCAM of each model's predicted class, over the same test images:
+"""),
+code(r"""
+for name, result in images.items():
+    figure = plot_wilds_saliency(result)
+    figure.suptitle(DATASET_LABELS.get(result.dataset, result.dataset))
+    display(figure)
+""", caption="WILDS image datasets: each model's GradCAM of its predicted class over the same test examples (rows; the row label is the true label, each cell's title the model's prediction). Colour scale: each map scaled to [0, 1], most salient in red.", name="fig-wilds-saliency"),
+md(r"""
 ## What we see
+"""),
+code(r"""
+text = (f"In this run ({run.summary}), the maps are {kind} maps. On the test images, FeAT's share of attribution on "
+        f"colour was {prose.percent(feat_row.colour_share_ig)}, against {prose.percent(erm_last.colour_share_ig)} for ERM "
+        f"after its longest training, and a colour swap flipped {prose.percent(feat_row.colour_flip_rate)} of FeAT's "
+        f"predictions against {prose.percent(erm_last.colour_flip_rate)} of ERM's.")
+if run.kind == "small":
+    text += (" At this size (a fraction of the images and epochs) the models are not the paper's: these numbers show "
+             "that every piece runs and measures what it says it measures, not which model looks where. The colab "
+             "profile or the default parameters train the paper's models.")
+else:
+    text += (" These models are trained on the paper's data for the paper's epochs, so the comparison is the "
+             "paper's: ERM reading the patch, FeAT keeping the digit.")
+display(Markdown(text))
+""", tags=["remove-input"]),
+md(r"""
+Read the three measures together ({numref}`fig-saliency-shares`). The flip rate is the most
+direct: a model that predicts from colour changes its answer when the colour is swapped. The OOD
+accuracy says the same thing from the other side, because the OOD environment reverses the
+colour's correlation with the label. The attribution shares depend on the method (GradCAM is
+coarse, integrated gradients depend on their baseline, here a black image, against which the
+digit's pixels always matter). Where they disagree with the flip rate, trust the flip rate; this
+is why the chapter reports several measures rather than one saliency map.
 
-In this run ({glue:text}`scale`), the maps are {glue:text}`map_kind` maps
-({numref}`fig-saliency-triples`, {numref}`fig-saliency-all`). On the test images, FeAT's share
-of attribution on colour was {glue:text}`feat_vs_erm_share` for ERM after its longest training,
-and its colour-swap flip rate {glue:text}`feat_vs_erm_flip` ({numref}`fig-saliency-shares`). As
-ERM trained longer, its share on colour {glue:text}`erm_share_trend`.
-
-Read the three measures together. The flip rate is the most direct: a model that predicts from
-colour changes its answer when the colour is swapped. The OOD accuracy says the same thing from
-the other side, because the OOD environment reverses the colour's correlation with the label.
-The attribution shares depend on the method (GradCAM is coarse, integrated gradients depend on
-their baseline, here a black image, against which the digit's pixels always matter). Where they
-disagree with the flip rate, trust the flip rate; this is why the chapter reports several
-measures rather than one saliency map.
-
-At the paper's scale (Colab with a GPU and the default parameters), the paper reports that ERM
-looks at the shortcut patch and, with longer training, at little else, while FeAT keeps
-looking at the digit. In the small CPU build the models are trained for a fifth of the epochs
-on 1,000 images, and the numbers above only show that every piece runs and measures what it
-says it measures.
-
-On WILDS the maps come from the models chapter 05 trained. On the fabricated data of the CPU
-build they test the pipeline: the layers, the token attributions of a real text encoder, and
-the predictions table. They are not evidence about the real datasets.
+At the paper's scale the paper reports that ERM looks at the shortcut patch and, with longer
+training, at little else, while FeAT keeps looking at the digit
+({numref}`fig-saliency-triples`, {numref}`fig-saliency-all`). On WILDS the maps come from the
+models chapter 05 trained; on the fabricated data of the CPU build they test the pipeline (the
+layers, the token attributions of a real text encoder, the predictions table), not the real
+datasets.
 """),
 ]
 write(os.path.join(os.path.dirname(__file__), "..", "notebooks", "06_which_features_are_learned.ipynb"), cells)

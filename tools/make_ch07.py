@@ -45,7 +45,8 @@ full-batch step and the 256-unit MLP; Camelyon17's DenseNet-121 at 96x96 pixels 
 fabricated Camelyon17 by default (`fabricate=True`, no 10 GB download) with untrained weights
 (`pretrained=False`). Set `fabricate=False` and `wilds_root` to use the real data. `rounds` is
 the number of rounds of Bonsai, FeAT and iFeAT, and `steps` the number of steps per round,
-warm-up included.
+warm-up included. The defaults take a few minutes on a Colab GPU (the estimate below), so the
+`colab` profile keeps them.
 """),
 code(r"""
 benchmarks = ["cmnist", "wilds"]
@@ -66,6 +67,7 @@ resolution = 96
 batch_size = 32
 out_dir: str | None = "_cache/cost"   # finished measurements are kept here; a rerun resumes
 committed_results: str | None = "../results/cost"
+cache_on_drive = False     # Colab: keep finished measurements in Google Drive
 """, tags=["parameters"]),
 code(r"""
 import json
@@ -93,27 +95,40 @@ if out_dir:
     check_writable("out_dir", out_dir)
 """, tags=["validate"]),
 code(r"""
+from featlib import committed, estimate, prose, runtime, style
+from featlib.cost import views
+from featlib.run_scale import cost_scale
+
+style.use()
+runtime.preflight(estimate.cost(settings, cases), profile_hint="the small profile (--profile small)",
+                  cache_dirs=[out_dir], drive=cache_on_drive)
+out_dir = runtime.cache_location(out_dir, cache_on_drive)
+located = committed.locate(committed_results)
+folders = sorted(p.parent for p in located.path.glob("*/provenance.json")) if located else []
+committed_memory_text = prose.say("committed_memory_text", views.memory_from_round_2(folders))
+"""),
+code(r"""
 device = get_device()
 raw = cost.run_cost_benchmark(cases, settings, device=device, out=out_dir)
 summary = cost.summarise(raw)
 targets = cost.check_targets(summary)
 record("device", describe_device(device))
 record("cases", "; ".join(c.describe() for c in cases))
-print(f"device: {describe_device(device)}")
-for c in cases:
-    print(f"{c.name}: {c.describe()}")
-print(f"{settings.steps} steps per round ({settings.warmup} warm-up, 1 memory), {settings.repeats} repeats\n")
-print(cost.format_table(summary))
+paper_sizes = n_train == 50000 and hidden_dim == 256 and backbone == "densenet121" and batch_size == 32
+run = cost_scale(paper_sizes, "; ".join(c.describe() for c in cases))
+print(f"This run: {run.summary}; device {describe_device(device)}; {settings.steps} steps per round "
+      f"({settings.warmup} warm-up, 1 memory), {settings.repeats} repeats.")
+views.summary_table(summary, "Step time and peak memory per round, this run")
 """),
 md(r"""
 ## Per round, against ERM
 
 The two panels per case are the step time and the peak memory of each method's round $k$,
-divided by ERM's. The dotted line is the target for iFeAT set in this book's issue tracker:
-at most 1.3x ERM's step time and 1.5x its memory.
+divided by ERM's. The dotted line is the target this book sets for iFeAT: at most 1.3x ERM's
+step time and 1.5x its memory.
 """),
 code(r"""
-cost.plot_costs(summary)
+views.cost_figure(summary)
 plt.show()
 """, caption="Step time (left) and peak memory (right) per round, as multiples of ERM's step on the same model and batch (measured in this run). ERM is the dashed line at 1; the dotted line is the target for iFeAT.", name="fig-cost-rounds"),
 code(r"""
@@ -124,7 +139,7 @@ ifeat = summary[summary["method"] == "ifeat"]
 record("ifeat_time_x_erm", {b: round(float(f["time_x_erm"].max()), 3) for b, f in ifeat.groupby("benchmark")})
 record("ifeat_memory_x_erm", {b: round(float(f["memory_x_erm"].max()), 3) for b, f in ifeat.groupby("benchmark")})
 record("targets_met", bool(targets["met"].all()))
-display(targets.assign(value=targets["value"].round(3)))
+views.targets_table(targets, "The targets, this run")
 """),
 md(r"""
 ## Why FeAT costs so little here
@@ -139,10 +154,9 @@ time grows linearly in $k$, with a small slope (the heads are tiny next to a Den
 
 The memory of a step in round $k \geq 2$ grows for one reason we can see in the numbers: a
 second head reads the same features, so the backward pass briefly holds two gradients of the
-feature matrix before adding them. That is large when the batch is large. In the committed
-full-size CPU run below, the full-batch ColoredMNIST step (50,000 x 256 features) needs 1.28x
-ERM's memory from round 2 on, and the DenseNet step on 32 images 1.03x. The stored heads and
-boolean set masks themselves add little.
+feature matrix before adding them. That is large when the batch is large: in
+{glue:text}`committed_memory_text`. The stored heads and boolean set masks themselves add
+little.
 
 Both ways estimate the same risks. Ours uses fewer examples per set when a set is small (a set
 with no member in a batch drops out of that step, {doc}`05_feat_on_wilds`), but it never
@@ -156,9 +170,9 @@ ColoredMNIST, Table 12 on WILDS) at our measured step times. It leaves out the e
 between rounds.
 """),
 code(r"""
-estimate = cost.schedule_estimate(summary, {c.name: {m: c.schedule(m) for m in settings.methods} for c in cases})
-record("schedule_x_erm", {f"{r.benchmark}/{r.method}": round(r.time_x_erm, 2) for r in estimate.itertuples()})
-estimate.round(3)
+schedule = cost.schedule_estimate(summary, {c.name: {m: c.schedule(m) for m in settings.methods} for c in cases})
+record("schedule_x_erm", {f"{r.benchmark}/{r.method}": round(r.time_x_erm, 2) for r in schedule.itertuples()})
+views.schedule_table(schedule, "The paper's schedule at this run's step times")
 """),
 md(r"""
 ## Beside the paper's Table 14
@@ -171,18 +185,9 @@ implementations and what is timed all differ.
 """),
 code(r"""
 paper = cost.paper_table14()
-wilds_time = estimate[estimate["benchmark"] == "wilds"].set_index("method")["time_x_erm"]
+wilds_time = schedule[schedule["benchmark"] == "wilds"].set_index("method")["time_x_erm"]
 wilds_memory = summary[summary["benchmark"] == "wilds"].groupby("method")["memory_x_erm"].max()
-rows = []
-for r in paper.itertuples():
-    ours = "ifeat" if r.method == "feat" else r.method
-    same = r.dataset == wilds_dataset and ours in wilds_time.index
-    rows.append({"dataset": r.dataset, "method": {"erm": "ERM", "bonsai": "Bonsai", "feat": "FeAT (iFeAT)"}[r.method],
-                 "paper: time": r.time, "paper: memory (% of GPU)": r.memory_pct,
-                 "paper: time / ERM": round(r.time_x_erm, 2), "paper: memory / ERM": round(r.memory_x_erm, 2),
-                 "ours: schedule time / ERM": round(float(wilds_time[ours]), 2) if same else None,
-                 "ours: peak memory / ERM": round(float(wilds_memory[ours]), 2) if same else None})
-pd.DataFrame(rows)
+views.table14(paper, wilds_time, wilds_memory, wilds_dataset)
 """),
 md(r"""
 ## Committed measurements
@@ -192,33 +197,50 @@ one folder per device, each with the command, commit, device and wall time that 
 `python -m featlib.cost --out results/cost/<device>`.
 """),
 code(r"""
-folders = sorted(p.parent for p in Path(committed_results).glob("*/provenance.json")) if committed_results else []
 record("committed_devices", [json.loads((f / "provenance.json").read_text())["device"] for f in folders])
-if not folders:
-    display(Markdown("No measurements are committed yet."))
+display(Markdown(located.note))
+committed_runs = {}
 for folder in folders:
     prov = json.loads((folder / "provenance.json").read_text())
-    display(Markdown(f"**{folder.name}**: `{prov['command']}` at commit `{prov['commit']}` on {prov['device']} "
-                     f"({prov['threads']} threads), {prov['wall_time_s'] / 60:.1f} minutes; "
-                     + "; ".join(f"{k}: {v}" for k, v in prov["cases"].items())))
-    committed = pd.read_csv(folder / "summary.csv", dtype={"round": str})
-    display(committed[["benchmark", "method", "round", "step_ms", "time_x_erm", "peak_mb", "memory_x_erm"]].round(3))
-    display(pd.read_csv(folder / "targets.csv").round(3))
+    display(Markdown(f"**{folder.name}**: `{prov['command']}` at commit `{prov['commit'][:12]}` on {prov['device']} "
+                     f"({prov['threads']} threads), {prose.minutes(prov['wall_time_s'])}; "
+                     + "; ".join(f"{views.BENCHMARK_LABELS.get(k, k)}: {v}" for k, v in prov["cases"].items()) + "."))
+    committed_runs[folder.name] = (pd.read_csv(folder / "summary.csv", dtype={"round": str}), pd.read_csv(folder / "targets.csv"))
+    display(views.summary_table(committed_runs[folder.name][0], f"Committed measurements: {folder.name}"))
+    display(views.targets_table(committed_runs[folder.name][1], f"The targets: {folder.name}"))
 """),
 md(r"""
 ## What we see
-
-On this run's device ({glue:text}`device`), iFeAT's worst round took {glue:text}`ifeat_time_x_erm`
-times ERM's step time and {glue:text}`ifeat_memory_x_erm` times its peak memory ({numref}`fig-cost-rounds`).
-FeAT's step time rises with $k$ by the cost of its stored heads and masked means. On the
-ColoredMNIST MLP that is a visible share of a step; on a DenseNet it is lost in the noise.
-iFeAT's step time stays flat after round 2.
+"""),
+code(r"""
+ifeat_time = {b: float(f["time_x_erm"].max()) for b, f in ifeat.groupby("benchmark")}
+ifeat_memory = {b: float(f["memory_x_erm"].max()) for b, f in ifeat.groupby("benchmark")}
+step, memory = "ERM's step time", "its peak memory"
+text = (f"On this run's device ({describe_device(device)}; {run.summary}), iFeAT's worst round cost "
+        f"{views.phrase(ifeat_time, step)}, and {views.phrase(ifeat_memory, memory)}.")
+for name, (frame, targets_of_run) in committed_runs.items():
+    worst = frame[frame["method"] == "ifeat"].groupby("benchmark")
+    text += (f" In the committed full-size measurements `{name}`, iFeAT's worst round cost "
+             f"{views.phrase(worst['time_x_erm'].max().to_dict(), step)}, and "
+             f"{views.phrase(worst['memory_x_erm'].max().to_dict(), memory)}; "
+             f"{int(targets_of_run['met'].sum())} of {len(targets_of_run)} targets are met there.")
+if run.kind == "small":
+    text += (" This run's sizes are smaller than the paper's (fewer images, a smaller network), so its ratios are "
+             "not the paper's; the committed measurements are at full size.")
+display(Markdown(text))
+""", tags=["remove-input"]),
+md(r"""
+At full size (the committed measurements), FeAT's step time rises with $k$ by the cost of its
+stored heads and masked means: on the ColoredMNIST MLP that is a visible share of a step, on a
+DenseNet it is lost in the noise, and iFeAT's step time stays flat after round 2. This run's
+figure ({numref}`fig-cost-rounds`) shows the same ratios at its own size; on a 2-core machine
+millisecond steps move with whatever else runs, so its curves are noisy.
 
 So the ordering of the paper holds: iFeAT costs about what ERM costs per step, and Bonsai costs
 more over its schedule. The size of FeAT's overhead does not carry over: it comes from
 propagating one batch per set, which our implementation does not do. Where a CPU run shows a
-target as missed, look at the min-max spread in the table first: on a 2-core machine, timings of
-millisecond steps move with whatever else runs.
+target as missed, look at the min–max spread in the tables first: on a 2-core machine, timings
+of millisecond steps move with whatever else runs.
 """),
 ]
 write(os.path.join(os.path.dirname(__file__), "..", "notebooks", "07_cost_of_feature_learning.ipynb"), cells)

@@ -1,13 +1,23 @@
 """Helpers to write chapter notebooks from Python (kept without outputs)."""
+import os
+import sys
+
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-REPO_URL = "https://github.com/feat-book/feat-book"
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from featlib.repository import from_config  # noqa: E402
 
-COLAB_CELL = f'''# In Colab: install featlib from the repository (does nothing elsewhere).
-import sys
+# The book's one repository setting: `repository` in _config.yml (url and branch). The install
+# cell is written from it; change it there and re-run tools/make_chNN.py.
+REPOSITORY = from_config()
+
+COLAB_CELL = f'''# In Colab: install featlib from the book's repository (does nothing elsewhere). FEATLIB_REPOSITORY
+# tells featlib where to fetch the committed results from: the same repository and branch.
+import os, sys
 if "google.colab" in sys.modules:
-    %pip install -q "featlib @ git+{REPO_URL}"'''
+    os.environ["FEATLIB_REPOSITORY"] = "{REPOSITORY.url}@{REPOSITORY.branch}"
+    %pip install -q "{REPOSITORY.pip_spec}"'''
 
 
 # The first cell of the WILDS chapters (05, 06, 07).

@@ -1,4 +1,4 @@
-"""Per-step wall time and peak memory of real training steps (the measuring half of issue 6).
+"""Per-step wall time and peak memory of real training steps (the measuring half of the cost benchmark, chapter 07).
 
 :class:`StepRecorder` plugs into :func:`featlib.profiling.recording`; every optimiser step of a
 feature learner then passes through :meth:`StepRecorder.step` with its stage name. Per stage:

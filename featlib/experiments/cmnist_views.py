@@ -1,0 +1,135 @@
+"""How the ColoredMNIST chapters (03, 04) show their results: figures in the book's style and
+tables that fit the column.
+
+The numbers come from :mod:`.cmnist_report` (Table 2, Table 7, the comparisons); this module
+only lays them out: one table per dataset instead of one table with every column, ours and the
+paper's value in one cell (ours on the first line, the paper's under it), labels instead of ids.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import prose, style
+from ..tables import Stacked, Table, Tables, paired, split_by, table
+from . import cmnist_report as report
+from .labels import DATASET_LABELS, INIT_LABELS, OBJECTIVE_LABELS
+
+
+def data_grid(data, per_env: int = 8):
+    """A few training images of each environment (red = channel 0, green = channel 1) with
+    their noisy labels, and how often colour agrees with the label in each environment."""
+    envs = list(data.train)
+    fig, axes = style.subplots(len(envs), per_env, panel_height=0.95, extra_height=0.2)
+    for e, env in enumerate(envs):
+        images = env.images()[:per_env]
+        for j, ax in enumerate(axes[e]):
+            rgb = np.zeros((images.shape[-2], images.shape[-1], 3))
+            rgb[..., 0], rgb[..., 1] = images[j, 0].cpu().numpy(), images[j, 1].cpu().numpy()
+            ax.imshow(rgb)
+            ax.set_title(f"y = {int(env.y[j])}", fontsize=8)
+            ax.axis("off")
+        agree = (env.colour == env.y.long()).float().mean().item()
+        axes[e, 0].text(-0.15, 0.5, f"env {e + 1}\ncolour = label\n{prose.percent(agree, 0)}",
+                        transform=axes[e, 0].transAxes, ha="right", va="center", fontsize=8)
+    return fig
+
+
+def pretraining_figure(nf_results: pd.DataFrame, feat_best: pd.DataFrame | None, feat_epochs, title: str):
+    """Fig. 1(b): OOD accuracy against ERM pre-training epochs per objective; FeAT as stars."""
+    fig, axes = style.subplots(1, 1, panel_height=3.2, extra_height=1.0)
+    ax = axes[0, 0]
+    report.plot_pretraining_curves(ax, nf_results, feat_best, feat_epochs)
+    ax.get_legend().remove()
+    ax.set_title(title)
+    style.legend_below(fig, ax, ncol=4)
+    return fig
+
+
+def pretraining_summary(summary: pd.DataFrame) -> Table:
+    """Per objective: the best penalty weight's mean OOD accuracy without pre-training, at the
+    best and at the worst pre-training length, their difference, and on FeAT's features (%)."""
+    frame = pd.DataFrame({
+        "objective": [OBJECTIVE_LABELS.get(o, o) for o in summary.index],
+        "no pre-training": [prose.number(100 * v, 1) for v in summary["first"]],
+        "best length": [prose.number(100 * v, 1) for v in summary["max"]],
+        "worst length": [prose.number(100 * v, 1) for v in summary["min"]],
+        "best − worst (points)": [prose.number(100 * v, 1) for v in summary["spread"]],
+        "on FeAT's features": [prose.number(100 * v, 1) for v in summary["feat"]],
+    })
+    return table(frame, caption="OOD accuracy (%, worst test environment) of each objective")
+
+
+def pretraining_findings(nf_runs: pd.DataFrame, feat_best: pd.DataFrame | None) -> tuple[float, float, int | None, int]:
+    """What Fig. 1(b) says, in numbers: the mean over penalised objectives of best minus worst
+    pre-training length (points, each at its best penalty weight); the mean seed-to-seed std of
+    those curves (points); how many penalised objectives score higher on FeAT's features than
+    at their best length (None without FeAT); how many penalised objectives there are."""
+    curves = report.best_over_weights(nf_runs)
+    penalised = curves[curves["objective"] != "erm"]
+    by_objective = penalised.groupby("objective")["mean"]
+    spread = 100 * float((by_objective.max() - by_objective.min()).mean())
+    noise = 100 * float(penalised["std"].mean())
+    beats = None
+    if feat_best is not None and len(feat_best):
+        feat_mean = feat_best.set_index("objective")["mean"]
+        beats = sum(bool(feat_mean.get(o, -1.0) > best) for o, best in by_objective.max().items())
+    return spread, noise, beats, by_objective.ngroups
+
+
+def _column_order(columns) -> list:
+    rank = {label: i for i, label in enumerate(INIT_LABELS.values())}
+    return sorted(columns, key=lambda c: rank.get(c, len(rank)))
+
+
+def table2(frame: pd.DataFrame, caption: str, note: str | None = None) -> Tables:
+    """Table 2 (the frame of :func:`.cmnist_report.table2`) as one table per dataset: rows the
+    objectives, columns the feature initialisations, each cell ours with the paper's under it."""
+    out = []
+    parts = split_by(frame, level=0)
+    for i, (dataset, part) in enumerate(parts.items()):
+        cells = paired(part, paper_prefix="") if isinstance(part.columns, pd.MultiIndex) else part
+        cells = cells[_column_order(cells.columns)]
+        cells.index.name = "objective"
+        last = i == len(parts) - 1
+        out.append(table(cells, index=True, caption=f"{caption}: {dataset}", note=note if last else None))
+    return Tables(out)
+
+
+def comparison(wins: pd.DataFrame, feat: str = "ifeat") -> Table:
+    """Best mean OOD accuracy (%) per dataset and objective of ERM's, Bonsai's and FeAT's
+    frozen features, with labels."""
+    order = {d: i for i, d in enumerate(DATASET_LABELS)} | {o: i for i, o in enumerate(OBJECTIVE_LABELS)}
+    wins = wins.sort_values(["dataset", "objective"], key=lambda c: c.map(order))
+    frame = pd.DataFrame({
+        "dataset": [DATASET_LABELS.get(d, d) for d in wins["dataset"]],
+        "objective": [OBJECTIVE_LABELS.get(o, o) for o in wins["objective"]],
+        INIT_LABELS["erm"]: [prose.number(100 * v, 1) for v in wins["erm"]],
+        INIT_LABELS["bonsai"]: [prose.number(100 * v, 1) for v in wins["bonsai"]],
+        INIT_LABELS[feat]: [prose.number(100 * v, 1) for v in wins[feat]],
+    })
+    return table(frame, caption="Best mean OOD accuracy (%) on frozen features")
+
+
+def round_table(frame: pd.DataFrame, caption: str) -> Table:
+    """Table 7 (the frame of :func:`.cmnist_report.round_table`) turned so that it fits: one row
+    per round, one column per quantity, ours with the paper's under it."""
+    cells = paired(frame, paper_prefix="")
+    turned = cells.T
+    turned.index.name = "round"
+    with_paper = any(isinstance(c, Stacked) and c.sub for c in turned.to_numpy().ravel())
+    note = "Mean ± std over the seeds that reached the round (%)" + (
+        "; the second, grey line is the paper's Table 7 where it prints a value." if with_paper else ".")
+    return table(turned, index=True, caption=caption, note=note)
+
+
+def set_sizes_figure(rounds: pd.DataFrame, datasets, init: str = "ifeat"):
+    """|D^a_k| and |D^r_k| after each accepted round, one panel per dataset."""
+    fig, axes = style.panels(len(datasets), max_columns=2, extra_height=0.8)
+    for ax, d in zip(axes, datasets):
+        shown = rounds[(rounds["init"] == init) & (rounds["dataset"] == d)]
+        report.plot_set_sizes(ax, shown, f"{INIT_LABELS[init]}, {DATASET_LABELS[d]}")
+        if ax.get_legend():
+            ax.get_legend().remove()
+    style.legend_below(fig, axes, ncol=2)
+    return fig

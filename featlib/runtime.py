@@ -1,0 +1,85 @@
+"""Before a long run: what it will cost, on which device, and where its cache survives.
+
+Every chapter calls :func:`preflight` after its parameters are checked and before anything
+long starts. It prints
+
+* the device this runtime has, and the run's estimated time on a Colab T4 GPU and on a 2-core
+  CPU (:mod:`featlib.estimate`; estimates, not measurements, and it says so);
+* on a machine without a GPU, when the run is long: a warning, and how to get a GPU in Colab
+  (Runtime > Change runtime type > T4 GPU) or which profile fits a CPU;
+* in Colab: that ``/content`` is wiped when the runtime is recycled, and that the chapter's
+  ``cache_on_drive`` parameter keeps the caches in Google Drive instead.
+
+:func:`cache_location` moves a cache folder to Google Drive when asked (Colab only).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from . import prose
+from .estimate import Estimate
+
+#: Runs longer than this on a CPU get the warning.
+CPU_WARNING_S = 15 * 60
+#: Where ``cache_on_drive`` puts caches (Google Drive mounted by Colab at /content/drive).
+DRIVE_MOUNT = "/content/drive"
+DRIVE_ROOT = DRIVE_MOUNT + "/MyDrive/feat-book"
+
+GPU_HOWTO = ("In Colab, choose Runtime > Change runtime type > T4 GPU (or a faster GPU), save, and run the "
+             "notebook again from the top.")
+
+
+def in_colab() -> bool:
+    return "google.colab" in sys.modules
+
+
+def has_gpu() -> bool:
+    from .device import get_device
+
+    return get_device().type == "cuda"
+
+
+def preflight(estimate: Estimate, *, profile_hint: str = "the small profile", cache_dirs: list | None = None,
+              drive: bool = False) -> None:
+    """Print what the reader should know before the run starts (:func:`preflight_text`)."""
+    print(preflight_text(estimate, profile_hint=profile_hint, cache_dirs=cache_dirs, drive=drive))
+
+
+def preflight_text(estimate: Estimate, *, profile_hint: str = "the small profile", cache_dirs: list | None = None,
+                   drive: bool = False) -> str:
+    """The device, the estimated time, a warning on a CPU when the run is long (with how to get
+    a GPU in Colab), and in Colab where the caches survive."""
+    from .device import describe_device
+
+    lines = [f"Device: {describe_device()}.",
+             f"Estimated time of this run: {estimate.describe()}."]
+    gpu = has_gpu()
+    if not gpu and estimate.cpu_s > CPU_WARNING_S:
+        lines.append(f"WARNING: this runtime has no GPU, and on a CPU this run needs about "
+                     f"{prose.minutes(estimate.cpu_s)}. {GPU_HOWTO} On a CPU, {profile_hint} is the size that fits.")
+    elif not gpu and in_colab():
+        lines.append(f"This runtime has no GPU; this run is short enough for a CPU. {GPU_HOWTO}")
+    if in_colab() and cache_dirs and not drive:
+        lines.append("Caches are kept under /content, which Colab deletes when the runtime is recycled; set "
+                     "cache_on_drive = True in the parameters cell to keep them in Google Drive "
+                     f"({DRIVE_ROOT}), so that a stopped run resumes in a later session.")
+    return "\n".join(lines)
+
+
+def cache_location(path: str | None, on_drive: bool) -> str | None:
+    """``path`` itself, or with ``on_drive`` in Colab the same folder under :data:`DRIVE_ROOT`
+    in Google Drive (mounted here if needed). Outside Colab ``on_drive`` changes nothing."""
+    if path is None or not on_drive:
+        return path
+    if not in_colab():
+        print("cache_on_drive only applies in Colab; keeping the cache at", path)
+        return path
+    from google.colab import drive  # noqa: F401 (Colab only)
+
+    if not Path(DRIVE_MOUNT, "MyDrive").exists():
+        drive.mount(DRIVE_MOUNT)
+    moved = Path(DRIVE_ROOT) / Path(path).name if Path(path).is_absolute() else Path(DRIVE_ROOT) / path
+    moved.mkdir(parents=True, exist_ok=True)
+    print(f"cache: {moved} (Google Drive)")
+    return str(moved)

@@ -1,0 +1,314 @@
+"""What readers meet, checked without a browser: the figure style, the prose and table helpers,
+the leaked-code scan, the run-time estimates of the colab profile, committed results fetched in
+Colab, the one repository setting and the bibliography's author-year labels."""
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import yaml  # noqa: E402
+
+from featlib import committed, estimate, leaks, prose, repository, style, tables  # noqa: E402
+from featlib.notebooks import REPO_ROOT, list_notebooks, load_profile  # noqa: E402
+
+
+# -- figures -----------------------------------------------------------------------------------
+def test_book_figures_fit_the_column_and_keep_their_text_legible():
+    style.use(retina=False)
+    fig, axes = style.subplots(2, 2)
+    assert style.width_px(fig) <= style.COLUMN_PX
+    assert matplotlib.rcParams["font.size"] >= 8 and matplotlib.rcParams["legend.fontsize"] >= 7.5
+    axes[0, 0].plot([0, 1], [0, 1], label="a")
+    axes[1, 1].plot([0, 1], [1, 0], label="b")
+    legend = style.legend_below(fig, axes.flat)
+    assert [t.get_text() for t in legend.get_texts()] == ["a", "b"]
+    fig.canvas.draw()
+    bbox = fig.get_tightbbox(fig.canvas.get_renderer())  # what the inline backend crops to
+    assert bbox.width * fig.dpi <= style.COLUMN_PX
+    plt.close(fig)
+    with pytest.raises(ValueError, match="at most the column"):
+        style.figsize(1, 4, width=10)
+    assert style.grid_shape(4) == (2, 2) and style.grid_shape(3, max_columns=3) == (1, 3)
+    assert style.grid_shape(5, max_columns=5) == (2, 3)  # plots: at most three a row
+
+
+def test_the_two_bit_figure_2_is_a_grid_that_fits_the_column():
+    from featlib.plotting import figure2
+
+    steps = pd.RangeIndex(0, 11)
+    history = pd.DataFrame({"inv": np.linspace(0, 1, 11), "spu": np.linspace(0, 0.5, 11),
+                            "c_irmv1_0": np.zeros(11), "c_irmv1_1": np.zeros(11)}, index=steps)
+    style.use(retina=False)
+    fig = figure2(history, history, 5, ["a", "b"], {"limit": 0.5})
+    assert len([ax for ax in fig.axes if ax.get_visible()]) == 4 and style.width_px(fig) <= style.COLUMN_PX
+    assert all(ax.get_xlim()[0] >= 0 for ax in fig.axes)  # no negative steps
+    plt.close(fig)
+
+
+# -- prose and tables --------------------------------------------------------------------------
+def test_prose_formats_values_as_text_a_reader_reads():
+    assert prose.number(0.6666666666666666, 3) == "0.667"
+    assert prose.percent(0.7057) == "70.6%" and prose.ratio(1.426) == "1.43×"
+    assert prose.mean_std(0.2110, 0.0060, scale=100) == "21.10\u00a0±\u00a00.60"
+    assert prose.number(-0.5, 1) == "−0.5" and prose.number(3.2e-5, 2) == "3.2e−05"
+    assert prose.listing(["a", "b", "c"]) == "a, b and c" and prose.listing([]) == "none"
+    phrase = prose.by_label({"cmnist": 1.426, "wilds": 1.202}, prose.ratio, {"cmnist": "ColoredMNIST", "wilds": "WILDS"})
+    assert phrase == "1.43× on ColoredMNIST and 1.20× on WILDS"
+    assert not leaks.scan_text(phrase) and prose.number(float("nan")) == prose.MISSING
+    with pytest.raises(TypeError, match="format"):
+        prose.say("x", {"a": 1})
+
+
+def test_tables_show_labels_one_line_values_and_no_index_or_nan():
+    frame = pd.DataFrame({"objective": ["IRMv1", "V-REx"], "value": [0.925, np.nan], "kept": [True, False]})
+    html = tables.table(frame, caption="A table")._repr_html_()
+    assert "<caption" in html and "A table" in html and "NaN" not in html and "nan" not in html
+    assert "0.93" in html and "0.925000" not in html and "yes" in html and "white-space: nowrap" in html
+    assert "<th" in html and html.count("<tr>") == 3  # header and two rows, no index column
+    assert not leaks.scan_text(str(tables.table(frame)))
+
+
+def test_paired_columns_become_one_cell_with_the_papers_value_under_ours():
+    columns = pd.MultiIndex.from_tuples([("ERM", "ours"), ("ERM", "paper"), ("FeAT", "ours"), ("FeAT", "paper")])
+    frame = pd.DataFrame([["10.0 ± 1.0", "12.0 ± 0.5", "70.0 ± 1.0", "-"]], columns=columns, index=["IRMv1"])
+    cells = tables.paired(frame, paper_prefix="")
+    assert list(cells.columns) == ["ERM", "FeAT"]
+    assert cells.loc["IRMv1", "ERM"] == tables.Stacked("10.0 ± 1.0", "12.0 ± 0.5")
+    assert cells.loc["IRMv1", "FeAT"] == tables.Stacked("70.0 ± 1.0", "")  # the paper has no value
+    parts = tables.split_by(pd.concat({"ColoredMNIST-025": frame, "ColoredMNIST-01": frame}, axis=1))
+    assert list(parts) == ["ColoredMNIST-025", "ColoredMNIST-01"]
+
+
+def test_table_2_is_one_table_per_dataset_narrow_enough_for_the_column():
+    from featlib.experiments import cmnist_report as report
+    from featlib.experiments import cmnist_views as views
+
+    rng = np.random.default_rng(0)
+    rows = [{"dataset": d, "init": i, "objective": o, "seed": s, "penalty_weight": 1.0, "pretrain_epochs": 0,
+             "worst_test_acc": rng.uniform(0.4, 0.8)}
+            for d in ("cmnist025", "cmnist01") for i in ("erm-nf", "erm", "bonsai", "ifeat", "feat")
+            for o in ("erm", "irmv1", "ib_irm") for s in (1, 2)]
+    shown = views.table2(report.table2(pd.DataFrame(rows)), "Table 2")
+    assert len(shown.tables) == 2
+    for t in shown.tables:
+        assert list(t.frame.columns)[0] == "objective" and "IB-IRM" in list(t.frame["objective"])
+        assert tables.fits(t.frame), t.frame
+        assert "ib_irm" not in t._repr_html_() and "cmnist01" not in t._repr_html_()
+
+
+def test_no_code_cell_ends_by_showing_a_recorded_value():
+    """``record(...)`` and ``prose.say(...)`` return their value: as a cell's last expression
+    the notebook would show its repr (a raw dict, a quoted string) on the page."""
+    import ast
+
+    for path in list_notebooks():
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            source = "\n".join(l for l in "".join(cell["source"]).splitlines() if not l.lstrip().startswith("%"))
+            body = ast.parse(source).body
+            last = body[-1].value if body and isinstance(body[-1], ast.Expr) else None
+            if isinstance(last, ast.Call):
+                assert ast.unparse(last.func).split(".")[-1] not in ("record", "say"), f"{path.name}: {ast.unparse(last)[:80]}"
+
+
+# -- the leaked-code scan ----------------------------------------------------------------------
+@pytest.mark.parametrize("text, kind", [
+    ("took {'cmnist': 1.426, 'wilds': 1.202} times ERM's step time", "braces"),
+    ("per seed: {s: int(k) for s, k in stops[d].items()}", "braces"),
+    ("dict(a=1)", "repr"),
+    ("TwoBitSpec(alpha=0.25, betas=(0.1, 0.2))", "repr"),
+    ("<featlib.Foo object at 0x7f3a2c>", "repr"),
+    ("loaded from /usr/lib/python3/site-packages/captum/attr.py", "path"),
+    ("see /home/runner/work/book", "path"),
+    ("a share of 0.6666666666666666", "float tail"),
+    ("0.925000", "float tail"),
+    ("NaN", "NaN"),
+    ("set in this book's issue tracker", "tracker"),
+    ("as issue 3 showed", "tracker"),
+])
+def test_the_scan_finds_leaked_code(text, kind):
+    assert kind in {leak.kind for leak in leaks.scan_text(f"Some prose: {text}. More prose.")}
+
+
+def test_the_scan_leaves_prose_numbers_and_math_alone():
+    html = """<html><body><nav>{'nav': 1}</nav><article>
+      <p>FeAT scored 70.57 ± 0.68 (paper 70.57) in 1.43× ERM's time; 12.5% of 50,000 images.</p>
+      <span class="math">\\(\\{x_1, x_2\\}\\)</span><div class="math">\\[ \\sum_{e} C^{e} \\]</div>
+      <div class="cell_input"><pre>record("x", {"a": 1})</pre></div>
+      <p>Run <code class="literal">python -m featlib.book --executed _build/full</code>.</p>
+    </article></body></html>"""
+    assert leaks.scan_html(html) == []
+    assert leaks.scan_html(html.replace("</article>", "<div class='cell_output'><pre>{'a': 0.6666666666666666}"
+                                                    "</pre></div></article>"))
+
+
+# -- run-time estimates and the colab profile --------------------------------------------------
+def test_full_scale_estimates_match_the_measured_cpu_and_gpu_runs():
+    from featlib.experiments.colored_mnist import CMNISTProtocol
+
+    full = estimate.cmnist([CMNISTProtocol(dataset=d, inits=("erm-nf", "erm", "bonsai", "ifeat")) for d in
+                            ("cmnist025", "cmnist01")])
+    # benchmarks/stacked_training.py on the H100: about 2 hours (ERM-NF 120 min); on the 2-core CPU about 26 days
+    assert 1.5 * 3600 < full.t4_s / estimate.T4_OVER_H100 < 2.5 * 3600
+    assert 20 * 86400 < full.cpu_s < 32 * 86400
+    assert "not measured on a T4" in full.describe()
+
+
+def _protocols(stem, params):
+    """The configuration objects a chapter builds from ``params`` (its validate cells)."""
+    from featlib.notebook_params import parameter_defaults
+
+    values = parameter_defaults(next(p for p in list_notebooks() if p.stem == stem)) | params
+    return values
+
+
+def colab_estimates():
+    """Estimated seconds on a Colab T4 of every chapter under the colab profile."""
+    from featlib import cost
+    from featlib.experiments.colored_mnist import CMNISTProtocol
+    from featlib.experiments.saliency_cmnist import SaliencyProtocol
+    from featlib.experiments.wilds_experiment import WildsProtocol
+
+    profile = load_profile("colab")
+    out = {}
+    v = _protocols("01_erm_feature_learning", profile.get("01_erm_feature_learning", {}))
+    out["01"] = estimate.two_bit(v["steps"] * (1 + len(v["compare_activations"])) + v["sweep_steps"] * len(v["sweep_alphas"]),
+                                 v["n_per_env"] * len(v["betas"]), v["d"])
+    v = _protocols("02_irmv1_and_pretraining", profile.get("02_irmv1_and_pretraining", {}))
+    out["02"] = estimate.two_bit(v["pretrain_steps"] + 3 * v["irm_steps"] + v["short_pretrain_steps"]
+                                 + sum(v["sweep_pretrain_steps"]) + v["sweep_irm_steps"] * len(v["sweep_pretrain_steps"]),
+                                 v["n_per_env"] * len(v["betas"]), v["d"])
+    v = _protocols("03_ood_objectives_need_rich_features", profile["03_ood_objectives_need_rich_features"])
+    fields = ("seeds", "objectives", "penalty_weights", "pretrain_epochs", "ood_steps", "hidden_dim", "n_train",
+              "n_test", "epoch_scale")
+    out["03"] = estimate.cmnist([CMNISTProtocol(dataset=v["dataset"], inits=("erm-nf", "feat"),
+                                                **{f: tuple(v[f]) if isinstance(v[f], list) else v[f] for f in fields})])
+    v = _protocols("04_feat_on_colored_mnist", profile["04_feat_on_colored_mnist"])
+    out["04"] = estimate.cmnist([CMNISTProtocol(dataset=d, inits=tuple(v["inits"]), max_rounds=v["max_rounds"],
+                                                **{f: tuple(v[f]) if isinstance(v[f], list) else v[f] for f in fields})
+                                 for d in v["datasets"]])
+    v = _protocols("05_feat_on_wilds", profile["05_feat_on_wilds"])
+    out["05"] = estimate.wilds(WildsProtocol(dataset=v["dataset"], methods=tuple(v["methods"]), seeds=tuple(v["seeds"]),
+                                             scale=v["scale"], max_examples=v["max_examples"],
+                                             max_token_length=v["max_token_length"]), download=True)
+    v = _protocols("06_which_features_are_learned", profile["06_which_features_are_learned"])
+    assert v["wilds_datasets"] == []
+    out["06"] = estimate.saliency(SaliencyProtocol(dataset=v["dataset"], n_train=v["n_train"], n_test=v["n_test"],
+                                                   hidden_dim=v["hidden_dim"], erm_epochs=tuple(v["erm_epochs"]),
+                                                   feat_rounds=v["feat_rounds"], epoch_scale=v["epoch_scale"]))
+    v = _protocols("07_cost_of_feature_learning", profile.get("07_cost_of_feature_learning", {}))
+    out["07"] = estimate.cost(cost.CostSettings(tuple(v["methods"]), v["rounds"], v["steps"], v["warmup"], v["repeats"]),
+                              [cost.CMNISTCost(n_train=v["n_train"], hidden_dim=v["hidden_dim"]),
+                               cost.WildsCost(backbone=v["backbone"], resolution=v["resolution"], batch_size=v["batch_size"])])
+    return out
+
+
+def test_the_colab_profile_fits_a_colab_session_per_chapter_on_full_data():
+    profile = load_profile("colab")
+    assert set(profile) == {p.stem for p in list_notebooks()}  # every chapter is sized, even if by its defaults
+    for stem in ("03_ood_objectives_need_rich_features", "04_feat_on_colored_mnist", "06_which_features_are_learned"):
+        assert not {"n_train", "hidden_dim", "ood_steps", "epoch_scale"} & set(profile[stem]), stem  # full data and steps
+    minutes = {chapter: e.t4_s / 60 for chapter, e in colab_estimates().items()}
+    assert all(m <= 16 for m in minutes.values()), minutes
+    assert minutes["03"] > 5 and minutes["04"] > 5  # not a small profile in disguise
+
+
+def test_every_profile_only_sets_parameters_each_notebook_accepts():
+    from featlib.notebook_params import check_parameters
+
+    for name in ("small", "colab"):
+        for stem, params in load_profile(name).items():
+            check_parameters(next(p for p in list_notebooks() if p.stem == stem), params)
+
+
+# -- committed results in Colab ----------------------------------------------------------------
+def fake_github(root: Path):
+    """A ``get`` that serves the repository's tree listing and raw files from ``root``."""
+    calls = []
+
+    def get(url):
+        calls.append(url)
+        if url.startswith("https://api.github.com/"):
+            files = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()]
+            return json.dumps({"tree": [{"path": f, "type": "blob"} for f in files]}).encode()
+        path = url.split("/main/", 1)[1]
+        return (root / path).read_bytes()
+    return get, calls
+
+
+def test_committed_results_are_read_in_a_checkout_and_fetched_without_one(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    (repo / "results" / "cmnist-rounds").mkdir(parents=True)
+    (repo / "results" / "cmnist-rounds" / "provenance.json").write_text('{"datasets": []}')
+    (repo / "results" / "cost" / "cpu").mkdir(parents=True)
+    (repo / "results" / "cost" / "cpu" / "summary.csv").write_text("a,b\n1,2\n")
+    get, calls = fake_github(repo)
+
+    # a checkout: read in place, nothing fetched; a missing sub-folder means nothing is committed
+    notebooks = repo / "notebooks"
+    notebooks.mkdir()
+    monkeypatch.chdir(notebooks)
+    found = committed.locate("../results/cmnist-rounds", get=get)
+    assert found.path == Path("../results/cmnist-rounds") and not found.fetched and not calls
+    assert not committed.locate("../results/cmnist", get=get) and not calls
+
+    # Colab: no results folder; fetched from the repository the install cell names
+    colab = tmp_path / "content"
+    colab.mkdir()
+    monkeypatch.chdir(colab)
+    monkeypatch.setenv(repository.ENV, "https://github.com/owner/book@main")
+    found = committed.locate("../results/cost", fetch_dir="_cache/committed", get=get)
+    assert found.fetched and (found.path / "cpu" / "summary.csv").read_text() == "a,b\n1,2\n"
+    assert "fetched from https://github.com/owner/book (branch main)" in found.note
+    assert calls[0] == "https://api.github.com/repos/owner/book/git/trees/main?recursive=1"
+    assert "https://raw.githubusercontent.com/owner/book/main/results/cost/cpu/summary.csv" in calls
+    assert not committed.locate("../results/cmnist", fetch_dir="_cache/committed", get=get)
+
+    def offline(url):
+        raise OSError("no network")
+    failed = committed.locate("../results/wilds", fetch_dir="_cache/other", get=offline)
+    assert not failed and "failed" in failed.note
+
+
+# -- one repository setting ------------------------------------------------------------------
+def test_the_repository_is_set_in_one_place():
+    config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text())["repository"]
+    repo = repository.from_config()
+    assert (repo.url, repo.branch) == (config["url"].rstrip("/"), config.get("branch", "main"))
+    for path in list_notebooks():  # the install cell of every notebook, written from _config.yml
+        first = "".join(next(c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")["source"])
+        assert f'"{repo.pip_spec}"' in first and f'FEATLIB_REPOSITORY"] = "{repo.url}@{repo.branch}"' in first
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    written = [f for f in tracked if f.endswith((".py", ".md", ".yml", ".yaml", ".toml", ".txt", ".cfg"))
+               and repo.url in (REPO_ROOT / f).read_text(errors="ignore")]
+    assert written == ["_config.yml"], written
+
+
+def test_repository_setting_parses_urls_and_branches(monkeypatch):
+    assert repository.parse("https://github.com/a/b@dev") == repository.Repository("https://github.com/a/b", "dev")
+    assert repository.parse("https://github.com/a/b/") == repository.Repository("https://github.com/a/b", "main")
+    monkeypatch.setenv(repository.ENV, "https://github.com/a/b@x")
+    assert repository.repository().raw_url("results/f.csv") == "https://raw.githubusercontent.com/a/b/x/results/f.csv"
+
+
+# -- bibliography ------------------------------------------------------------------------------
+def test_same_author_same_year_works_get_distinct_labels():
+    from pybtex.database import parse_file
+
+    bib = parse_file(str(REPO_ROOT / "book" / "references.bib"))
+    labels = {}
+    for key, entry in bib.entries.items():
+        first = entry.persons["author"][0].last_names[0]
+        label = (re.sub(r"[{}\\']", "", first), entry.fields["year"])
+        assert label not in labels, f"{key} and {labels[label]} both cite as {label}: add a letter to the year"
+        labels[label] = key
