@@ -62,16 +62,22 @@ def describe_cmnist(protocol) -> str:
 def cmnist_scale(protocols, description: str | None = None) -> RunScale:
     """ColoredMNIST (chapters 03, 04): paper when every protocol has the paper's fields (the
     objectives and initialisations aside), reduced when data, width, steps and epochs are the
-    paper's, small otherwise. ``description`` defaults to :func:`describe_cmnist` of the first."""
-    from .experiments.colored_mnist import CMNISTProtocol
+    paper's, small otherwise. ``description`` defaults to :func:`describe_cmnist` of the first.
+    A protocol of a named preset (:mod:`.experiments.cmnist_presets`) is judged against that preset."""
+    from .experiments.cmnist_presets import DEFAULT_PRESET, make_protocol, preset_of
+
+    def reference(p):
+        preset = preset_of(p)
+        return make_protocol(DEFAULT_PRESET if preset == "custom" else preset, dataset=p.dataset,
+                             objectives=p.objectives, inits=p.inits)
 
     protocols = list(protocols)
     description = description or describe_cmnist(protocols[0])
-    if all(p == CMNISTProtocol(dataset=p.dataset, objectives=p.objectives, inits=p.inits) for p in protocols):
+    if all(p == reference(p) for p in protocols):
         return RunScale("paper", description)
-    default = CMNISTProtocol()
-    full_size = all(p.n_train == default.n_train and p.hidden_dim == default.hidden_dim
-                    and p.ood_steps == default.ood_steps and p.epoch_scale == default.epoch_scale for p in protocols)
+    full_size = all(p.n_train == reference(p).n_train and p.hidden_dim == reference(p).hidden_dim
+                    and p.ood_steps == reference(p).ood_steps and p.epoch_scale == reference(p).epoch_scale
+                    for p in protocols)
     return RunScale("reduced" if full_size else "small", description)
 
 

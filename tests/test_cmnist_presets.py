@@ -71,3 +71,16 @@ def test_a_preset_runs_end_to_end_and_its_options_reach_the_ood_stage(monkeypatc
     assert rows["worst_test_acc"].between(0, 1).all()
     assert seen == {"erm": {(4, "all", 1.0, (("risk_reduction", "mean"),))},
                     "fishr": {(6, "featurizer", 1.0, ())}, "clove": {(6, "none", 1.0, ())}}
+
+
+def test_run_cmnist_takes_the_preset_precision_and_path(tmp_path):
+    from featlib.experiments.run_cmnist import parse_args, prepare
+
+    args = parse_args(["--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"), "--datasets", "cmnist01",
+                       "--seeds", "1", "2", "--preset", "reference", "--precision", "bf16", "--ood-path", "plain"])
+    (protocol,) = prepare(args)
+    assert preset_of(protocol) == "reference" and protocol.seeds == (1, 2)
+    assert (protocol.precision, protocol.ood_path) == ("bf16", "plain")
+    (default,) = prepare(parse_args(["--out", str(tmp_path / "o2"), "--cache-dir", str(tmp_path / "c2"),
+                                     "--datasets", "cmnist025"]))
+    assert preset_of(default) == "featlib" and (default.precision, default.ood_path) == ("fp32", "fast")

@@ -169,8 +169,13 @@ def test_chapter_04_compares_the_initialisations(executed):
     assert r["comparisons"] == 14  # 2 datasets x 7 penalised objectives
     # FeAT's features beat ERM's for IRMv1 on ColoredMNIST-025, even at this scale.
     assert "irmv1" in r["feat_beats_erm"]["cmnist025"]
-    assert set(r["feat_stop_round"]) == {"cmnist025", "cmnist01"}
-    assert all(1 <= v <= 4 for v in r["feat_stop_round"].values())
+    # Table 7 and the stop rounds come from the committed full-size rounds (results/cmnist-rounds),
+    # not from this small run: every seed of iFeAT stops where the paper's Sec. 6 says.
+    assert r["committed_rounds"] is True and "committed full-size rounds" in r["table7_source"]
+    assert r["feat_stop_round"] == {"cmnist025": 2.0, "cmnist01": 3.0}
+    assert set(r["stop_round"]["ifeat/cmnist025"].values()) == {2}
+    assert set(r["stop_round"]["ifeat/cmnist01"].values()) == {3}
+    assert len(r["stop_round"]["ifeat/cmnist01"]) >= 5
 
 
 def test_chapter_05_runs_the_wilds_protocol_on_fabricated_camelyon17(executed):

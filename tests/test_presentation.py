@@ -173,6 +173,7 @@ def _protocols(stem, params):
 def colab_estimates():
     """Estimated seconds on a Colab T4 of every chapter under the colab profile."""
     from featlib import cost
+    from featlib.experiments.cmnist_presets import make_protocol
     from featlib.experiments.colored_mnist import CMNISTProtocol
     from featlib.experiments.saliency_cmnist import SaliencyProtocol
     from featlib.experiments.wilds_experiment import WildsProtocol
@@ -192,8 +193,9 @@ def colab_estimates():
     out["03"] = estimate.cmnist([CMNISTProtocol(dataset=v["dataset"], inits=("erm-nf", "feat"),
                                                 **{f: tuple(v[f]) if isinstance(v[f], list) else v[f] for f in fields})])
     v = _protocols("04_feat_on_colored_mnist", profile["04_feat_on_colored_mnist"])
-    out["04"] = estimate.cmnist([CMNISTProtocol(dataset=d, inits=tuple(v["inits"]), max_rounds=v["max_rounds"],
-                                                **{f: tuple(v[f]) if isinstance(v[f], list) else v[f] for f in fields})
+    out["04"] = estimate.cmnist([make_protocol(v["preset"], dataset=d, inits=tuple(v["inits"]), max_rounds=v["max_rounds"],
+                                               **{f: tuple(v[f]) if isinstance(v[f], list) else v[f] for f in fields
+                                                  if v[f] is not None})  # None: the preset's value
                                  for d in v["datasets"]])
     v = _protocols("05_feat_on_wilds", profile["05_feat_on_wilds"])
     out["05"] = estimate.wilds(WildsProtocol(dataset=v["dataset"], methods=tuple(v["methods"]), seeds=tuple(v["seeds"]),

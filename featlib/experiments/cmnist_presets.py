@@ -77,7 +77,7 @@ PROTOCOL_PRESETS.register("reference")(ProtocolPreset(
     {"ood_steps": 501, "warmup_penalty_weight": 1.0, "objective_options": REFERENCE_OBJECTIVE_OPTIONS}))
 PROTOCOL_PRESETS.register("rfc-erm-nf")(ProtocolPreset(
     "rfc-erm-nf", "the Bonsai authors' ERM-NF sweep: width 390, lr 5e-4, L2 0.0011, 1,001 steps, penalty weight 1 "
-                  "during pre-training, penalty weights {1e3, 5e3, 1e4, 5e4, 1e5}",
+                  "during pre-training, penalty weights 1e3, 5e3, 1e4, 5e4 and 1e5",
     "TjuJianyu/RFC scripts/coloredmnist/coloredmnist_anneal.sh",
     {"hidden_dim": 390, "lr": 5e-4, "l2": 0.0011, "ood_steps": 1001, "warmup_penalty_weight": 1.0,
      "penalty_weights": (1e3, 5e3, 1e4, 5e4, 1e5),

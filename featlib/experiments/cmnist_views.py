@@ -133,3 +133,55 @@ def set_sizes_figure(rounds: pd.DataFrame, datasets, init: str = "ifeat"):
             ax.get_legend().remove()
     style.legend_below(fig, axes, ncol=2)
     return fig
+
+
+def _weight(w: float) -> str:
+    """A penalty weight as the paper writes it: 1e4, or 5e3."""
+    mantissa, exponent = f"{w:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _ours(row) -> str:
+    """Mean ± std over seeds in %, or the single value when one seed ran (no spread to show)."""
+    return prose.mean_std(100 * row.mean, 100 * row.std) if row.n_seeds > 1 else prose.number(100 * row.mean)
+
+
+def _paper_cell(dataset: str, objective: str, init: str) -> str:
+    from .paper_values import TABLE2
+
+    mean, std = TABLE2[dataset][objective][init]
+    return prose.mean_std(mean, std)
+
+
+def erm_nf_erm_table(summary: pd.DataFrame, n_seeds: int) -> Table:
+    """The ERM-NF x ERM cell of ColoredMNIST-025 under each ERM risk and length
+    (:func:`.gap_studies.erm_nf_erm_summary`), the paper's value beside it."""
+    risks = {"sum": "sum over environments (Eq. 3; featlib preset)", "mean": "pooled mean (reference code)"}
+    rows = [{"ERM risk": risks.get(r.risk, r.risk), "steps": int(r.step),
+             "worst test acc. (%)": _ours(r)} for r in summary.itertuples()]
+    return table(pd.DataFrame(rows), caption=f"ERM-NF with the ERM objective, {DATASET_LABELS['cmnist025']}",
+                 note=f"Ours: mean ± std over {prose.count(n_seeds, 'seed')}, full data. The paper's Table 2: "
+                      f"{_paper_cell('cmnist025', 'erm', 'erm-nf')}.", wrap=["ERM risk"])
+
+
+def frozen_steps_table(summary: pd.DataFrame, n_seeds: int) -> Table:
+    """V-REx and Fishr heads on frozen ERM features of ColoredMNIST-01 after each number of steps,
+    with and without L2 on the head (:func:`.gap_studies.frozen_steps_summary`), the paper's
+    value beside each objective."""
+    rows = [{"objective": OBJECTIVE_LABELS.get(r.objective, r.objective),
+             "L2 on the head": "yes (featlib)" if r.head_l2 > 0 else "no",
+             "steps": int(r.step), "best penalty weight": _weight(r.penalty_weight),
+             "worst test acc. (%)": _ours(r),
+             "paper (Table 2)": _paper_cell("cmnist01", r.objective, "erm")}
+            for r in summary.sort_values(["objective", "head_l2", "step"], ascending=[False, False, True]).itertuples()]
+    return table(pd.DataFrame(rows), caption=f"Frozen ERM features, {DATASET_LABELS['cmnist01']}: V-REx and Fishr by "
+                                             "length of the OOD stage",
+                 note=f"Ours: the best penalty weight of 1e1-1e6 at each length (no warm-up), mean ± std over "
+                      f"{prose.count(n_seeds, 'seed')}, full data.")
+
+
+def presets_table(presets) -> Table:
+    """The protocol presets (:data:`.cmnist_presets.PROTOCOL_PRESETS`): name, what it sets, source."""
+    rows = [{"preset": name, "what it sets": presets.get(name).description, "source": presets.get(name).source}
+            for name in presets.names()]
+    return table(pd.DataFrame(rows), caption="Protocol presets of ColoredMNIST", wrap=["what it sets", "source"])

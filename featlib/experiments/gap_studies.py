@@ -155,6 +155,36 @@ def at_steps(history: pd.DataFrame, steps, keys) -> pd.DataFrame:
             .agg(mean="mean", std=lambda v: float(np.std(v)), n_seeds="count").reset_index())
 
 
+def load_study(folder: str | Path, study: str) -> dict | None:
+    """``{"frame", "provenance"}`` of a study committed to ``folder`` by :func:`main`, or None
+    when the folder holds no such study."""
+    folder = Path(folder)
+    data, prov = folder / f"{study}.csv", folder / f"{study}-provenance.json"
+    if not (data.exists() and prov.exists()):
+        return None
+    return {"frame": pd.read_csv(data), "provenance": json.loads(prov.read_text())}
+
+
+def erm_nf_erm_summary(frame: pd.DataFrame, steps=(501, 1001)) -> pd.DataFrame:
+    """The ERM-NF x ERM cell under each risk (``sum``: Eq. (3), ours; ``mean``: the reference's
+    pooled mean) after ``steps`` steps (the evaluation step closest to each): worst-test accuracy,
+    mean and std over seeds."""
+    evaluated = np.array(sorted(frame["step"].unique()))
+    chosen = [int(evaluated[np.abs(evaluated - s).argmin()]) for s in steps]
+    return at_steps(frame, chosen, ["risk"])
+
+
+def frozen_steps_summary(frame: pd.DataFrame, steps=(1000, 5000)) -> pd.DataFrame:
+    """For each (objective, head L2, step): the penalty weight with the best mean worst-test
+    accuracy over seeds at that step (test-domain selection, as Table 2), its mean, std and the
+    number of seeds."""
+    evaluated = np.array(sorted(frame["step"].unique()))
+    chosen = [int(evaluated[np.abs(evaluated - s).argmin()]) for s in steps]
+    cells = at_steps(frame, chosen, ["objective", "head_l2", "penalty_weight"])
+    best = cells.loc[cells.groupby(["objective", "head_l2", "step"])["mean"].idxmax()]
+    return best.reset_index(drop=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m featlib.experiments.gap_studies",
                                      description=__doc__.split("\n\n")[0])

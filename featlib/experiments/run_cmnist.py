@@ -1,7 +1,8 @@
 """Run the full ColoredMNIST protocol and write its results as data with their provenance.
 
     python -m featlib.experiments.run_cmnist --out results/cmnist [--datasets cmnist025 cmnist01]
-        [--cache-dir _cache/cmnist] [--seeds 1 2 3]
+        [--cache-dir _cache/cmnist] [--seeds 1 2 3] [--preset featlib|reference|rfc-erm-nf]
+        [--precision fp32|tf32|bf16] [--ood-path fast|plain|...]
 
 writes ``runs-<dataset>.csv`` (one row per OOD-stage run), ``rounds-<dataset>.csv`` (per-round
 histories of FeAT, iFeAT and Bonsai), ``oracle-<dataset>.csv`` and ``provenance.json`` (the
@@ -29,7 +30,9 @@ from ..csv_io import read_csv
 from ..data.mnist import SOURCES
 from ..provenance import command_line, git_commit, provenance
 from ..result_folder import ResultFolder, read_manifest
+from ..training import OOD_PATHS, PRECISIONS
 from ..validation import check_sequence, check_writable
+from .cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS, make_protocol
 from .colored_mnist import SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
 
 INITS = ("erm-nf", "erm", "bonsai", "ifeat", "feat")
@@ -84,6 +87,12 @@ def parse_args(argv):
                         help="feature initialisations (Table 2's columns); default: all five")
     parser.add_argument("--cache-dir", default="_cache/cmnist", type=Path)
     parser.add_argument("--mnist-source", default="auto", choices=SOURCES)
+    parser.add_argument("--preset", default=DEFAULT_PRESET, choices=PROTOCOL_PRESETS.names(),
+                        help="how the runs are trained (featlib.experiments.cmnist_presets); default: %(default)s")
+    parser.add_argument("--precision", default=CMNISTProtocol.precision, choices=PRECISIONS.names(),
+                        help="of the OOD stage; default: %(default)s")
+    parser.add_argument("--ood-path", default=CMNISTProtocol.ood_path, choices=OOD_PATHS.names(),
+                        help="the OOD stage's implementation; default: %(default)s")
     return parser.parse_args(argv)
 
 
@@ -91,7 +100,8 @@ def prepare(args) -> list[CMNISTProtocol]:
     """Every check before any work: the protocols (seeds...), --datasets, --out and --cache-dir."""
     check_sequence("--datasets", args.datasets, unique=True)
     check_sequence("--inits", args.inits, unique=True)
-    protocols = [CMNISTProtocol(dataset=d, seeds=tuple(args.seeds), inits=tuple(args.inits)) for d in args.datasets]
+    protocols = [make_protocol(args.preset, dataset=d, seeds=tuple(args.seeds), inits=tuple(args.inits),
+                               precision=args.precision, ood_path=args.ood_path) for d in args.datasets]
     check_writable("--out", args.out, replace=True)
     check_writable("--cache-dir", args.cache_dir)
     return protocols
@@ -120,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         timings[protocol.dataset] = time.perf_counter() - t0
     record = provenance(
         command_line("featlib.experiments.run_cmnist", argv), start, commit=commit,
-        wall_time_s_per_dataset=timings, datasets=args.datasets, protocols=[asdict(p) for p in protocols],
+        wall_time_s_per_dataset=timings, datasets=args.datasets, preset=args.preset,
+        protocols=[asdict(p) for p in protocols],
         note="wall time includes results loaded from --cache-dir, if any",
     )
     folder.commit(record)
