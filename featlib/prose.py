@@ -15,7 +15,6 @@ Every function returns plain text: no braces, no reprs, no paths, at most a few 
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
