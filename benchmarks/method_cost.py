@@ -1,4 +1,4 @@
-"""Benchmark: time and memory per step of ERM, Bonsai, FeAT and iFeAT, per round (issue 6).
+"""Benchmark: time and memory per step of ERM, Bonsai, FeAT and iFeAT, per round.
 
 A thin entry point to ``python -m featlib.cost`` (same arguments), kept beside the other
 benchmarks. It prints, measured side by side in one run on one device, the median step time

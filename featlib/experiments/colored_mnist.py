@@ -159,7 +159,7 @@ class CMNISTProtocol:
     #: featlib.training.ood_stage.L2_SCOPES) and keyword arguments of the objective (e.g.
     #: ``risk_reduction``, ``ib_weighting``); see featlib.experiments.cmnist_presets.
     objective_options: dict = field(default_factory=dict)
-    precision: str = "fp32"  # of the OOD stage: a name of featlib.training.PRECISIONS (issue 14)
+    precision: str = "fp32"  # of the OOD stage: a name of featlib.training.PRECISIONS
     ood_path: str = "fast"  # "plain" (the reference loop) or a fast path of featlib.training.OOD_PATHS
 
     def __post_init__(self) -> None:

@@ -6,7 +6,7 @@ WILDS experiments: V-REx ("vrex"), IRMX ("irmx"), IB-IRM ("ib_irm"), CLOvE ("clo
 classifier head's input), IGA needs ``params=``; GroupDRO keeps state (``reset()`` forgets it).
 
 Each penalty is also available as a first-order expression where one is exact
-(``objective(..., closed_form=True)``, :mod:`.closed_form`): no double backward (issue 14).
+(``objective(..., closed_form=True)``, :mod:`.closed_form`): no double backward.
 """
 # Registered in the paper's table order, which OBJECTIVES.names() keeps.
 from . import erm, irm  # noqa: F401, I001  (register the objectives)

@@ -19,7 +19,7 @@ Some penalties need more than the logits: the classifier's input features (IB-IR
 the trainable parameters (IGA). They are passed as ``features=`` (per environment,
 ``(*B, n_e, H)``) and ``params=`` (tensors whose leading dimensions are ``B``).
 
-**Closed forms (issue 14).** :meth:`Objective.penalty` is the reference: IRMv1's derivative in
+**Closed forms.** :meth:`Objective.penalty` is the reference: IRMv1's derivative in
 the dummy scale and IGA's per-environment gradients come from ``torch.autograd.grad`` with
 ``create_graph=True``, so training differentiates twice. ``closed_form=True`` asks for
 :meth:`Objective.closed_form_penalty` instead: the same penalty written as a first-order

@@ -1,4 +1,4 @@
-"""Penalties written as first-order expressions, so that no double backward is needed (issue 14).
+"""Penalties written as first-order expressions, so that no double backward is needed.
 
 IRMv1's penalty is the square of ``d R_e(s f) / d s`` at ``s = 1`` (Eq. 4-5). The reference
 (:func:`featlib.objectives.irm.scale_gradients`) asks autograd for that derivative with

@@ -1,5 +1,5 @@
 """Training loops: full-batch GD for the two-bit chapters, the stacked OOD stage for ColoredMNIST
-(a plain reference path and the fast paths of issue 14, :data:`OOD_PATHS`)."""
+(a plain reference path and its fast paths, :data:`OOD_PATHS`)."""
 from .fast_stage import COMPILE_MODES, FastOptions, train_stack_fast
 from .full_batch import Phase, train_full_batch
 from .ood_stage import (

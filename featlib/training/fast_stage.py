@@ -1,4 +1,4 @@
-"""The fast path of the stacked OOD stage (issue 14): the runs of the plain path
+"""The fast path of the stacked OOD stage: the runs of the plain path
 (:func:`~.ood_stage.train_stack_plain`), the same losses, penalties, gradients and accuracies
 (``tests/test_fast_ood_stage.py``), with less work per step. Each difference is an option of
 :class:`FastOptions`, so the benchmark (``benchmarks/stacked_training.py``) can time them one by one:

@@ -1,4 +1,4 @@
-"""The hidden layers' ``relu(x + b)`` for the fast OOD stage, looked up by name (issue 14).
+"""The hidden layers' ``relu(x + b)`` for the fast OOD stage, looked up by name.
 
 In eager PyTorch ``relu(x + b)`` is two passes over a ``(C, n, H)`` activation (write the sum,
 read it and write the ReLU), and its backward two more. On the ERM-NF stack every such tensor

@@ -1,8 +1,8 @@
-"""The numerical precision of the OOD stage as a named choice (issue 14), looked up in
+"""The numerical precision of the OOD stage as a named choice, looked up in
 :data:`PRECISIONS`:
 
 * ``"fp32"``: IEEE float32 matrix products (TF32 switched off for the stage, whatever the
-  process-wide setting) -- the precision of every committed result before issue 14;
+  process-wide setting) -- the precision of every result committed before precision became a choice;
 * ``"tf32"``: float32 tensors, matrix products on TF32 tensor cores (10-bit mantissa inputs,
   float32 accumulation). CUDA only: elsewhere there are no TF32 units and the products stay
   float32, so on a CPU ``"tf32"`` computes exactly what ``"fp32"`` does (:meth:`Precision.effective`

@@ -1,4 +1,4 @@
-"""Sharing the ERM pre-training prefix between the runs of a stack (issue 14).
+"""Sharing the ERM pre-training prefix between the runs of a stack.
 
 A run with ERM pre-training length k trains k steps with the warm-up penalty weight (0: plain
 ERM, the same loss whatever its own penalty weight) and then switches its penalty on. Runs that

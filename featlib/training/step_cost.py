@@ -1,4 +1,4 @@
-"""What one step of a stacked OOD stage must cost at least on a device (issue 14).
+"""What one step of a stacked OOD stage must cost at least on a device.
 
 :func:`stacked_step_cost` counts the step's work: the floating-point operations of its matrix
 products (forward and backward) and the bytes an ideally fused step must still move between
