@@ -107,6 +107,14 @@ def by_label(values: Mapping[str, Any], fmt: Callable[[Any], str] = number,
     return listing(pattern.format(value=fmt(v), label=labels.get(k, k)) for k, v in values.items())
 
 
+def command(text: str) -> str:
+    """A recorded command line as a page shows it: every absolute path of the machine that ran it
+    (``/work/main/_cache/cmnist``) cut to its last two parts (``…/_cache/cmnist``), since the
+    folders above those say nothing to a reader; relative paths and the rest stay as recorded."""
+    return " ".join("…/" + "/".join(t.rstrip("/").split("/")[-2:]) if t.startswith("/") and t.count("/") > 2 else t
+                    for t in text.split(" "))
+
+
 def say(name: str, text: str) -> str:
     """Record ``text``, a finished phrase of the prose, under ``name`` (quoted in the text as
     ``{glue:text}`name```); returns it. Only strings: format values with the functions above."""

@@ -314,3 +314,13 @@ def test_same_author_same_year_works_get_distinct_labels():
         label = (re.sub(r"[{}\\']", "", first), entry.fields["year"])
         assert label not in labels, f"{key} and {labels[label]} both cite as {label}: add a letter to the year"
         labels[label] = key
+
+
+def test_recorded_commands_lose_the_machines_folders_but_nothing_else():
+    recorded = ("python -m featlib.experiments.run_rounds --out /tmp/runs/cmnist-rounds --datasets cmnist025 "
+                "--cache-dir /work/main/_cache/cmnist")
+    shown = prose.command(recorded)
+    assert shown == ("python -m featlib.experiments.run_rounds --out …/runs/cmnist-rounds --datasets cmnist025 "
+                     "--cache-dir …/_cache/cmnist")
+    assert leaks.scan_text(recorded) and not leaks.scan_text(shown)
+    assert prose.command("python -m featlib.cost --out results/cost/cpu-2core") == "python -m featlib.cost --out results/cost/cpu-2core"

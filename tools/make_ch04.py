@@ -194,7 +194,7 @@ if committed_full is None:
     display(Markdown(f"{located_results.note} The table above is this run's."))
 else:
     prov = committed_full["provenance"]
-    display(Markdown(f"{located_results.note} Produced by `{prov['command']}` at commit `{prov['commit'][:12]}` on "
+    display(Markdown(f"{located_results.note} Produced by `{prose.command(prov['command'])}` at commit `{prov['commit'][:12]}` on "
                      f"{prov['device']} in {prose.minutes(prov['wall_time_s'])} ({prov['finished_utc']})."))
     display(views.table2(report.table2(committed_full["runs"], committed_full["oracle"]), "Table 2, committed full-scale results",
                          note="Each cell: ours (mean ± std over seeds, %), the paper's value under it in grey."))
@@ -236,7 +236,7 @@ gap_lines = []
 if gaps["erm-nf-erm"] is not None:
     g = gaps["erm-nf-erm"]
     erm_nf = gap_studies.erm_nf_erm_summary(g["frame"])
-    display(Markdown(f"From `{g['provenance']['command']}` at commit `{g['provenance']['commit'][:12]}` on "
+    display(Markdown(f"From `{prose.command(g['provenance']['command'])}` at commit `{g['provenance']['commit'][:12]}` on "
                      f"{g['provenance']['device']}."))
     display(views.erm_nf_erm_table(erm_nf, len(g["provenance"]["seeds"])))
     cell = {(r.risk, int(r.step)): 100 * r.mean for r in erm_nf.itertuples()}
@@ -250,7 +250,7 @@ if gaps["erm-nf-erm"] is not None:
 if gaps["frozen-steps"] is not None:
     g = gaps["frozen-steps"]
     frozen = gap_studies.frozen_steps_summary(g["frame"])
-    display(Markdown(f"From `{g['provenance']['command']}` at commit `{g['provenance']['commit'][:12]}` on "
+    display(Markdown(f"From `{prose.command(g['provenance']['command'])}` at commit `{g['provenance']['commit'][:12]}` on "
                      f"{g['provenance']['device']}."))
     display(views.frozen_steps_table(frozen, len(g["provenance"]["seeds"])))
     cell = {(r.objective, r.head_l2 > 0, int(r.step)): 100 * r.mean for r in frozen.itertuples()}
@@ -294,7 +294,7 @@ else:
     table7_rounds = committed_rounds_data["rounds"]
     table7_source = (f"the committed full-size rounds ({len(prov['seeds'])} seeds per dataset, 50,000 training "
                      f"images, {prov['device']})")
-    display(Markdown(f"{located_rounds.note} From {table7_source}: produced by `{prov['command']}` at commit "
+    display(Markdown(f"{located_rounds.note} From {table7_source}: produced by `{prose.command(prov['command'])}` at commit "
                      f"`{prov['commit'][:12]}` in {prose.minutes(prov['wall_time_s'])} ({prov['finished_utc']})."))
 stops = report.stop_rounds(table7_rounds)
 record("table7_source", table7_source)

@@ -220,7 +220,7 @@ if committed_dir is None:
     display(Markdown(f"{located.note} The tables above are this run's."))
 else:
     prov = json.loads((committed_dir / "provenance.json").read_text())
-    display(Markdown(f"{located.note} Produced by `{prov['command']}` at commit `{prov['commit'][:12]}` on "
+    display(Markdown(f"{located.note} Produced by `{prose.command(prov['command'])}` at commit `{prov['commit'][:12]}` on "
                      f"{prov['device']} in {prose.minutes(prov['wall_time_s'])}."))
     display(views.committed_table3(pd.read_csv(committed_dir / "table3.csv"), f"Table 3, {spec.title}: committed full-scale results"))
 """),

@@ -202,7 +202,7 @@ display(Markdown(located.note))
 committed_runs = {}
 for folder in folders:
     prov = json.loads((folder / "provenance.json").read_text())
-    display(Markdown(f"**{folder.name}**: `{prov['command']}` at commit `{prov['commit'][:12]}` on {prov['device']} "
+    display(Markdown(f"**{folder.name}**: `{prose.command(prov['command'])}` at commit `{prov['commit'][:12]}` on {prov['device']} "
                      f"({prov['threads']} threads), {prose.minutes(prov['wall_time_s'])}; "
                      + "; ".join(f"{views.BENCHMARK_LABELS.get(k, k)}: {v}" for k, v in prov["cases"].items()) + "."))
     committed_runs[folder.name] = (pd.read_csv(folder / "summary.csv", dtype={"round": str}), pd.read_csv(folder / "targets.csv"))
