@@ -6,6 +6,7 @@ import re
 import pytest
 import yaml
 
+from featlib.experiments.labels import INIT_LABELS
 from featlib.notebooks import execute_notebook, list_notebooks, load_profile
 from featlib.results import read_records
 
@@ -183,7 +184,7 @@ def test_chapter_05_runs_the_wilds_protocol_on_fabricated_camelyon17(executed):
     assert r["full_scale"] is False and "fabricated Camelyon17, 2 seed(s)" in r["scale"]
     assert len(r["table3"]) == 4 * 5  # ERM, Bonsai, FeAT, iFeAT x five OOD objectives
     assert all(0 <= v <= 100 for v in r["table3"].values())
-    assert {"ERM/DFR", "FeAT/DFR", "FeAT/DFR-s"} <= set(r["dfr"])
+    assert {f"{INIT_LABELS['erm']}/DFR", f"{INIT_LABELS['ifeat']}/DFR", f"{INIT_LABELS['ifeat']}/DFR-s"} <= set(r["dfr"])
     assert r["committed_full_scale"] is False
 
 

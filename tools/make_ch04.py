@@ -295,7 +295,9 @@ else:
     table7_source = (f"the committed full-size rounds ({len(prov['seeds'])} seeds per dataset, 50,000 training "
                      f"images, {prov['device']})")
     display(Markdown(f"{located_rounds.note} From {table7_source}: produced by `{prose.command(prov['command'])}` at commit "
-                     f"`{prov['commit'][:12]}` in {prose.minutes(prov['wall_time_s'])} ({prov['finished_utc']})."))
+                     f"`{prov['commit'][:12]}` in {prose.minutes(prov['wall_time_s'])} ({prov['finished_utc']})."
+                     + (" That wall time counts only what the run trained itself; the folder's `README.md` says how "
+                        "its features were made." if (located_rounds.path / "README.md").exists() else "")))
 stops = report.stop_rounds(table7_rounds)
 record("table7_source", table7_source)
 record("stop_round", {f"{i}/{d}": {str(s): int(k) for s, k in f.set_index("seed")["rounds_kept"].items()}

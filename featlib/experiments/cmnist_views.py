@@ -141,6 +141,11 @@ def _weight(w: float) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
+def _over(n_seeds: int) -> str:
+    """What a gap-study cell is: one seed's value, or the mean ± std over seeds."""
+    return "one seed (no spread to show)" if n_seeds == 1 else f"mean ± std over {prose.count(n_seeds, 'seed')}"
+
+
 def _ours(row) -> str:
     """Mean ± std over seeds in %, or the single value when one seed ran (no spread to show)."""
     return prose.mean_std(100 * row.mean, 100 * row.std) if row.n_seeds > 1 else prose.number(100 * row.mean)
@@ -160,7 +165,7 @@ def erm_nf_erm_table(summary: pd.DataFrame, n_seeds: int) -> Table:
     rows = [{"ERM risk": risks.get(r.risk, r.risk), "steps": int(r.step),
              "worst test acc. (%)": _ours(r)} for r in summary.itertuples()]
     return table(pd.DataFrame(rows), caption=f"ERM-NF with the ERM objective, {DATASET_LABELS['cmnist025']}",
-                 note=f"Ours: mean ± std over {prose.count(n_seeds, 'seed')}, full data. The paper's Table 2: "
+                 note=f"Ours: {_over(n_seeds)}, full data. The paper's Table 2: "
                       f"{_paper_cell('cmnist025', 'erm', 'erm-nf')}.", wrap=["ERM risk"])
 
 
@@ -176,8 +181,7 @@ def frozen_steps_table(summary: pd.DataFrame, n_seeds: int) -> Table:
             for r in summary.sort_values(["objective", "head_l2", "step"], ascending=[False, False, True]).itertuples()]
     return table(pd.DataFrame(rows), caption=f"Frozen ERM features, {DATASET_LABELS['cmnist01']}: V-REx and Fishr by "
                                              "length of the OOD stage",
-                 note=f"Ours: the best penalty weight of 1e1-1e6 at each length (no warm-up), mean ± std over "
-                      f"{prose.count(n_seeds, 'seed')}, full data.")
+                 note=f"Ours: the best penalty weight of 1e1-1e6 at each length (no warm-up), {_over(n_seeds)}, full data.")
 
 
 def presets_table(presets) -> Table:

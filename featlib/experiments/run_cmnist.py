@@ -32,7 +32,7 @@ from ..provenance import command_line, git_commit, provenance
 from ..result_folder import ResultFolder, read_manifest
 from ..training import OOD_PATHS, PRECISIONS
 from ..validation import check_sequence, check_writable
-from .cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS, make_protocol
+from .cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS
 from .colored_mnist import SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
 
 INITS = ("erm-nf", "erm", "bonsai", "ifeat", "feat")
@@ -89,10 +89,10 @@ def parse_args(argv):
     parser.add_argument("--mnist-source", default="auto", choices=SOURCES)
     parser.add_argument("--preset", default=DEFAULT_PRESET, choices=PROTOCOL_PRESETS.names(),
                         help="how the runs are trained (featlib.experiments.cmnist_presets); default: %(default)s")
-    parser.add_argument("--precision", default=CMNISTProtocol.precision, choices=PRECISIONS.names(),
-                        help="of the OOD stage; default: %(default)s")
-    parser.add_argument("--ood-path", default=CMNISTProtocol.ood_path, choices=OOD_PATHS.names(),
-                        help="the OOD stage's implementation; default: %(default)s")
+    parser.add_argument("--precision", choices=PRECISIONS.names(),
+                        help="of the OOD stage; default: the protocol's (fp32)")
+    parser.add_argument("--ood-path", choices=OOD_PATHS.names(),
+                        help="the OOD stage's implementation; default: the protocol's (fast)")
     return parser.parse_args(argv)
 
 
@@ -100,8 +100,10 @@ def prepare(args) -> list[CMNISTProtocol]:
     """Every check before any work: the protocols (seeds...), --datasets, --out and --cache-dir."""
     check_sequence("--datasets", args.datasets, unique=True)
     check_sequence("--inits", args.inits, unique=True)
-    protocols = [make_protocol(args.preset, dataset=d, seeds=tuple(args.seeds), inits=tuple(args.inits),
-                               precision=args.precision, ood_path=args.ood_path) for d in args.datasets]
+    chosen = {k: v for k, v in (("precision", args.precision), ("ood_path", args.ood_path)) if v is not None}
+    preset = PROTOCOL_PRESETS.get(args.preset).values  # make_protocol's recipe, with this module's CMNISTProtocol
+    protocols = [CMNISTProtocol(**(preset | dict(dataset=d, seeds=tuple(args.seeds), inits=tuple(args.inits), **chosen)))
+                 for d in args.datasets]
     check_writable("--out", args.out, replace=True)
     check_writable("--cache-dir", args.cache_dir)
     return protocols
