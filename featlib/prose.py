@@ -115,6 +115,12 @@ def command(text: str) -> str:
                     for t in text.split(" "))
 
 
+def made_by(record: Mapping[str, Any]) -> str:
+    """"`<command>` at commit `<12 hex>` on <device>": what produced a committed result, from its
+    provenance record (the command shortened by :func:`command`)."""
+    return f"`{command(record['command'])}` at commit `{record['commit'][:12]}` on {record['device']}"
+
+
 def say(name: str, text: str) -> str:
     """Record ``text``, a finished phrase of the prose, under ``name`` (quoted in the text as
     ``{glue:text}`name```); returns it. Only strings: format values with the functions above."""

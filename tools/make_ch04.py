@@ -236,8 +236,7 @@ gap_lines = []
 if gaps["erm-nf-erm"] is not None:
     g = gaps["erm-nf-erm"]
     erm_nf = gap_studies.erm_nf_erm_summary(g["frame"])
-    display(Markdown(f"From `{prose.command(g['provenance']['command'])}` at commit `{g['provenance']['commit'][:12]}` on "
-                     f"{g['provenance']['device']}."))
+    display(Markdown(f"From {prose.made_by(g['provenance'])}."))
     display(views.erm_nf_erm_table(erm_nf, len(g["provenance"]["seeds"])))
     cell = {(r.risk, int(r.step)): 100 * r.mean for r in erm_nf.itertuples()}
     record("gap_erm_nf_erm", {f"{k[0]}/{k[1]}": round(v, 2) for k, v in cell.items()})
@@ -246,12 +245,11 @@ if gaps["erm-nf-erm"] is not None:
         f"* **ERM-NF, ERM objective ({report.DATASET_LABELS['cmnist025']}):** our summed risk gives "
         f"{prose.number(cell[('sum', long)])}% after {prose.integer(long)} steps and "
         f"{prose.number(cell[('sum', short)])}% after {prose.integer(short)}; the reference's pooled mean "
-        f"{prose.number(cell[('mean', long)])}% and {prose.number(cell[('mean', short)])}% (the paper: 17.14 ± 0.73).")
+        f"{prose.number(cell[('mean', long)])}% and {prose.number(cell[('mean', short)])}% (the paper: {views.paper_cell('cmnist025', 'erm', 'erm-nf')}).")
 if gaps["frozen-steps"] is not None:
     g = gaps["frozen-steps"]
     frozen = gap_studies.frozen_steps_summary(g["frame"])
-    display(Markdown(f"From `{prose.command(g['provenance']['command'])}` at commit `{g['provenance']['commit'][:12]}` on "
-                     f"{g['provenance']['device']}."))
+    display(Markdown(f"From {prose.made_by(g['provenance'])}."))
     display(views.frozen_steps_table(frozen, len(g["provenance"]["seeds"])))
     cell = {(r.objective, r.head_l2 > 0, int(r.step)): 100 * r.mean for r in frozen.itertuples()}
     record("gap_frozen_steps", {f"{o}/{'l2' if l2 else 'no-l2'}/{st}": round(v, 2) for (o, l2, st), v in cell.items()})
