@@ -1,4 +1,4 @@
-"""Experiments on the two-bit model with the CNN of Eq. (2): the drivers of chapters 01-02.
+"""Experiments on the two-bit model with the CNN of Eq. (1): the drivers of chapters 01-02.
 
 :class:`SyntheticSetup` bundles the data model (Definition 3.1), the network and the step size;
 the functions below run the studies the chapters show: ERM feature learning and the sweep over

@@ -17,7 +17,7 @@ Gaussian noise patch $\mathbf{x}_2 = \boldsymbol\xi \perp \mathbf{v}_1, \mathbf{
 $\mathrm{Rad}(\delta)$ flips the sign with probability $\delta$, so $\mathbf{v}_1$ agrees with
 the label with probability $1-\alpha$ in every environment (the **invariant** feature) and
 $\mathbf{v}_2$ with probability $1-\beta_e$, which changes with the environment (the
-**spurious** feature). The network of Eq. (2) is
+**spurious** feature). The network of Eq. (1) is
 
 $$
 \begin{aligned}
@@ -117,7 +117,7 @@ runtime.preflight(estimate.two_bit(steps * (1 + len(compare_activations)) + swee
 md(r"""
 ## Both coefficients grow
 
-We train with full-batch gradient descent on the ERM loss of Eq. (3) and log the two
+We train with full-batch gradient descent on the ERM loss of Eq. (2) and log the two
 coefficients after every step. The dotted lines are where they should end up: on the pooled
 training population, given $y$ the two coordinates are independent Rademacher draws with flip
 rates $\alpha$ and $\bar\beta = \tfrac{\beta_1+\beta_2}{2}$, so logistic ERM converges to the

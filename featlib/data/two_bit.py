@@ -12,7 +12,7 @@ invariant feature noiseless and reverses the spurious correlation:
 ``x1 = y * v1 + y * Rad(1 - beta_e) * v2``, in equal shares over the training ``beta_e``.
 
 Patches are stored as ``x[:, 0]`` (feature patch) and ``x[:, 1]`` (noise patch), the layout that
-:class:`featlib.models.TwoLayerCNN` (Eq. 2) convolves over.
+:class:`featlib.models.TwoLayerCNN` (Eq. 1) convolves over.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Named presets of the ColoredMNIST protocol: the paper's text, and the reference code where it differs.
 
-Appendix F.1 gives the model (a 4-layer MLP, 256 hidden units), the optimiser (Adam, lr 1e-3,
+Appendix F.1 gives the model (it says "4-Layer MLP" with 256 hidden units; the network it runs,
+the reference code's, is Linear-ReLU-Linear-ReLU-Linear: two hidden layers and a linear head), the optimiser (Adam, lr 1e-3,
 weight decay 1e-3), the penalty weights {1e1, ..., 1e5} and the ERM pre-training lengths
 {0, 50, ..., 250}, and says that the objectives are the Bonsai authors' implementations
 (Zhang et al., 2022, TjuJianyu/RFC). It does not give the number of OOD-stage steps, how ERM's
@@ -9,7 +10,7 @@ of that, and disagrees with the text elsewhere. A preset is a named set of
 :class:`~featlib.experiments.colored_mnist.CMNISTProtocol` fields:
 
 * ``"featlib"`` (the default): Appendix F.1's values, 1,000 OOD steps for every objective, the
-  penalty at weight 0 during pre-training, Eq. (3)'s summed risks for ERM as for the penalised
+  penalty at weight 0 during pre-training, Eq. (2)'s summed risks for ERM as for the penalised
   objectives, and the L2 term on every trained tensor.
 * ``"reference"``: the FeAT authors' ``run_exp.py`` (built on the Bonsai authors' ``train.py``)
   where it differs: ERM as ``erm_train`` (the pooled mean of the losses, 501 steps: the IRM
@@ -68,7 +69,7 @@ REFERENCE_OBJECTIVE_OPTIONS = {
 PROTOCOL_PRESETS: Registry[ProtocolPreset] = Registry("preset")
 PROTOCOL_PRESETS.register("featlib")(ProtocolPreset(
     "featlib", "Appendix F.1's values; 1,000 OOD steps for every objective; penalty off during pre-training; "
-               "Eq. (3)'s summed risks; L2 on every trained tensor",
+               "Eq. (2)'s summed risks; L2 on every trained tensor",
     "the paper (Appendix F.1) and our choices where it is silent"))
 PROTOCOL_PRESETS.register("reference")(ProtocolPreset(
     "reference", "the FeAT authors' run_exp.py: 501 OOD steps, ERM as the pooled mean (501 steps), penalty weight 1 "

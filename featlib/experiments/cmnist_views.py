@@ -162,7 +162,7 @@ def paper_cell(dataset: str, objective: str, init: str) -> str:
 def erm_nf_erm_table(summary: pd.DataFrame, n_seeds: int) -> Table:
     """The ERM-NF x ERM cell of ColoredMNIST-025 under each ERM risk and length
     (:func:`.gap_studies.erm_nf_erm_summary`), the paper's value beside it."""
-    risks = {"sum": "sum over environments (Eq. 3; featlib preset)", "mean": "pooled mean (reference code)"}
+    risks = {"sum": "sum over environments (Eq. 2; featlib preset)", "mean": "pooled mean (reference code)"}
     rows = [{"ERM risk": risks.get(r.risk, r.risk), "steps": int(r.step),
              "worst test acc. (%)": _ours(r)} for r in summary.itertuples()]
     return table(pd.DataFrame(rows), caption=f"ERM-NF with the ERM objective, {DATASET_LABELS['cmnist025']}",

@@ -52,6 +52,7 @@ from ..cache import (
 from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist
 from ..device import get_device
 from ..feature_learning import FEATURE_LEARNERS, LearnedFeatures
+from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
 from ..feature_learning.termination import DEFAULT_TERMINATION, termination_rule
 from ..models.mlp import ColoredMNISTMLP
 from ..models.stacked import StackedHeads, StackedMLP
@@ -148,6 +149,9 @@ class CMNISTProtocol:
     retain_weight: float = 0.01
     termination: float = 1.30  # the threshold of FeAT's termination check (Appendix F.1)
     termination_rule: str = DEFAULT_TERMINATION  # a rule of featlib.feature_learning.termination
+    #: How FeAT/iFeAT combine their rounds' heads: "average" (Sec. 4, Algorithm 1) or "sum" (the
+    #: authors' code); featlib.feature_learning.feat_rounds.HEAD_COMBINATIONS.
+    head_combination: str = DEFAULT_HEAD_COMBINATION
     lr: float = 1e-3
     l2: float = 1e-3
     eval_every: int = 100
@@ -187,6 +191,7 @@ class CMNISTProtocol:
         check_positive("retain_weight", self.retain_weight, allow_zero=True)
         check_positive("termination", self.termination)
         termination_rule(self.termination_rule)
+        HEAD_COMBINATIONS.get(self.head_combination)
         check_int("eval_every", self.eval_every, minimum=1)
         check_positive("warmup_penalty_weight", self.warmup_penalty_weight, allow_zero=True)
         if not isinstance(self.objective_options, dict):
@@ -222,7 +227,7 @@ class CMNISTProtocol:
         options.update(hidden_dim=self.hidden_dim, lr=self.lr, l2=self.l2)
         if init in ("feat", "ifeat"):
             options.update(max_rounds=self.max_rounds, retain_weight=self.retain_weight, threshold=self.termination,
-                           termination=self.termination_rule)
+                           termination=self.termination_rule, head_combination=self.head_combination)
         return options
 
     def configurations(self, objective: str) -> list[tuple[float, int]]:
@@ -233,7 +238,7 @@ class CMNISTProtocol:
 
     #: Fields that change learned features, and those that change the OOD stage as well.
     FEATURE_FIELDS = ("dataset", "hidden_dim", "n_train", "n_test", "epoch_scale", "max_rounds", "retain_weight",
-                      "termination", "termination_rule", "lr", "l2")
+                      "termination", "termination_rule", "head_combination", "lr", "l2")
     #: The path is in the key because it changes float32 rounding, which unstable runs amplify.
     OOD_FIELDS = FEATURE_FIELDS + ("penalty_weights", "pretrain_epochs", "ood_steps", "eval_every", "env_reduction",
                                    "warmup_penalty_weight", "objective_options", "precision", "ood_path")

@@ -6,8 +6,8 @@ and records per-step histories so that one run answers "what if the reference st
 
 * ``erm-nf-erm`` -- the ERM objective in the ERM-NF column (ours 25.9, paper 17.14 on -025):
   the whole MLP from its random initialisation trained with ERM, once with our risk (the sum of
-  the two environments' risks, Eq. (3)) and once with the reference code's (``erm_train``: the
-  mean over the pooled examples, which with Adam is the sum with half the L2 weight), evaluated
+  the two environments' risks, Eq. (2)) and once with the reference code's (``erm_train``: the
+  mean over the pooled examples, which with Adam equals the sum with twice the L2 weight: Adam ignores the factor 1/2 on the whole loss), evaluated
   every ``eval_every`` steps. The reference runs 501 steps (``run_exp.py``'s default, the IRM
   paper's ERM baseline); our protocol runs ``ood_steps`` = 1000.
 * ``frozen-steps`` -- V-REx and Fishr on frozen ERM features of ColoredMNIST-01 (ours 76.4 / 76.2,
@@ -166,7 +166,7 @@ def load_study(folder: str | Path, study: str) -> dict | None:
 
 
 def erm_nf_erm_summary(frame: pd.DataFrame, steps=(501, 1001)) -> pd.DataFrame:
-    """The ERM-NF x ERM cell under each risk (``sum``: Eq. (3), ours; ``mean``: the reference's
+    """The ERM-NF x ERM cell under each risk (``sum``: Eq. (2), ours; ``mean``: the reference's
     pooled mean) after ``steps`` steps (the evaluation step closest to each): worst-test accuracy,
     mean and std over seeds."""
     evaluated = np.array(sorted(frame["step"].unique()))

@@ -103,3 +103,19 @@ TABLE14: dict[str, dict[str, dict[str, tuple[float, float]]]] = {
     },
 }
 TABLE14_TIME_UNIT = {"camelyon17": "min", "civilcomments": "h"}
+
+
+#: The paper's numbered equations of the main text (the LaTeX's numbering: ``eq:cnn`` is the
+#: first), each with words one of which any passage citing it should use. Docstrings and chapters
+#: cite equations by these numbers; a test checks every citation against this table.
+EQUATIONS: dict[int, tuple[str, tuple[str, ...]]] = {
+    1: ("the two-layer CNN f = F_{+1} - F_{-1} (Sec. 3)", ("CNN", "network", "psi", "F_j", "filter")),
+    2: ("the ERM objective: the sum over environments of the mean logistic loss (Sec. 3)",
+        ("ERM", "risk", "logistic", "loss")),
+    3: ("IRM's bi-level problem (Sec. 3)", ("IRM", "bi-level")),
+    4: ("IRMv1 (Sec. 3)", ("IRMv1", "penalty")),
+    5: ("IRMv1 for the CNN and the logistic loss (Sec. 3)", ("IRMv1", "penalty", "CNN")),
+    6: ("the signal-noise decomposition of the filters (Lemma, Sec. 3)", ("decomposition", "coefficient", "gamma")),
+    7: ("FeAT's objective: DRO over the augmentation sets plus the retention risks (Sec. 5)",
+        ("FeAT", "augmentation", "retention")),
+}

@@ -2,7 +2,7 @@
 
     python -m featlib.experiments.run_rounds --out results/cmnist-rounds \\
         [--datasets cmnist025 cmnist01] [--inits ifeat feat] [--seeds 1 2 3 4 5] \\
-        [--cache-dir _cache/cmnist] [--termination-rule paper]
+        [--cache-dir _cache/cmnist] [--termination-rule paper] [--head-combination average]
 
 For every dataset, feature learner and seed this trains the learner with the protocol's defaults
 (Table 6's epochs, 50,000 training images, the paper's termination rule) and writes
@@ -13,6 +13,14 @@ time, the protocols). No OOD stage runs, so this fits a CPU: a full-batch step o
 features are cached in ``--cache-dir`` under the same keys as :mod:`.run_cmnist` uses, so a
 killed run resumes with the finished (learner, seed) pairs, and a later full protocol reuses
 them.
+
+Results accumulate: when ``--out`` already holds rounds from this command (checked against its
+manifest), the new jobs are added to them, and the rows of every (dataset, learner, seed) that
+this run does not compute are kept as they are. The protocols must agree on every field that
+changes the learned features (seeds and learners aside); ``provenance.json`` then lists each
+run that contributed (``runs``: command, commit, device, wall time and the jobs it computed) and
+``jobs``, every (dataset, learner, seed) the folder holds. So seeds can be added one sitting at
+a time, and a job that was killed loses only itself.
 """
 from __future__ import annotations
 
@@ -27,6 +35,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..data.mnist import SOURCES
+from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
 from ..feature_learning.termination import DEFAULT_TERMINATION, TERMINATION_RULES
 from ..provenance import command_line, git_commit, provenance
 from ..cache import CorruptFileError
@@ -44,7 +53,13 @@ def parse_args(argv):
     parser.add_argument("--inits", nargs="+", default=["ifeat", "feat"], choices=list(LEARNED_INITS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
     parser.add_argument("--max-rounds", type=int, default=CMNISTProtocol.max_rounds)
+    parser.add_argument("--n-train", type=int, default=CMNISTProtocol.n_train,
+                        help="training images (default: all 50,000, the paper's)")
+    parser.add_argument("--epoch-scale", type=float, default=CMNISTProtocol.epoch_scale,
+                        help="multiplies Table 6's epochs (default 1: the paper's)")
+    parser.add_argument("--hidden-dim", type=int, default=CMNISTProtocol.hidden_dim)
     parser.add_argument("--termination-rule", default=DEFAULT_TERMINATION, choices=TERMINATION_RULES.names())
+    parser.add_argument("--head-combination", default=DEFAULT_HEAD_COMBINATION, choices=HEAD_COMBINATIONS.names())
     parser.add_argument("--cache-dir", default="_cache/cmnist", type=Path)
     parser.add_argument("--mnist-source", default="auto", choices=SOURCES)
     args = parser.parse_args(argv)
@@ -63,11 +78,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:  # every check before any work; --out is replaced as a whole at the end (featlib.result_folder)
         protocols = [CMNISTProtocol(dataset=d, seeds=tuple(args.seeds), inits=tuple(args.inits),
-                                    max_rounds=args.max_rounds, termination_rule=args.termination_rule)
+                                    max_rounds=args.max_rounds, termination_rule=args.termination_rule,
+                                    head_combination=args.head_combination, n_train=args.n_train,
+                                    epoch_scale=args.epoch_scale, hidden_dim=args.hidden_dim)
                      for d in args.datasets]
         check_writable("--out", args.out, replace=True)
         check_writable("--cache-dir", args.cache_dir)
-    except ValueError as err:
+        earlier = load_rounds(args.out) if (args.out / "provenance.json").exists() else None
+        if earlier is not None:
+            check_same_protocols(earlier["provenance"], [protocol_record(p) for p in protocols], args.out)
+    except (ValueError, CorruptFileError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     start = time.perf_counter()
@@ -82,22 +102,81 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         experiments[protocol.dataset].features(init, seed)
         timings[f"{protocol.dataset}/{init}/seed{seed}"] = time.perf_counter() - t0
-    folder = ResultFolder(args.out)
-    for protocol in protocols:
-        experiment = experiments[protocol.dataset]
-        folder.add_csv(f"rounds-{protocol.dataset}.csv",
-                       pd.concat([experiment.rounds(i) for i in protocol.inits], ignore_index=True))
-    record = provenance(
+    new = pd.concat([experiments[p.dataset].rounds(i) for p in protocols for i in p.inits], ignore_index=True)
+    this_run = provenance(
         command_line("featlib.experiments.run_rounds", argv), start, commit=commit,
-        wall_time_s_per_run=timings, datasets=args.datasets, inits=args.inits, seeds=args.seeds,
-        protocols=[{k: v for k, v in asdict(p).items() if k in CMNISTProtocol.FEATURE_FIELDS + ("seeds", "inits")}
-                   for p in protocols],
+        wall_time_s_per_run=timings, jobs=[[p.dataset, i, s] for p, i, s in jobs],
         note="feature learning only (no OOD stage); wall time includes features loaded from --cache-dir, if any",
     )
+    rows, runs = new, [this_run]
+    if earlier is not None:
+        old = earlier["rounds"]
+        done = set(zip(new["dataset"], new["init"], new["seed"]))
+        keep = [key not in done for key in zip(old["dataset"], old["init"], old["seed"])]
+        rows = pd.concat([old[keep], new], ignore_index=True)
+        runs = runs_of(earlier["provenance"]) + runs
+    order = {"dataset": {d: k for k, d in enumerate(SCHEDULES)}, "init": {i: k for k, i in enumerate(LEARNED_INITS)}}
+    rows = rows.sort_values(["dataset", "init", "seed", "round"],
+                            key=lambda col: col.map(order[col.name]) if col.name in order else col, kind="stable")
+    all_jobs = sorted({(d, i, int(s)) for d, i, s in zip(rows["dataset"], rows["init"], rows["seed"])},
+                      key=lambda j: (order["dataset"][j[0]], order["init"][j[1]], j[2]))
+    datasets = [d for d in SCHEDULES if d in set(rows["dataset"])]
+    folder = ResultFolder(args.out)
+    for dataset in datasets:
+        folder.add_csv(f"rounds-{dataset}.csv", rows[rows["dataset"] == dataset].reset_index(drop=True))
+    record = dict(this_run)
+    record.update(
+        datasets=datasets, inits=[i for i in LEARNED_INITS if i in set(rows["init"])],
+        seeds=sorted({j[2] for j in all_jobs}), jobs=[list(j) for j in all_jobs],
+        protocols=[protocol_record(p) | {"seeds": sorted({j[2] for j in all_jobs if j[0] == p.dataset}),
+                                         "inits": [i for i in LEARNED_INITS if any(j[:2] == (p.dataset, i) for j in all_jobs)]}
+                   for p in protocols] + [q for q in (earlier["provenance"].get("protocols", []) if earlier else [])
+                                          if q["dataset"] not in args.datasets],
+        runs=runs,
+    )
+    record.pop("wall_time_s_per_run", None)
     folder.commit(record)
     print(json.dumps({k: record[k] for k in ("commit", "device", "wall_time_s")}, indent=2))
     return 0
 
+
+
+#: Fields of a protocol record that may differ between the runs of one rounds folder.
+_PER_RUN = ("seeds", "inits")
+#: Values a field had before it was recorded (older runs lack it): the default they ran with.
+_RECORD_DEFAULTS = {"head_combination": "average"}
+
+
+def protocol_record(protocol: CMNISTProtocol) -> dict:
+    """The protocol's fields that change learned features (what a rounds folder records)."""
+    return {k: v for k, v in asdict(protocol).items() if k in CMNISTProtocol.FEATURE_FIELDS + _PER_RUN}
+
+
+def check_same_protocols(record: dict, new: list[dict], out: Path) -> None:
+    """Refuse to add runs whose protocol differs from the folder's (seeds and learners aside)."""
+    recorded = {q["dataset"]: q for q in record.get("protocols", [])}
+    for q in new:
+        old = recorded.get(q["dataset"])
+        if old is None:
+            continue
+        for field in set(q) | set(old):
+            if field in _PER_RUN:
+                continue
+            a, b = old.get(field, _RECORD_DEFAULTS.get(field)), q.get(field, _RECORD_DEFAULTS.get(field))
+            if a != b:
+                raise ValueError(f"--out {out} holds {q['dataset']} rounds made with {field}={a!r}, not {b!r}: "
+                                 "give another --out for this protocol")
+
+
+def runs_of(record: dict) -> list[dict]:
+    """The runs that made a rounds folder: its ``runs`` list, or (a folder made by one run before
+    runs accumulated) the record itself, with the jobs it computed."""
+    if "runs" in record:
+        return list(record["runs"])
+    run = {k: v for k, v in record.items() if k not in ("files", "protocols", "datasets", "inits", "seeds")}
+    run["jobs"] = [[d, i, s] for d in record.get("datasets", []) for i in record.get("inits", [])
+                   for s in record.get("seeds", [])]
+    return [run]
 
 
 def load_rounds(directory: str | Path) -> dict | None:
@@ -116,7 +195,13 @@ def load_rounds(directory: str | Path) -> dict | None:
         if not path.exists():
             raise CorruptFileError(path, "it is missing", remedy)
         frame = read_csv(path)
-        if set(frame["seed"]) != set(record.get("seeds", frame["seed"])):
+        if "jobs" in record:
+            held = {(i, int(s)) for i, s in zip(frame["init"], frame["seed"])}
+            listed = {(i, int(s)) for d, i, s in record["jobs"] if d == dataset}
+            if held != listed:
+                raise CorruptFileError(path, f"it holds (learner, seed) pairs {sorted(held)} where provenance.json "
+                                             f"lists {sorted(listed)}", remedy)
+        elif set(frame["seed"]) != set(record.get("seeds", frame["seed"])):
             raise CorruptFileError(path, f"it holds seeds {sorted(set(frame['seed']))} where provenance.json records "
                                          f"{sorted(record['seeds'])}", remedy)
         frames.append(frame)

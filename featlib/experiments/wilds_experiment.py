@@ -40,7 +40,8 @@ from ..cache import (
 from ..data.wilds_data import WILDS_DATASETS, WildsData, WildsSpec, load_wilds, require_local
 from ..device import get_device
 from ..evaluation.dfr import dfr_fit_predict, train_test_split_for_dfr
-from ..feature_learning.termination import DEFAULT_TERMINATION, termination_rule
+from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
+from ..feature_learning.termination import WILDS_DEFAULT_TERMINATION, termination_rule
 from ..feature_learning.wilds_learners import (
     WILDS_LEARNERS, WildsLearned, WildsRun, WildsTrainConfig, embed,
 )
@@ -78,7 +79,10 @@ class WildsProtocol:
     resolution: int | None = None  # image side; default: the WILDS transform's
     max_examples: int | None = None  # cap per split (quick runs)
     max_token_length: int | None = None
-    termination: str = DEFAULT_TERMINATION  # FeAT's stopping rule (featlib.feature_learning.termination)
+    #: FeAT's stopping rule (featlib.feature_learning.termination): "never" runs Table 12's rounds as
+    #: the paper did; "paper" (ColoredMNIST's 130% rule) can be chosen by name.
+    termination: str = WILDS_DEFAULT_TERMINATION
+    head_combination: str = DEFAULT_HEAD_COMBINATION  # FeAT's combined head: "average" or "sum"
     dfr: bool = True
     checkpoint_every: int = 500
 
@@ -108,6 +112,7 @@ class WildsProtocol:
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), minimum=1)
         termination_rule(self.termination)
+        HEAD_COMBINATIONS.get(self.head_combination)
         check_bool("dfr", self.dfr)
         check_int("checkpoint_every", self.checkpoint_every, minimum=1)
         del spec
@@ -129,7 +134,8 @@ class WildsProtocol:
             erm_steps=max(1, round(spec.erm_steps * self.scale)),
             batch_size=self.batch_size or spec.batch_size, domains_per_batch=spec.domains_per_batch,
             lr=self.lr or spec.lr, weight_decay=spec.weight_decay, optimizer=spec.optimizer, scheduler=spec.scheduler,
-            retain_weight=spec.retain_penalty, termination=self.termination, checkpoint_every=self.checkpoint_every,
+            retain_weight=spec.retain_penalty, termination=self.termination,
+            head_combination=self.head_combination, checkpoint_every=self.checkpoint_every,
         )
 
     def ood_config(self, objective: str) -> WildsOODConfig:

@@ -27,13 +27,15 @@ back to round k-1. ``termination`` names the rule of :mod:`.termination`; the de
 sets, summed and divided by k-1), which stops iFeAT at round 2 on ColoredMNIST-025 and round 3
 on -01 as Sec. 6 reports; ``"undivided"`` (the mean, which never fires there) and ``"never"``
 are kept for studies. The final classifier is the average of the accepted rounds' heads
-(Algorithm 1, last line).
+(Algorithm 1, last line); ``head_combination="sum"`` sums them instead, as the authors' code does
+(:data:`.feat_rounds.HEAD_COMBINATIONS`; for iFeAT it also decides the stored head whose retention
+loss round k+1 minimises).
 
 The paper's experiments use iFeAT throughout (Sec. 5, "Practical implementations"): Table 2's
 FeAT column and Table 7 are iFeAT's. ``feat`` is Algorithm 1 as written, its own learner.
 
-Where the authors' released code differs (and we follow the paper): it "averages" heads by a
-sum, always stops after round 0 (then crashes) and implements iFeAT only.
+Where the authors' released code differs (and we follow the paper by default): it "averages"
+heads by a sum (selectable: ``head_combination="sum"``), always stops after round 0 (then crashes) and implements iFeAT only.
 
 ``model`` picks the network (:data:`featlib.models.CMNIST_MODELS`): the MLP of Table 2 or the
 small CNN of the GradCAM figures (Fig. 4 / Fig. 6).
@@ -49,14 +51,14 @@ from ..models.cmnist_models import CMNIST_MODELS, make_cmnist_model
 from ..models.mlp import fresh_head
 from ..validation import check_choice, check_int
 from .base import FEATURE_LEARNERS, LearnedFeatures, fit, per_sample_bce, worst_test_accuracy
-from .feat_rounds import FeATRounds, average_heads
+from .feat_rounds import DEFAULT_HEAD_COMBINATION, FeATRounds
 from .termination import DEFAULT_TERMINATION
 
 
 def _feat(
     data, seed: int, *, variant: str, epochs_per_round: int = 150, max_rounds: int = 5,
     retain_weight: float = 0.01, threshold: float = 1.30, termination: str = DEFAULT_TERMINATION,
-    model: str = "mlp", hidden_dim: int = 256, lr: float = 1e-3, l2: float = 1e-3, keep_full_set: bool = True,
+    head_combination: str = DEFAULT_HEAD_COMBINATION, model: str = "mlp", hidden_dim: int = 256, lr: float = 1e-3, l2: float = 1e-3, keep_full_set: bool = True,
     progress: bool = False,
 ) -> LearnedFeatures:
     check_choice("variant", variant, ("feat", "ifeat"))
@@ -65,7 +67,8 @@ def _feat(
     CMNIST_MODELS.get(model)
     x, y = data.train_x, data.train_y
     state = FeATRounds(len(y), variant, retain_weight=retain_weight, threshold=threshold,
-                       termination=termination, keep_full_set=keep_full_set, device=x.device)
+                       termination=termination, keep_full_set=keep_full_set,
+                       head_combination=head_combination, device=x.device)
     net = make_cmnist_model(model, data.image_shape, hidden_dim, seed=seed).to(x.device)
     phi = net.featurizer
     accepted_state, rows, epochs = None, [], 0
@@ -85,7 +88,7 @@ def _feat(
             row = {"round": k, "epochs": epochs_per_round,
                    "ood_acc": worst_test_accuracy(lambda z: head(phi(z)).squeeze(-1), data.test),
                    "ood_acc_average_head": worst_test_accuracy(
-                       lambda z: average_heads(state.heads + [head])(phi(z)).squeeze(-1), data.test)}
+                       lambda z: state.combine(state.heads + [head])(phi(z)).squeeze(-1), data.test)}
         row.update(state.end_round(head, lambda w: (w(feats).squeeze(-1) > 0).to(y.dtype) == y))
         rows.append(row)
         if not row["accepted"]:
@@ -102,7 +105,7 @@ def _feat(
 def feat_features(data, seed: int, **kwargs) -> LearnedFeatures:
     """FeAT, Algorithm 1 (all augmentation/retention sets and heads kept). Options: those of
     ``_feat`` (``epochs_per_round``, ``max_rounds``, ``retain_weight``, ``threshold``,
-    ``termination`` = "paper", "undivided" or "never", ``model`` = "mlp" or "cnn", ``hidden_dim``,
+    ``termination`` = "paper", "undivided" or "never", ``head_combination`` = "average" or "sum", ``model`` = "mlp" or "cnn", ``hidden_dim``,
     ``lr``, ``l2``, ``keep_full_set``, ``progress``)."""
     return _feat(data, seed, variant="feat", **kwargs)
 

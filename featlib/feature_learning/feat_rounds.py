@@ -15,7 +15,18 @@ Both the full-batch ColoredMNIST learner (:mod:`.feat`) and the minibatch WILDS 
   :mod:`.termination` (default ``"paper"``: Table 7's, divided by ``k - 1``), and the split of the
   training set after an accepted round by whether the round's classifier is correct (``D^r_k``)
   or wrong (``D^a_k``);
-* the final classifier, the average of the accepted heads (Algorithm 1, last line).
+* the final classifier, the combination of the accepted heads (Algorithm 1, last line: their
+  average), and for iFeAT the stored head that splits the data and carries the retention loss,
+  the same combination of the heads so far.
+
+How the heads combine is a named choice, :data:`HEAD_COMBINATIONS`: ``"average"`` (the
+default), the mean of the heads' parameters as Sec. 4 and Algorithm 1 say; ``"sum"``, their sum,
+as the authors' ColoredMNIST code computes it (its "average" adds the new head to the stored
+running head, ``topmlp.lin1.weight += clf.lin1.weight``, and divides by the number of stored
+heads, which is 1: a running sum). For a linear head both give the same sign of every logit, so
+the split of the training set and the training accuracy are the same; what differs is the size
+of the stored head's logits, hence its retention loss in the next round (Eq. 7's second term),
+and the head handed to the OOD stage.
 
 FeAT keeps every set and head (round k optimises over ``2k - 1`` sets); iFeAT keeps only the
 latest sets and one stored head, the running average of the heads, which is also the
@@ -33,16 +44,34 @@ from torch import nn
 from ..validation import check_bool, check_choice, check_int, check_positive
 from .termination import DEFAULT_TERMINATION, retention_paper, retention_undivided, termination_rule
 
+from ..registry import Registry
+
 VARIANTS = ("feat", "ifeat")
+
+
+def _combine(heads: Sequence[nn.Module], reduce: Callable[[torch.Tensor], torch.Tensor]) -> nn.Module:
+    out = copy.deepcopy(heads[0])
+    with torch.no_grad():
+        for name, param in out.named_parameters():
+            param.copy_(reduce(torch.stack([dict(h.named_parameters())[name] for h in heads])))
+    return out
 
 
 def average_heads(heads: Sequence[nn.Module]) -> nn.Module:
     """The head whose parameters are the means of ``heads``' (Algorithm 1, line 16)."""
-    out = copy.deepcopy(heads[0])
-    with torch.no_grad():
-        for name, param in out.named_parameters():
-            param.copy_(torch.stack([dict(h.named_parameters())[name] for h in heads]).mean(0))
-    return out
+    return _combine(heads, lambda stacked: stacked.mean(0))
+
+
+def sum_heads(heads: Sequence[nn.Module]) -> nn.Module:
+    """The head whose parameters are the sums of ``heads``' (the authors' code's running head)."""
+    return _combine(heads, lambda stacked: stacked.sum(0))
+
+
+#: How the heads of the accepted rounds combine into one classifier (see the module docstring).
+HEAD_COMBINATIONS: Registry[Callable[[Sequence[nn.Module]], nn.Module]] = Registry("head_combination")
+HEAD_COMBINATIONS.register("average")(average_heads)
+HEAD_COMBINATIONS.register("sum")(sum_heads)
+DEFAULT_HEAD_COMBINATION = "average"
 
 
 def frozen(head: nn.Module) -> nn.Module:
@@ -83,13 +112,15 @@ class FeATRounds:
 
     def __init__(self, n: int, variant: str, *, retain_weight: float = 0.01, threshold: float = 1.30,
                  termination: str = DEFAULT_TERMINATION, keep_full_set: bool = True,
-                 device: torch.device | str = "cpu"):
+                 head_combination: str = DEFAULT_HEAD_COMBINATION, device: torch.device | str = "cpu"):
         self.n = check_int("n", n, minimum=1)
         self.variant = check_choice("variant", variant, VARIANTS)
         self.retain_weight = check_positive("retain_weight", retain_weight, allow_zero=True)
         self.threshold = check_positive("threshold", threshold)
         self.termination = termination_rule(termination)
         self.keep_full_set = check_bool("keep_full_set", keep_full_set)
+        self.head_combination = head_combination
+        self.combine = HEAD_COMBINATIONS.get(head_combination)
         self.everything = torch.ones(n, dtype=torch.bool, device=device)
         self.aug_sets: list[torch.Tensor] = [self.everything]
         self.retention: list[tuple[torch.Tensor, nn.Module]] = []
@@ -147,9 +178,9 @@ class FeATRounds:
 
     def accept(self, head: nn.Module) -> nn.Module:
         """Store the round's head; returns the classifier that splits the training set (the new
-        head for FeAT, the average of all heads for iFeAT)."""
+        head for FeAT, the combination of all heads for iFeAT: their average by default)."""
         self.heads.append(frozen(head))
-        return self.heads[-1] if self.variant == "feat" else frozen(average_heads(self.heads))
+        return self.heads[-1] if self.variant == "feat" else frozen(self.combine(self.heads))
 
     def split(self, splitter: nn.Module, correct: torch.Tensor) -> dict[str, int]:
         """Add ``D^r`` (``correct``) and ``D^a`` (``~correct``) of the accepted round."""
@@ -191,20 +222,24 @@ class FeATRounds:
         return row
 
     def final_head(self) -> nn.Module:
-        """The average of the accepted rounds' heads (Algorithm 1, line 16)."""
+        """The combination of the accepted rounds' heads (Algorithm 1, line 16: their average;
+        ``head_combination="sum"``: their sum)."""
         if not self.heads:
-            raise ValueError("no round was accepted yet, so there is no head to average")
-        return average_heads(self.heads)
+            raise ValueError("no round was accepted yet, so there is no head to combine")
+        return self.combine(self.heads)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
         """Everything needed to resume: masks and heads (as modules, saved with torch.save)."""
-        return {"variant": self.variant, "aug_sets": [m.cpu() for m in self.aug_sets],
+        return {"variant": self.variant, "head_combination": self.head_combination, "aug_sets": [m.cpu() for m in self.aug_sets],
                 "retention": [(m.cpu(), h) for m, h in self.retention], "heads": list(self.heads)}
 
     def load_state_dict(self, state: dict) -> None:
         if state["variant"] != self.variant:
             raise ValueError(f"checkpoint is for {state['variant']!r}, not {self.variant!r}")
+        saved = state.get("head_combination", DEFAULT_HEAD_COMBINATION)  # checkpoints before the choice averaged
+        if saved != self.head_combination:
+            raise ValueError(f"checkpoint combines heads by {saved!r}, not {self.head_combination!r}")
         device = self.everything.device
         self.aug_sets = [m.to(device) for m in state["aug_sets"]]
         self.retention = [(m.to(device), h.to(device)) for m, h in state["retention"]]

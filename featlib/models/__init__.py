@@ -1,4 +1,4 @@
-"""Models: the two-layer CNN of Eq. (2), the ColoredMNIST MLP and its stacked (many-run) form,
+"""Models: the two-layer CNN of Eq. (1), the ColoredMNIST MLP and its stacked (many-run) form,
 the small CNN of the GradCAM figures (Fig. 4 / Fig. 6) and the registry of ColoredMNIST models."""
 from .activations import ACTIVATIONS, make_activation
 from .cmnist_cnn import ColoredMNISTCNN

@@ -1,4 +1,4 @@
-"""Activations psi for the two-layer CNN of Eq. (2), looked up by name.
+"""Activations psi for the two-layer CNN of Eq. (1), looked up by name.
 
 * ``identity``: psi(z) = z, the paper's setting for Theorems 4.1-4.2 and Fig. 2;
 * ``relu``: psi(z) = max(z, 0);

@@ -1,4 +1,4 @@
-"""The two-layer CNN of Eq. (2).
+"""The two-layer CNN of Eq. (1).
 
 ``f(W, x) = F_{+1}(W_{+1}, x) - F_{-1}(W_{-1}, x)`` with
 ``F_j(W_j, x) = (1/m) sum_r [psi(<w_{j,r}, x1>) + psi(<w_{j,r}, x2>)]``: each of the 2m filters
@@ -19,7 +19,7 @@ CLASS_SIGNS = (1.0, -1.0)
 
 
 class TwoLayerCNN(nn.Module):
-    """Eq. (2). ``weight`` has shape (2, m, d): ``weight[0]`` are the w_{+1,r}, ``weight[1]``
+    """Eq. (1). ``weight`` has shape (2, m, d): ``weight[0]`` are the w_{+1,r}, ``weight[1]``
     the w_{-1,r}. Input ``x`` has shape (n, 2, d) (patches x1, x2); output: (n,) logits."""
 
     def __init__(

@@ -4,7 +4,7 @@ An objective maps per-environment logits and targets to
 
     loss = sum_e R_e + lambda * penalty,
 
-(Eq. 3 for ERM, Eq. 4-5 for IRMv1). With ``rescale=True`` and ``lambda > 1`` the loss is divided
+(Eq. 2 for ERM, Eq. 4-5 for IRMv1). With ``rescale=True`` and ``lambda > 1`` the loss is divided
 by ``lambda`` (the convention of the IRMv1 reference code that the ColoredMNIST protocol
 follows): for gradient descent this is the same objective with the step size divided by lambda.
 
@@ -44,7 +44,7 @@ PenaltyWeight = float | torch.Tensor
 
 
 def logistic_risk(logits: torch.Tensor, targets01: torch.Tensor) -> torch.Tensor:
-    """Mean logistic loss ``l(y f) = log(1 + exp(-y f))``, y = 2 * targets01 - 1 (Eq. 3), over the
+    """Mean logistic loss ``l(y f) = log(1 + exp(-y f))``, y = 2 * targets01 - 1 (Eq. 2), over the
     last dimension: ``(*B, n)`` logits give ``(*B,)`` risks."""
     targets = targets01.to(logits.dtype).expand_as(logits)
     return F.binary_cross_entropy_with_logits(logits, targets, reduction="none").mean(-1)
@@ -145,7 +145,7 @@ class Objective:
 
     ``env_reduction`` ("sum" or "mean") says how penalties made of one term per environment
     combine them: the paper writes sums; the ColoredMNIST reference code averages IRMv1's.
-    ``risk_reduction`` does the same for the risks (Eq. 3 sums them; the WILDS implementations
+    ``risk_reduction`` does the same for the risks (Eq. 2 sums them; the WILDS implementations
     of Koh et al. and Shi et al. ("Fish"), which the paper's WILDS runs follow, average them
     over the domains of the minibatch).
     """
@@ -176,7 +176,7 @@ class Objective:
         return torch.stack([self.risk_fn(lg, t) for lg, t in zip(env_logits, env_targets)])
 
     def total_risk(self, risks: torch.Tensor, env_ids: Sequence[int] | None = None) -> torch.Tensor:
-        """How the risks enter the loss: their sum over environments (Eq. 3), or their mean.
+        """How the risks enter the loss: their sum over environments (Eq. 2), or their mean.
 
         ``env_ids`` names the environments of ``risks`` among all of the dataset's (minibatches
         of WILDS hold a few domains each); only stateful objectives (GroupDRO) use it."""

