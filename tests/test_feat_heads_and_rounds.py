@@ -121,3 +121,25 @@ def test_rounds_accumulate_seed_by_seed_and_refuse_another_protocol(tmp_path, ca
     from featlib.cache import CorruptFileError
     with pytest.raises(CorruptFileError, match="pairs"):
         load_rounds(tmp_path / "edited")
+
+
+def test_the_stop_seed_by_seed_gives_each_seeds_margins_and_what_an_early_stop_hands_on():
+    from featlib.experiments.cmnist_report import early_stop_consequence, stop_margins
+
+    def seed_rows(seed, scores, ood):
+        return [{"dataset": "cmnist01", "init": "ifeat", "seed": seed, "round": k + 1, "threshold": 1.3,
+                 "termination_score": s, "accepted": s is None or s >= 1.3, "ood_acc": o}
+                for k, (s, o) in enumerate(zip(scores, ood))]
+    rounds = pd.DataFrame(seed_rows(1, [None, 1.6, 1.31, 1.05], [0.73, 0.18, 0.85, 0.11])
+                          + seed_rows(2, [None, 1.6, 1.29], [0.73, 0.20, 0.84]))
+    margins = stop_margins(rounds, "cmnist01")
+    assert margins["rounds_kept"].tolist() == [3, 2]
+    assert margins["kept_margin"].round(6).tolist() == [1.0, 30.0]
+    assert margins["discarded_round"].tolist() == [4, 3]
+    assert margins["discarded_margin"].round(6).tolist() == [-25.0, -1.0]
+    assert margins["ood_acc_of_kept"].tolist() == [0.85, 0.20]  # seed 2 hands round 2's features on
+    consequence = early_stop_consequence(pd.concat([rounds, pd.DataFrame(seed_rows(3, [None, 1.5, 1.4, 1.0],
+                                                                                    [0.7, 0.2, 0.86, 0.1]))]),
+                                         "cmnist01")
+    assert consequence["usual_rounds"] == 3 and consequence["n_early"] == 1 and consequence["closest_seed"] == 1
+    assert consequence["ood_one_earlier"] < 0.25 < 0.8 < consequence["ood_usual"]

@@ -138,6 +138,50 @@ def stop_rounds(rounds: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def stop_margins(rounds: pd.DataFrame, dataset: str, init: str = "ifeat") -> pd.DataFrame:
+    """The stop, seed by seed (Appendix F.1's rule): for each seed, the rounds it kept, the margin
+    of the last kept round's training + retention accuracy over the threshold (points; a round 1
+    has no retention accuracy and is always kept), the margin of the discarded round (negative),
+    and the worst-test accuracy of the features the seed hands to the OOD stage (its last kept
+    round's head). A seed whose kept round scored only just above the threshold is one that
+    could have stopped a round earlier."""
+    frame = rounds[(rounds["dataset"] == dataset) & (rounds["init"] == init)]
+    rows = []
+    for seed, per_seed in frame.groupby("seed"):
+        per_seed = per_seed.sort_values("round")
+        kept = per_seed[per_seed["accepted"].astype(bool)]
+        discarded = per_seed[~per_seed["accepted"].astype(bool)]
+        threshold = float(per_seed["threshold"].iloc[0])
+        last = kept.iloc[-1]
+        row = {"seed": int(seed), "rounds_kept": len(kept), "threshold": threshold,
+               "kept_margin": 100 * (float(last["termination_score"]) - threshold)
+               if pd.notna(last.get("termination_score")) else np.nan,
+               "discarded_round": int(discarded["round"].iloc[0]) if len(discarded) else None,
+               "discarded_margin": 100 * (float(discarded["termination_score"].iloc[0]) - threshold)
+               if len(discarded) else np.nan,
+               "ood_acc_of_kept": float(last["ood_acc"])}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def early_stop_consequence(rounds: pd.DataFrame, dataset: str, init: str = "ifeat") -> dict | None:
+    """What a seed that stopped one round earlier than most would hand on: the most common number
+    of kept rounds, and the mean worst-test accuracy of the round before it (its features) against
+    that of the usual last round. None when fewer than two rounds are kept."""
+    margins = stop_margins(rounds, dataset, init)
+    if margins.empty:
+        return None
+    usual = int(margins["rounds_kept"].mode().iloc[0])
+    if usual < 2:
+        return None
+    frame = rounds[(rounds["dataset"] == dataset) & (rounds["init"] == init)]
+    ood = frame.groupby("round")["ood_acc"].mean()
+    return {"usual_rounds": usual, "ood_usual": float(ood[usual]), "ood_one_earlier": float(ood[usual - 1]),
+            "closest_margin": float(margins.loc[margins["rounds_kept"] == usual, "kept_margin"].min()),
+            "closest_seed": int(margins.loc[margins.loc[margins["rounds_kept"] == usual, "kept_margin"].idxmin(), "seed"]),
+            "n_early": int((margins["rounds_kept"] < usual).sum()), "n_seeds": len(margins)}
+
+
 def describe_stops(stops: pd.DataFrame, dataset: str, init: str) -> str:
     """One sentence: how many rounds each seed kept and the score of the discarded round, e.g.
     "kept 2 rounds in 5 of 5 seeds (seeds 1, 2, 3, 4, 5); the discarded round scored 127.1-128.9%"."""

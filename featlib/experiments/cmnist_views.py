@@ -123,6 +123,21 @@ def round_table(frame: pd.DataFrame, caption: str) -> Table:
     return table(turned, index=True, caption=caption, note=note)
 
 
+def stop_margin_table(margins: pd.DataFrame, caption: str) -> Table:
+    """The stop, seed by seed (the frame of :func:`.cmnist_report.stop_margins`)."""
+    frame = pd.DataFrame({
+        "seed": margins["seed"].astype(int),
+        "rounds kept": margins["rounds_kept"].astype(int),
+        "last kept round: score − threshold (points)": [prose.number(v, 2, sign=True) for v in margins["kept_margin"]],
+        "discarded round": [prose.MISSING if r is None or pd.isna(r) else str(int(r)) for r in margins["discarded_round"]],
+        "its score − threshold (points)": [prose.number(v, 2, sign=True) for v in margins["discarded_margin"]],
+        "OOD accuracy of the kept features (%)": [prose.number(100 * v, 1) for v in margins["ood_acc_of_kept"]],
+    })
+    return table(frame, caption=caption,
+                 note="Score: training accuracy + retention accuracy (Table 7's, divided by k−1); a round is "
+                      "kept when its score reaches the threshold of 130%. Round 1 is always kept (nothing is retained yet).")
+
+
 def set_sizes_figure(rounds: pd.DataFrame, datasets, init: str = "ifeat"):
     """|D^a_k| and |D^r_k| after each accepted round, one panel per dataset."""
     fig, axes = style.panels(len(datasets), max_columns=2, extra_height=0.8)
