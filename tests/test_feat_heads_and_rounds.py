@@ -143,3 +143,18 @@ def test_the_stop_seed_by_seed_gives_each_seeds_margins_and_what_an_early_stop_h
                                          "cmnist01")
     assert consequence["usual_rounds"] == 3 and consequence["n_early"] == 1 and consequence["closest_seed"] == 1
     assert consequence["ood_one_earlier"] < 0.25 < 0.8 < consequence["ood_usual"]
+
+
+def test_table7_cells_under_each_choice_are_measured_against_the_papers_std():
+    from featlib.experiments.cmnist_report import against_table7
+    from featlib.experiments.paper_values import TABLE7
+
+    rows = [{"dataset": "cmnist025", "init": "ifeat", "seed": s, "round": 2, "train_acc": 0.7187 + d,
+             "retention_acc": 0.8811, "ood_acc": 0.7064} for s, d in ((1, 0.0096), (2, -0.0096))]
+    frame = pd.DataFrame(rows)
+    out = against_table7({"sum": frame, "average": frame.assign(train_acc=0.7187 + 2 * 0.0096)}, "cmnist025")
+    assert set(out["round"]) == {2} and len(out) == 6  # only round 2 was reached: rounds 1 and 3 left out
+    train = out[out["metric"] == "train_acc"].set_index("choice")
+    assert train.loc["sum", "z"] == pytest.approx(0.0, abs=1e-9) and train.loc["sum", "std"] == pytest.approx(0.96)
+    assert train.loc["average", "z"] == pytest.approx(2.0)  # 2 x 0.96 points above, the paper's std 0.96
+    assert TABLE7["cmnist025"]["train_acc"][1] == (71.87, 0.96)

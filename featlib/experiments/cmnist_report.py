@@ -118,6 +118,29 @@ def round_table(rounds: pd.DataFrame, dataset: str, with_paper: bool = True) -> 
     return table
 
 
+def against_table7(rounds_by_choice: dict[str, pd.DataFrame], dataset: str, init: str = "ifeat",
+                   seeds=None) -> pd.DataFrame:
+    """Each Table 7 cell (round x training / retention / OOD accuracy) of ``dataset`` under each
+    choice (e.g. ``{"average": ..., "sum": ...}``: rounds frames of the same learner), as mean and
+    std (%) over ``seeds`` (default: every seed a frame holds) beside the paper's, with the
+    distance ``z`` = (ours − paper) / paper's std. A cell the paper prints without a value, or
+    no seed of ours reached, is left out."""
+    rows = []
+    for choice, rounds in rounds_by_choice.items():
+        frame = rounds[(rounds["dataset"] == dataset) & (rounds["init"] == init)]
+        if seeds is not None:
+            frame = frame[frame["seed"].isin(list(seeds))]
+        for metric, paper_values in TABLE7[dataset].items():
+            for k, paper in enumerate(paper_values, start=1):
+                values = 100 * frame.loc[frame["round"] == k, metric].dropna().to_numpy()
+                if paper is None or not len(values):
+                    continue
+                rows.append({"choice": choice, "round": k, "metric": metric, "mean": values.mean(),
+                             "std": values.std(), "n_seeds": len(values), "paper_mean": paper[0],
+                             "paper_std": paper[1], "z": (values.mean() - paper[0]) / paper[1]})
+    return pd.DataFrame(rows)
+
+
 def stop_rounds(rounds: pd.DataFrame) -> pd.DataFrame:
     """Per dataset, learner and seed: the rounds kept, the round that was discarded (if any) and
     its training + retention accuracy (the rule's score) against the threshold."""

@@ -138,6 +138,26 @@ def stop_margin_table(margins: pd.DataFrame, caption: str) -> Table:
                       "kept when its score reaches the threshold of 130%. Round 1 is always kept (nothing is retained yet).")
 
 
+_METRIC_LABELS = {"train_acc": "training acc.", "retention_acc": "retention acc. (÷ (k−1))", "ood_acc": "OOD acc."}
+
+
+def table7_choices_table(comparison: pd.DataFrame, caption: str) -> Table:
+    """The frame of :func:`.cmnist_report.against_table7` as a table: one row per Table 7 cell,
+    one column per choice (mean ± std over seeds, and the distance to the paper in its stds under
+    it), and the paper's value."""
+    rows = {}
+    for _, r in comparison.iterrows():
+        key = (int(r["round"]), r["metric"])
+        row = rows.setdefault(key, {"round": str(key[0]), "quantity": _METRIC_LABELS.get(r["metric"], r["metric"])})
+        row[f"{r['choice']} (n = {int(r['n_seeds'])})"] = Stacked(
+            prose.mean_std(r["mean"], r["std"]), f"{prose.number(r['z'], 1, sign=True)} paper std")
+        row["paper"] = prose.mean_std(r["paper_mean"], r["paper_std"])
+    frame = pd.DataFrame([rows[k] for k in sorted(rows)])
+    columns = ["round", "quantity"] + [c for c in frame.columns if c not in ("round", "quantity", "paper")] + ["paper"]
+    return table(frame[columns], caption=caption,
+                 note="Mean ± std over seeds (%); under it, (ours − paper) divided by the paper's std.")
+
+
 def set_sizes_figure(rounds: pd.DataFrame, datasets, init: str = "ifeat"):
     """|D^a_k| and |D^r_k| after each accepted round, one panel per dataset."""
     fig, axes = style.panels(len(datasets), max_columns=2, extra_height=0.8)
