@@ -386,12 +386,26 @@ class ColoredMNISTExperiment:
         for objective in p.objectives:
             for init in [i for i in p.inits if i != "erm-nf"]:
                 for s in p.seeds:
-                    name = f"frozen-{objective}-{init}-seed{s}-{ood_key}.csv"
-                    pieces.append((objective, "frozen", ((init, s),), self._path("ood", name)))
+                    pieces.append((objective, "frozen", ((init, s),), self._piece_path(objective, init, s, ood_key)))
             if "erm-nf" in p.inits:
                 for s in p.seeds:
-                    pieces.append((objective, "nf", ((("erm-nf", s),)), self._path("ood", f"nf-{objective}-seed{s}-{ood_key}.csv")))
+                    pieces.append((objective, "nf", ((("erm-nf", s),)), self._piece_path(objective, "erm-nf", s, ood_key)))
         return pieces
+
+    def _piece_path(self, objective: str, init: str, seed: int, ood_key: str | None = None) -> Path | None:
+        ood_key = ood_key or self.protocol.key(CMNISTProtocol.OOD_FIELDS)
+        if init == "erm-nf":
+            return self._path("ood", f"nf-{objective}-seed{seed}-{ood_key}.csv")
+        return self._path("ood", f"frozen-{objective}-{init}-seed{seed}-{ood_key}.csv")
+
+    def piece(self, objective: str, init: str, seed: int) -> pd.DataFrame:
+        """The OOD-stage runs of one (objective, initialisation, seed), every configuration of the
+        protocol: one unit of Table 2 (read from the cache when there, else trained and cached)."""
+        check_choice("init", init, ("erm-nf",) + LEARNED_INITS)
+        groups = ((init, seed),)
+        kind = "nf" if init == "erm-nf" else "frozen"
+        return cached(self._piece_path(objective, init, seed), self._piece_reader(objective, groups),
+                      lambda: self.run_piece(objective, kind, groups), write_verified_csv, what="cached OOD-stage piece")
 
     def run_piece(self, objective: str, kind: str, groups) -> pd.DataFrame:
         configs = self.protocol.configurations(objective)
@@ -482,15 +496,15 @@ class ColoredMNISTExperiment:
     def oracle(self) -> pd.DataFrame:
         """The oracle row: the same MLP trained with ERM (the dataset's ERM epochs) where colour
         carries no information, scored on the usual test environments (cached per seed)."""
+        return pd.concat([self.oracle_piece(seed) for seed in self.protocol.seeds], ignore_index=True)
+
+    def oracle_piece(self, seed: int) -> pd.DataFrame:
+        """The oracle row of one seed (cached)."""
         p = self.protocol
-        key = p.key(self.ORACLE_FIELDS)
-        frames = []
-        for seed in p.seeds:
-            check = expect_keys(["dataset", "seed"], [(p.dataset, seed)])
-            frames.append(cached(self._path("oracle", f"oracle-seed{seed}-{key}.csv"),
-                                 lambda path, check=check: read_verified_csv(path, check),
-                                 lambda seed=seed: self._oracle_row(seed), write_verified_csv, what="cached oracle run"))
-        return pd.concat(frames, ignore_index=True)
+        check = expect_keys(["dataset", "seed"], [(p.dataset, seed)])
+        return cached(self._path("oracle", f"oracle-seed{seed}-{p.key(self.ORACLE_FIELDS)}.csv"),
+                      lambda path: read_verified_csv(path, check), lambda: self._oracle_row(seed), write_verified_csv,
+                      what="cached oracle run")
 
 
 # -- summaries -------------------------------------------------------------------------------

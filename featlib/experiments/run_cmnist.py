@@ -93,7 +93,17 @@ def parse_args(argv):
                         help="of the OOD stage; default: the protocol's (fp32)")
     parser.add_argument("--ood-path", choices=OOD_PATHS.names(),
                         help="the OOD stage's implementation; default: the protocol's (fast)")
-    return parser.parse_args(argv)
+    parser.add_argument("--pieces", action="store_true",
+                        help="write --out as Table 2 pieces that accumulate (featlib.experiments.table2_pieces): "
+                             "each finished piece is kept, a later run adds the missing ones")
+    parser.add_argument("--budget-minutes", type=float,
+                        help="stop after the piece in hand once this many minutes have passed, print what remains "
+                             "and exit 0 (implies --pieces)")
+    args = parser.parse_args(argv)
+    if args.budget_minutes is not None and not args.budget_minutes > 0:
+        parser.error(f"--budget-minutes must be a number of minutes > 0; got {args.budget_minutes}")
+    args.pieces = args.pieces or args.budget_minutes is not None
+    return args
 
 
 def prepare(args) -> list[CMNISTProtocol]:
@@ -104,9 +114,24 @@ def prepare(args) -> list[CMNISTProtocol]:
     preset = PROTOCOL_PRESETS.get(args.preset).values  # make_protocol's recipe, with this module's CMNISTProtocol
     protocols = [CMNISTProtocol(**(preset | dict(dataset=d, seeds=tuple(args.seeds), inits=tuple(args.inits), **chosen)))
                  for d in args.datasets]
-    check_writable("--out", args.out, replace=True)
+    check_writable("--out", args.out, replace=not args.pieces)
     check_writable("--cache-dir", args.cache_dir)
+    if args.pieces:
+        from .table2_pieces import check_folder_protocols
+        check_folder_protocols(protocols, args.out, args.preset)
     return protocols
+
+
+def main_pieces(args, protocols: list[CMNISTProtocol]) -> int:
+    """``--pieces`` / ``--budget-minutes``: compute the missing Table 2 pieces into ``--out``."""
+    from .table2_pieces import describe_remaining, run_pieces
+
+    outcome = run_pieces(protocols, args.out, preset=args.preset, commit=git_commit(), cache_dir=args.cache_dir,
+                         budget_s=None if args.budget_minutes is None else 60 * args.budget_minutes,
+                         mnist_source=args.mnist_source)
+    print(f"{outcome['done']} piece{'s' if outcome['done'] != 1 else ''} written to {args.out} in "
+          f"{outcome['wall_time_s']:.0f} s; {describe_remaining(outcome['remaining'])}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.pieces:
+        return main_pieces(args, protocols)
     start = time.perf_counter()
     commit = git_commit()  # now: the checkout may move while the run goes on
     timings = {}

