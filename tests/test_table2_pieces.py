@@ -95,3 +95,14 @@ def test_a_folder_whose_cell_mixes_two_protocols_is_refused(run, tmp_path):
         target.write_bytes(path.read_bytes())
     with pytest.raises(ValueError, match="mixes pieces of two protocols"):
         load_pieces(tmp_path / "a")
+
+
+def test_table2_from_pieces_says_the_number_of_seeds_in_each_cell():
+    from featlib.experiments.cmnist_report import table2 as report_table2
+
+    runs = pd.DataFrame([{"dataset": "cmnist025", "init": init, "objective": "irmv1", "seed": s,
+                          "penalty_weight": 1e2, "pretrain_epochs": 0, "worst_test_acc": 0.6 + 0.01 * s}
+                         for init, seeds in (("erm", (1, 2, 3)), ("ifeat", (1,))) for s in seeds])
+    frame = report_table2(runs, with_n=True)
+    ours = frame.xs("ours", axis=1, level="source")
+    assert ours.loc["IRMv1"].tolist() == ["62.00 ± 0.82 (n = 3)", "61.00 ± 0.00 (n = 1)"]

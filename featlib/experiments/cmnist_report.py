@@ -13,14 +13,18 @@ from .labels import DATASET_LABELS, INIT_LABELS, OBJECTIVE_LABELS
 from .paper_values import ORACLE, TABLE2, TABLE7
 
 
-def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper: bool = True) -> pd.DataFrame:
-    """Table 2: rows objectives, columns (dataset, initialisation[, source]); "mean ± std" (%)."""
+def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper: bool = True,
+           with_n: bool = False) -> pd.DataFrame:
+    """Table 2: rows objectives, columns (dataset, initialisation[, source]); "mean ± std" (%).
+    ``with_n``: each of our cells says over how many seeds it is ("n = 3"), for tables built from
+    pieces that accumulate (:mod:`.table2_pieces`), where cells can hold different numbers of seeds."""
     best = select_best(results)
     cells: dict[tuple, dict[str, str]] = {}
     for row in best.itertuples():
         col = (DATASET_LABELS[row.dataset], INIT_LABELS[row.init])
         name = OBJECTIVE_LABELS[row.objective]
-        cells.setdefault(col + ("ours",), {})[name] = format_mean_std(row.mean, row.std)
+        cells.setdefault(col + ("ours",), {})[name] = format_mean_std(row.mean, row.std) + (
+            f" (n = {row.n_seeds})" if with_n else "")
         paper = TABLE2.get(row.dataset, {}).get(row.objective, {}).get(row.init)
         if with_paper:
             cells.setdefault(col + ("paper",), {})[name] = (
@@ -30,7 +34,8 @@ def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper
             values = frame["worst_test_acc"].to_numpy()
             for init in best.loc[best["dataset"] == dataset, "init"].unique():
                 col = (DATASET_LABELS[dataset], INIT_LABELS[init])
-                cells[col + ("ours",)]["Oracle"] = format_mean_std(values.mean(), values.std())
+                cells[col + ("ours",)]["Oracle"] = format_mean_std(values.mean(), values.std()) + (
+                    f" (n = {len(values)})" if with_n else "")
                 if with_paper:
                     cells[col + ("paper",)]["Oracle"] = f"{ORACLE[dataset][0]:.2f} ± {ORACLE[dataset][1]:.2f}"
     frame = pd.DataFrame(cells)
