@@ -2,7 +2,8 @@
 
 ``record(name, value)`` glues the value with myst-nb, so that the book can quote it in the
 text (``{glue:text}`name:.3f```) and batch runs and tests can read it back from the executed
-notebook with :func:`read_records`. Where myst-nb is missing (Colab) it does nothing.
+notebook with :func:`read_records`. Where myst-nb is missing (Colab) it only keeps the value in
+:data:`RECORDED`, which :mod:`featlib.quoted` reads to show a paragraph with this run's numbers.
 """
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+#: Every value recorded in this process, by name (the kernel's own copy of the glued values).
+RECORDED: dict[str, Any] = {}
 
 
 def _plain(value: Any) -> Any:
@@ -31,8 +35,10 @@ def _plain(value: Any) -> Any:
 
 
 def record(name: str, value: Any) -> Any:
-    """Glue ``value`` under ``name`` (not displayed); a no-op without myst-nb. Returns the value."""
+    """Glue ``value`` under ``name`` (not displayed; without myst-nb only kept in
+    :data:`RECORDED`). Returns the value."""
     plain = _plain(value)
+    RECORDED[name] = plain
     try:
         from myst_nb import glue
     except ImportError:  # Colab and plain Jupyter: nothing to glue into
