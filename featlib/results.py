@@ -34,17 +34,17 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"record() takes numbers, strings, lists and dicts of them; got {type(value).__name__}")
 
 
-def record(name: str, value: Any) -> Any:
+def record(name: str, value: Any) -> None:
     """Glue ``value`` under ``name`` (not displayed; without myst-nb only kept in
-    :data:`RECORDED`). Returns the value."""
+    :data:`RECORDED`). Returns nothing, so that a cell ending with it shows nothing."""
     plain = _plain(value)
     RECORDED[name] = plain
     try:
         from myst_nb import glue
     except ImportError:  # Colab and plain Jupyter: nothing to glue into
-        return value
+        return None
     glue(name, plain, display=False)
-    return value
+    return None
 
 
 def read_records(notebook: str | Path) -> dict[str, Any]:
