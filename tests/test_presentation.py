@@ -327,3 +327,21 @@ def test_recorded_commands_lose_the_machines_folders_but_nothing_else():
                      "--cache-dir …/_cache/cmnist")
     assert leaks.scan_text(recorded) and not leaks.scan_text(shown)
     assert prose.command("python -m featlib.cost --out results/cost/cpu-2core") == "python -m featlib.cost --out results/cost/cpu-2core"
+
+
+def test_the_bibliography_labels_entries_as_the_text_cites_them_and_links_them():
+    from pybtex.database import parse_file
+
+    from featlib.sphinx_fixes import author_year_label, register_bibliography_style
+    from pybtex.plugin import find_plugin
+
+    bib = parse_file(str(REPO_ROOT / "book" / "references.bib"))
+    assert author_year_label(bib.entries["chen2023feat"]) == "Chen et al., 2023b"
+    assert author_year_label(bib.entries["gulrajani2021search"]) == "Gulrajani and Lopez-Paz, 2021"
+    register_bibliography_style()
+    labels = [e.label for e in find_plugin("pybtex.style.formatting", "featbook")().format_bibliography(bib)]
+    assert len(set(labels)) == len(labels) == len(bib.entries) and [l.split()[0] for l in labels] == sorted((l.split()[0] for l in labels), key=str.lower)
+    assert all("url" in e.fields for e in bib.entries.values()), [k for k, e in bib.entries.items() if "url" not in e.fields]
+    for key in ("arjovsky2019invariant", "krueger2021out", "chen2023pareto", "ahuja2021invariance", "wald2021calibration",
+                "koyama2020out", "rame2022fishr", "sagawa2020distributionally", "gulrajani2021search"):
+        assert key in bib.entries, key  # every OOD objective of chapter 03, and DomainBed
