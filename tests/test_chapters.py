@@ -135,3 +135,20 @@ def test_recorded_values_are_kept_for_the_quoted_text():
     record("test_chapters_value", 0.5)
     assert RECORDED["test_chapters_value"] == 0.5
     assert quoted.fill("{glue:text}`test_chapters_value:.2f`") == "0.50"
+
+
+#: What a visible code cell must not do (tests/test_browser.py checks the same on the built pages).
+MACHINERY = ("record(", "prose.say(", "runtime.preflight(", "preflight_text(", "check_int(", "check_bool(",
+             "check_sequence(", "check_writable(", "check_positive(", "display(Markdown(")
+HIDDEN = {"remove-cell", "remove-input", "hide-cell", "hide-input"}
+
+
+def test_cells_that_record_validate_preflight_or_assemble_prose_are_off_the_page():
+    for source in chapters.sources():
+        for cell in chapters.read_source(source).cells:
+            if cell.cell_type != "code" or set(cell.metadata.get("tags", [])) & HIDDEN:
+                continue
+            shown = [m for m in MACHINERY if m in cell.source]
+            assert not shown, f"{source.name}: a visible cell calls {shown}: {cell.source[:120]!r}"
+        validate = [c for c in chapters.read_source(source).cells if "validate" in c.metadata.get("tags", [])]
+        assert validate and all("hide-cell" in c.metadata["tags"] for c in validate), source.name
