@@ -222,8 +222,6 @@ def colab_notebook(path: Path, install_source: str, directory: Path | None = Non
     """The notebook Colab opens: ``install_source`` as its first code cell, then the source's
     cells with their markdown in plain Markdown (no MyST roles)."""
     nb = read_source(path)
-    first_code = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code"), len(nb.cells))
-    nb.cells.insert(first_code, new_code_cell(install_source))
     context = Context(path.stem, nb, directory or path.parent, notebook_url)
     cells = []
     for i, cell in enumerate(nb.cells):
@@ -231,6 +229,9 @@ def colab_notebook(path: Path, install_source: str, directory: Path | None = Non
             cells.extend(colab_markdown(plain_markdown(cell.source, context, i)))
         else:
             cells.append(cell)
+    # the install cell runs before any other code, a paragraph's quoting cell included
+    first_code = next((i for i, c in enumerate(cells) if c.cell_type == "code"), len(cells))
+    cells.insert(first_code, new_code_cell(install_source))
     nb.cells = cells
     return _clean(nb, path.stem)
 

@@ -152,3 +152,14 @@ def test_cells_that_record_validate_preflight_or_assemble_prose_are_off_the_page
             assert not shown, f"{source.name}: a visible cell calls {shown}: {cell.source[:120]!r}"
         validate = [c for c in chapters.read_source(source).cells if "validate" in c.metadata.get("tags", [])]
         assert validate and all("hide-cell" in c.metadata["tags"] for c in validate), source.name
+
+
+def test_the_install_cell_runs_before_a_paragraph_that_quotes_values(tmp_path):
+    source = tmp_path / "01_tiny.md"
+    source.write_text("---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+                      "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n\n"
+                      "# Tiny\n\nIt took {glue:text}`t:.0f` s.\n\n```{code-cell}\nx = 1\n```\n")
+    nb = chapters.colab_notebook(source, "# install", notebook_url=lambda s: s)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert [c.source for c in code][0] == "# install" and "quoted-text" in code[1].metadata["tags"]
+    assert code[2].source == "x = 1" and nb.cells[0].source == "# Tiny"
