@@ -1,9 +1,11 @@
 """Build the Jupyter Book (1.x) from notebooks executed with a parameter profile.
 
 The book's source is the repository root (``_config.yml``, ``_toc.yml``, ``book/``,
-``notebooks/``). Notebooks are kept without outputs, so the build stages a copy of the source
-in ``_build/stage`` with the notebooks replaced by copies executed through papermill (the
-``small`` profile on CPU by default), then renders ``_build/html`` with warnings as errors.
+``notebooks/``). Each chapter is a MyST markdown notebook (``notebooks/NN_name.md``); the build
+makes the book's notebook of each from its source (MyST roles intact, no Colab install cell:
+:func:`featlib.notebooks.execute_all`), executes it through papermill (the ``small`` profile on
+CPU by default) and stages a copy of the book's source in ``_build/stage`` with those executed
+notebooks in place (the committed ``.ipynb`` are what Colab opens, not what the book renders), then renders ``_build/html`` with warnings as errors.
 A failing notebook fails the build, and so does a page that shows leaked code
 (:func:`check_pages`).
 

@@ -20,7 +20,11 @@ by step times that were measured, on other machines, for the same steps:
   device (a T4 at 30% of its fp32 peak; the CPU's measured DenseNet step gives 213 GFLOP/s);
   chapter 06's small CNN at :data:`CNN_FLOPS` (the CPU's measured: 16 s a full-batch step).
 
-The result is an :class:`Estimate` with the T4 and CPU times. Treat it as the order of
+The result is an :class:`Estimate` with the T4 and CPU times. A part never takes longer on the T4
+than on the CPU (:meth:`Estimate.add`): where per-step overhead dominates (the tiny heads of an
+OOD stage) the measured CPU time bounds it, since a GPU runtime has that CPU too. On fabricated
+WILDS data the example counts are the fabricated ones (:func:`fabricated_split_sizes`), not the
+real datasets'. Treat it as the order of
 magnitude it is: data loading, evaluation passes and Colab's varying GPUs are not in it.
 """
 from __future__ import annotations
@@ -30,6 +34,8 @@ from dataclasses import dataclass, field
 from . import prose
 
 T4_OVER_H100 = 8.3
+#: Below this many CPU seconds of counted steps a run is only described as short.
+SHORT_S = 120.0
 
 #: Measured step times (seconds) on an H100 and on the 2-core CPU.
 MLP_STEP_S = {"h100": 2.63e-3, "cpu": 0.321}
@@ -70,6 +76,8 @@ class Estimate:
     parts: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def add(self, name: str, t4_s: float, cpu_s: float) -> Estimate:
+        """Add a part; its T4 time is at most its CPU time (see the module)."""
+        t4_s = min(t4_s, cpu_s)
         old = self.parts.get(name, (0.0, 0.0))
         self.parts[name] = (old[0] + t4_s, old[1] + cpu_s)
         self.t4_s += t4_s
@@ -84,7 +92,12 @@ class Estimate:
         return out
 
     def describe(self) -> str:
-        """"about 14 min on a Colab T4 GPU, about 9.5 h on a 2-core CPU (estimated: ...)"."""
+        """"about 14 min on a Colab T4 GPU, about 9.5 h on a 2-core CPU (estimated: ...)"; a run
+        whose counted steps take under :data:`SHORT_S` on the CPU is only called short, since
+        what the count leaves out (loading data, building models, evaluating) then dominates."""
+        if self.cpu_s < SHORT_S:
+            return ("a few minutes at most on a CPU or a GPU (its training steps take seconds; loading data, "
+                    "building the models and evaluating them, which this estimate does not count, take longer)")
         return (f"about {prose.minutes(self.t4_s)} on a Colab T4 GPU and about {prose.minutes(self.cpu_s)} "
                 "on a 2-core CPU (estimated from counted training steps and step times measured on an H100 "
                 "and on a 2-core CPU, not measured on a T4)")
@@ -173,9 +186,25 @@ def _example_flops(protocol, backbone: str, resolution: int | None, tokens: int 
     return fwd * (side / 224) ** 2
 
 
-def wilds(protocol, split_sizes: dict[str, int] | None = None, download: bool = False) -> Estimate:
+def fabricated_split_sizes(dataset: str) -> dict[str, int]:
+    """Examples per split (train / val / test) of the fabricated copy of ``dataset``
+    (:mod:`featlib.data.wilds_fabricate`'s default sizes)."""
+    from .data.wilds_fabricate import FABRICATORS
+
+    d = FABRICATORS.get(dataset).defaults
+    if "n_train_users" in d:  # Amazon: users x reviews
+        return {"train": d["n_train_users"] * d["n_per_user"], "val": d["n_val_users"] * d["n_per_user_eval"],
+                "test": d["n_test_users"] * d["n_per_user_eval"]}
+    return {"train": d["n_train"], "val": d["n_val"], "test": d["n_test"]}
+
+
+def wilds(protocol, split_sizes: dict[str, int] | None = None, download: bool = False,
+          fabricated: bool = False) -> Estimate:
     """Feature learning, embeddings, the OOD stage and DFR of a WILDS protocol. ``split_sizes``:
-    examples per split (capped by ``max_examples``); by default the real datasets' sizes."""
+    examples per split (capped by ``max_examples``); by default the real datasets' sizes, or with
+    ``fabricated`` the fabricated copy's."""
+    if split_sizes is None and fabricated:
+        split_sizes = fabricated_split_sizes(protocol.dataset)
     spec, cfg = protocol.spec, protocol.train_config()
     backbone = protocol.backbone or spec.backbone
     per_example = _example_flops(protocol, backbone, protocol.resolution, protocol.max_token_length)

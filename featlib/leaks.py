@@ -6,7 +6,10 @@ A reader should meet prose, tables and figures. What gives a page away as unedit
 * ``dict(``-like reprs: ``dict(``, ``OrderedDict(``, ``Name(field=``, ``<... object at 0x...>``;
 * absolute paths of the machine that built the page (``/home/...``, ``site-packages``);
 * long float tails (``0.6666666666666666``, ``0.925000``) and ``NaN``;
-* references to the project's issue tracker ("issue 3", "this book's issue tracker").
+* references to the project's issue tracker ("issue 3", "this book's issue tracker");
+* template leftovers (:data:`TEMPLATE`): a phrase repeated inside its own parenthesis ("the
+  committed rounds (the committed rounds (5 seeds ...))"), "seed(s)", a parameter's name in the
+  prose ("after probe_step steps"), a number in code's "e-05" notation.
 
 :func:`scan_html` reads a rendered page, drops what is code or mathematics by nature (the
 code cells' input, MathJax, scripts, the navigation) and scans what is left, prose and
@@ -32,6 +35,14 @@ PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     ("tracker", re.compile(r"(?i)\bissue tracker\b|\bissues? #?\d+\b")),
 )
 
+#: (kind, pattern) of template leftovers in prose: what an unedited f-string template writes.
+TEMPLATE: tuple[tuple[str, re.Pattern], ...] = (
+    ("doubled phrase", re.compile(r"\b((?:\w[\w-]*\s+){2,8}\w[\w-]*)\s*[(,:]?\s*\(?\s*\1\b", re.I)),
+    ("plural placeholder", re.compile(r"\w\(s\)")),
+    ("parameter name", re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w./-])")),
+    ("e-notation", re.compile(r"\d[eE][−+-]?0\d")),
+)
+
 #: Elements whose text is code or mathematics by nature (CSS selectors for BeautifulSoup).
 SKIPPED = ("script", "style", "noscript", "nav", "header", "footer", ".cell_input", ".math", "mjx-container",
            ".headerlink", ".bd-sidebar-primary", ".bd-sidebar-secondary", ".bd-header-article",
@@ -53,7 +64,7 @@ class Leak:
 def scan_text(text: str) -> list[Leak]:
     """Every leak in ``text`` (plain text, as a reader reads it)."""
     found = []
-    for kind, pattern in PATTERNS:
+    for kind, pattern in PATTERNS + TEMPLATE:
         for match in pattern.finditer(text):
             start, end = match.span()
             context = " ".join(text[max(0, start - 40):end + 40].split())

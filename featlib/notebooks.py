@@ -4,6 +4,11 @@ Each notebook's ``parameters`` cell holds the full-scale (paper) defaults. A pro
 ``notebooks/profiles/<name>.yaml``, maps notebook names (file stems) to the parameters that
 override them, e.g. the ``small`` profile that CI and the CPU book build use.
 
+A chapter is written as a MyST markdown notebook (``notebooks/NN_name.md``, see
+:mod:`featlib.chapters`); the committed ``NN_name.ipynb`` beside it is the notebook Colab and
+papermill open. :func:`execute_all` runs the book's version of each chapter, made from its
+source (MyST roles intact, for the book to render), unless ``from_sources=False``.
+
     python -m featlib.notebooks --profile small --out _build/executed
 """
 from __future__ import annotations
@@ -75,8 +80,28 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict | None = Non
     return time.perf_counter() - start
 
 
-def execute_all(profile: str | None, out_dir: Path, names: list[str] | None = None) -> dict[str, float]:
-    """Execute every chapter notebook (or those named) with ``profile``; wall time per notebook."""
+def book_notebooks(out_dir: Path, notebooks: list[Path]) -> list[Path]:
+    """The book's notebook of each chapter (:func:`featlib.chapters.book_notebook`), made from the
+    chapter's MyST source into ``out_dir``; their paths, in the order of ``notebooks``."""
+    from .chapters import book_notebook, write_text
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    made = []
+    for nb in notebooks:
+        source = nb.with_suffix(".md")
+        if not source.exists():
+            raise ValueError(f"{nb.name} has no MyST source {source.name}; write the chapter as {source.name}")
+        path = out_dir / nb.name
+        path.write_text(write_text(book_notebook(source)), encoding="utf-8")
+        made.append(path)
+    return made
+
+
+def execute_all(profile: str | None, out_dir: Path, names: list[str] | None = None,
+                from_sources: bool = True) -> dict[str, float]:
+    """Execute every chapter (or those named) with ``profile`` into ``out_dir``; wall time per
+    chapter. ``from_sources``: run the book's notebooks made from the MyST sources (what the
+    book renders) rather than the committed ``.ipynb`` (what Colab opens)."""
     params = load_profile(profile)
     notebooks = list_notebooks()
     if names:
@@ -85,13 +110,15 @@ def execute_all(profile: str | None, out_dir: Path, names: list[str] | None = No
         if missing:
             raise ValueError(f"notebook must be one of {sorted(by_stem)}; got {missing}")
         notebooks = [by_stem[n] for n in names]
+    if from_sources:
+        notebooks = book_notebooks(out_dir / "_sources", notebooks)
     from .notebook_params import check_parameters
 
     for nb in notebooks:  # every notebook's parameters, before the first one runs
-        check_parameters(nb, params.get(nb.stem, {}))
+        check_parameters(nb, params.get(nb.stem, {}), NOTEBOOK_DIR)
     times = {}
     for nb in notebooks:
-        times[nb.stem] = execute_notebook(nb, out_dir / nb.name, params.get(nb.stem, {}))
+        times[nb.stem] = execute_notebook(nb, out_dir / nb.name, params.get(nb.stem, {}), cwd=NOTEBOOK_DIR)
         print(f"executed {nb.name} with profile {profile or 'full'} in {times[nb.stem]:.1f} s", flush=True)
     return times
 
@@ -101,9 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", help="notebook names (file stems); default: all")
     parser.add_argument("--profile", default="small", help="parameter profile: full, or a file in notebooks/profiles")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "_build" / "executed")
+    parser.add_argument("--ipynb", action="store_true",
+                        help="run the committed .ipynb (what Colab opens) instead of the book's notebooks made from the .md")
     args = parser.parse_args(argv)
     try:
-        execute_all(args.profile, args.out, args.notebooks)
+        execute_all(args.profile, args.out, args.notebooks, from_sources=not args.ipynb)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

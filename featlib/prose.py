@@ -35,10 +35,27 @@ def number(x: float | None, digits: int = 2, sign: bool = False) -> str:
         return MISSING
     x = float(x)
     if x != 0 and (abs(x) < 10 ** -digits or abs(x) >= 1e6):
-        text = f"{x:+.{max(1, digits - 1)}e}" if sign else f"{x:.{max(1, digits - 1)}e}"
-    else:
-        text = f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
+        return scientific(x, max(1, digits - 1), sign)
+    text = f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
     return text.replace("-", "−")  # a minus sign, not a hyphen
+
+
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def scientific(x: float | None, digits: int = 1, sign: bool = False) -> str:
+    """``x`` as a reader writes a very small or large number: 7.3e-05 -> "7.3 × 10⁻⁵" (never the
+    "e-05" of code); "0" for zero; a leading "+" with ``sign``."""
+    if _is_missing(x):
+        return MISSING
+    x = float(x)
+    if x == 0:
+        return "0"
+    mantissa, exponent = f"{x:.{digits}e}".split("e")
+    if sign and not mantissa.startswith("-"):
+        mantissa = "+" + mantissa
+    power = str(int(exponent)).translate(_SUPERSCRIPT)
+    return f"{mantissa.replace('-', '−')}{NBSP}×{NBSP}10{power}"
 
 
 def integer(n: int | None) -> str:

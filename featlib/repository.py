@@ -6,8 +6,8 @@ Book reads ``repository.url`` itself) and the fetching of committed results in C
 (:mod:`featlib.committed`). They all read ``repository.url`` and ``repository.branch`` of
 ``_config.yml``:
 
-* ``tools/nbgen.py`` writes them into each notebook's install cell (re-run ``tools/make_chNN.py``
-  after changing the setting);
+* ``tools/sync_chapters.py`` writes them into each notebook's install cell (re-run it after
+  changing the setting);
 * the install cell, in Colab, also sets ``FEATLIB_REPOSITORY`` (``<url>@<branch>``), which
   :func:`repository` reads first, since a Colab runtime has the notebook but not the
   repository's ``_config.yml``;

@@ -2,7 +2,8 @@
 
 ``record(name, value)`` glues the value with myst-nb, so that the book can quote it in the
 text (``{glue:text}`name:.3f```) and batch runs and tests can read it back from the executed
-notebook with :func:`read_records`. Where myst-nb is missing (Colab) it does nothing.
+notebook with :func:`read_records`. Where myst-nb is missing (Colab) it only keeps the value in
+:data:`RECORDED`, which :mod:`featlib.quoted` reads to show a paragraph with this run's numbers.
 """
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+#: Every value recorded in this process, by name (the kernel's own copy of the glued values).
+RECORDED: dict[str, Any] = {}
 
 
 def _plain(value: Any) -> Any:
@@ -30,15 +34,17 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"record() takes numbers, strings, lists and dicts of them; got {type(value).__name__}")
 
 
-def record(name: str, value: Any) -> Any:
-    """Glue ``value`` under ``name`` (not displayed); a no-op without myst-nb. Returns the value."""
+def record(name: str, value: Any) -> None:
+    """Glue ``value`` under ``name`` (not displayed; without myst-nb only kept in
+    :data:`RECORDED`). Returns nothing, so that a cell ending with it shows nothing."""
     plain = _plain(value)
+    RECORDED[name] = plain
     try:
         from myst_nb import glue
     except ImportError:  # Colab and plain Jupyter: nothing to glue into
-        return value
+        return None
     glue(name, plain, display=False)
-    return value
+    return None
 
 
 def read_records(notebook: str | Path) -> dict[str, Any]:

@@ -2,8 +2,12 @@
 
 The book's content column is about 688 px wide at 100% zoom (1280 px window). A figure made
 here is :data:`COLUMN_WIDTH` inches wide at :data:`DPI` dots per inch (with the inline backend's
-tight crop, at most 670 px), so it is shown at its natural size, text included: 9 pt labels are
-about 12 px on the page, as legible as the prose.
+tight crop, at most 670 px), so it is shown at its natural size, text included: the smallest
+text, tick labels and legends at :data:`MIN_TEXT_PT` (9 pt), is 12.5 px on the page, above the
+11 px the browser test asks of figure text, and labels at 10 pt are 14 px, the size of the
+captions. On a phone (390 px) ``book/featbook.css`` keeps a figure at least
+:data:`PHONE_MIN_WIDTH_PX` wide in a box that scrolls sideways, so its text stays readable
+(:func:`text_px` gives the size at a displayed width).
 Inline figures are sent as "retina" PNGs (twice the pixels, displayed at the same size), so
 they stay sharp on high-density screens.
 
@@ -48,6 +52,11 @@ ROLE_COLOURS = {
 #: Sequential colour map of every heat map and saliency overlay, with its colour bar.
 SEQUENTIAL_CMAP = "viridis"
 
+#: The smallest font size of a figure (tick labels, legends), in points.
+MIN_TEXT_PT = 9
+#: The narrowest a figure is shown on a phone (book/featbook.css), in CSS pixels.
+PHONE_MIN_WIDTH_PX = 520
+
 RC = {
     "figure.dpi": DPI,
     "savefig.dpi": "figure",
@@ -55,15 +64,15 @@ RC = {
     "figure.constrained_layout.use": True,
     "figure.facecolor": "white",
     "savefig.facecolor": "white",
-    "font.size": 9,
-    "axes.titlesize": 9.5,
-    "axes.labelsize": 9,
-    "xtick.labelsize": 8,
-    "ytick.labelsize": 8,
-    "legend.fontsize": 8,
+    "font.size": 10,
+    "axes.titlesize": 10.5,
+    "axes.labelsize": 10,
+    "xtick.labelsize": MIN_TEXT_PT,
+    "ytick.labelsize": MIN_TEXT_PT,
+    "legend.fontsize": MIN_TEXT_PT,
     "legend.frameon": False,
     "legend.handlelength": 1.6,
-    "figure.titlesize": 10,
+    "figure.titlesize": 11,
     "axes.prop_cycle": cycler(color=list(PALETTE)),
     "axes.grid": True,
     "grid.alpha": 0.3,
@@ -163,3 +172,10 @@ def width_px(fig) -> float:
     """The figure's width in page pixels as the book shows it (retina PNGs are shown at half
     their pixels)."""
     return fig.get_figwidth() * fig.dpi
+
+
+def text_px(points: float = MIN_TEXT_PT, shown_px: float | None = None, drawn_px: float | None = None) -> float:
+    """The height in page pixels of ``points``-point text of a figure drawn ``drawn_px`` wide
+    (at :data:`DPI`) and shown ``shown_px`` wide (default: at its natural size)."""
+    scale = 1.0 if not shown_px or not drawn_px else shown_px / drawn_px
+    return points * DPI / 72 * scale

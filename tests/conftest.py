@@ -26,10 +26,21 @@ def executed(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def built_book(executed, tmp_path_factory):
-    """The book staged from ``executed`` and rendered once per session; its HTML directory."""
+def built_book(request, tmp_path_factory):
+    """The book staged from ``executed`` and rendered once per session; its HTML directory.
+    ``FEATLIB_BUILT_BOOK=_build/html`` checks a book already built instead (the browser test
+    on the output of ``python -m featlib.book``, without executing the notebooks again)."""
+    from pathlib import Path
+
     from featlib.book import render, stage
 
+    given = os.environ.get("FEATLIB_BUILT_BOOK")
+    if given:
+        if not (Path(given) / "index.html").is_file():
+            pytest.fail(f"FEATLIB_BUILT_BOOK={given} holds no built book (index.html); build it with python -m featlib.book",
+                        pytrace=False)
+        return Path(given).resolve()
+    executed = request.getfixturevalue("executed")
     root = tmp_path_factory.mktemp("book")
     stage(executed, root / "stage")
     return render(root / "stage", root)

@@ -6,10 +6,13 @@ package and a Chromium (``/usr/bin/chromium``, Debian's ``chromium``; or ``FEATL
 without them the tests skip, or fail where ``CI`` is set.
 
 On every page, at 1280 px, as a reader sees it: no table, figure, code block or equation is wider
-than the content column (a display equation may scroll inside its own box; code wraps); every
-figure is shown at (nearly) the size it was drawn for, so its text is as legible as the prose;
-every figure has a caption; and the text shows no leaked code (:mod:`featlib.leaks`). Full-page
-screenshots of every page are written to ``_build/screenshots``.
+than the content column (a display equation or a code block may scroll inside its own box); every
+figure is shown at (nearly) the size it was drawn for, so its text (at least
+``featlib.style.MIN_TEXT_PT``) measures at least 11 px; every figure has a caption; and the text
+shows no leaked code or template leftovers (:mod:`featlib.leaks`). At 1280 px and 390 px: no
+visible code cell records, validates, preflights or assembles prose (``MACHINERY``), and the page
+never scrolls sideways. Full-page screenshots of every page are written to ``_build/screenshots``
+(``<page>.png`` at 1280 px, ``<page>-390.png`` at 390 px).
 """
 import functools
 import http.server
@@ -22,6 +25,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from featlib import style
 from featlib.leaks import SKIPPED, scan_text
 from featlib.notebooks import REPO_ROOT
 from test_notebooks import CHAPTERS, MIN_IMAGES
@@ -204,7 +208,7 @@ def test_search_finds_the_book(visit):
 
 
 #: Measures, in the browser, what does not fit the content column and which figures lack a caption.
-LAYOUT_JS = """() => {
+LAYOUT_JS = """(minTextPx) => {
   const article = document.querySelector('article.bd-article') || document.querySelector('article');
   const style = getComputedStyle(article), box = article.getBoundingClientRect();
   const left = box.left + parseFloat(style.paddingLeft), right = box.right - parseFloat(style.paddingRight);
@@ -220,7 +224,7 @@ LAYOUT_JS = """() => {
     if (b.width === 0 || b.height === 0) continue;  // not displayed
     if (b.left < left - 1 || b.right > right + 1)
       problems.push(`wider than the column (${Math.round(b.width)} px of ${Math.round(right - left)}): ${name(el)}`);
-    if ((el.tagName === 'PRE' || el.tagName === 'TABLE') && el.scrollWidth > el.clientWidth + 1)
+    if (el.tagName === 'TABLE' && el.scrollWidth > el.clientWidth + 1)
       problems.push(`scrolls sideways (${el.scrollWidth} px in ${el.clientWidth}): ${name(el)}`);
   }
   for (const img of article.querySelectorAll('img')) {
@@ -228,6 +232,9 @@ LAYOUT_JS = """() => {
     if (drawn && img.getBoundingClientRect().width < 0.9 * drawn)
       problems.push(`figure shrunk to ${Math.round(100 * img.getBoundingClientRect().width / drawn)}% of its size `
                     + `(${Math.round(drawn)} px drawn): its text is smaller than the page's: ${name(img)}`);
+    const textPx = minTextPx * img.getBoundingClientRect().width / drawn;
+    if (img.closest('.cell_output') && drawn && textPx < 11)
+      problems.push(`figure text ${textPx.toFixed(1)} px (under 11 px): ${name(img)}`);
     const figure = img.closest('figure');
     const caption = figure && figure.querySelector('figcaption');
     if (!caption || !caption.textContent.trim()) problems.push(`figure without a caption: ${name(img)}`);
@@ -263,7 +270,7 @@ def test_page_fits_the_column_at_1280_px_with_captioned_legible_figures(visit, p
     v, page = visit(path)
     wait_for_mathjax(v)
     images(page)
-    layout = page.evaluate(LAYOUT_JS)
+    layout = page.evaluate(LAYOUT_JS, style.text_px())
     assert 600 < layout["column"] < 760, f"{path}: content column {layout['column']} px at 1280 px"
     screenshot(page, path)
     assert not layout["problems"], f"{path}:\n" + "\n".join(layout["problems"])
@@ -278,3 +285,46 @@ def test_page_text_shows_no_leaked_code(visit, path):
     assert len(text) > 500, f"{path}: {len(text)} characters of text"
     found = scan_text(text)
     assert not found, f"{path}: code leaked into the page:\n" + "\n".join(map(str, found))
+
+
+#: What a code cell a reader sees must not be doing: recording values, validating parameters,
+#: preflight estimates, assembling the prose (featlib.results, featlib.validation, featlib.runtime,
+#: featlib.prose); such cells are tagged remove-cell / remove-input / hide-cell in the chapters.
+MACHINERY = ("record(", "prose.say(", "runtime.preflight(", "preflight_text(", "check_int(", "check_bool(",
+             "check_sequence(", "check_writable(", "check_positive(", "display(Markdown(")
+
+#: The code of every code cell the reader can see (not removed, not folded behind a toggle).
+VISIBLE_CODE_JS = """() => Array.from(document.querySelectorAll('.cell_input'))
+  .filter(el => el.checkVisibility ? el.checkVisibility() : el.offsetParent !== null)
+  .map(el => el.innerText)"""
+
+
+def machinery_shown(page):
+    """The visible code cells that record, validate, preflight or assemble prose."""
+    return [code[:160] for code in page.evaluate(VISIBLE_CODE_JS) if any(m in code for m in MACHINERY)]
+
+
+@pytest.mark.parametrize("path", toc_pages())
+def test_page_shows_no_machinery_and_never_scrolls_sideways_at_1280_and_390_px(visit, path):
+    v, page = visit(path)
+    wait_for_mathjax(v)
+    images(page)
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+        shown = machinery_shown(page)
+        assert not shown, f"{path} at {width} px: visible cells that do machinery:\n" + "\n---\n".join(shown)
+        overflow = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert overflow <= 1, f"{path} at {width} px: the page scrolls sideways by {overflow} px"
+        text = page.evaluate(TEXT_JS, list(SKIPPED))
+        found = scan_text(text)
+        assert not found, f"{path} at {width} px: leaked code or template leftovers:\n" + "\n".join(map(str, found))
+    assert page.locator('link[rel="icon"]').count() >= 1, f"{path}: no favicon"
+    footer = page.locator("footer").all_inner_texts()
+    assert any("The FeAT book" in f and "FeAT book team" in f and "Chen" in f for f in footer), f"{path}: footer {footer}"
+    shots = REPO_ROOT / "_build" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 390, "height": min(page.evaluate("document.documentElement.scrollHeight"), 30000)})
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    page.screenshot(path=str(shots / (Path(path).stem + "-390.png")), full_page=True)
+    assert not v.problems, f"{path}:\n" + "\n".join(v.problems)

@@ -181,7 +181,7 @@ def test_chapter_04_compares_the_initialisations(executed):
 
 def test_chapter_05_runs_the_wilds_protocol_on_fabricated_camelyon17(executed):
     r = read_records(executed / "05_feat_on_wilds.ipynb")
-    assert r["full_scale"] is False and "fabricated Camelyon17, 2 seed(s)" in r["scale"]
+    assert r["full_scale"] is False and "fabricated Camelyon17, 2\u00a0seeds" in r["scale"]
     assert len(r["table3"]) == 4 * 5  # ERM, Bonsai, FeAT, iFeAT x five OOD objectives
     assert all(0 <= v <= 100 for v in r["table3"].values())
     assert {f"{INIT_LABELS['erm']}/DFR", f"{INIT_LABELS['ifeat']}/DFR", f"{INIT_LABELS['ifeat']}/DFR-s"} <= set(r["dfr"])

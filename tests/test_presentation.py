@@ -57,7 +57,9 @@ def test_prose_formats_values_as_text_a_reader_reads():
     assert prose.number(0.6666666666666666, 3) == "0.667"
     assert prose.percent(0.7057) == "70.6%" and prose.ratio(1.426) == "1.43×"
     assert prose.mean_std(0.2110, 0.0060, scale=100) == "21.10\u00a0±\u00a00.60"
-    assert prose.number(-0.5, 1) == "−0.5" and prose.number(3.2e-5, 2) == "3.2e−05"
+    assert prose.number(-0.5, 1) == "−0.5" and prose.number(3.2e-5, 2) == "3.2\u00a0×\u00a010⁻⁵"
+    assert prose.scientific(-7.3e-5, 2, sign=True) == "−7.30\u00a0×\u00a010⁻⁵" and prose.scientific(0.0) == "0"
+    assert prose.scientific(1.5e8, sign=True) == "+1.5\u00a0×\u00a010⁸"
     assert prose.listing(["a", "b", "c"]) == "a, b and c" and prose.listing([]) == "none"
     phrase = prose.by_label({"cmnist": 1.426, "wilds": 1.202}, prose.ratio, {"cmnist": "ColoredMNIST", "wilds": "WILDS"})
     assert phrase == "1.43× on ColoredMNIST and 1.20× on WILDS"
@@ -104,8 +106,11 @@ def test_table_2_is_one_table_per_dataset_narrow_enough_for_the_column():
 
 
 def test_no_code_cell_ends_by_showing_a_recorded_value():
-    """``record(...)`` and ``prose.say(...)`` return their value: as a cell's last expression
-    the notebook would show its repr (a raw dict, a quoted string) on the page."""
+    """``prose.say(...)`` returns its text: as a cell's last expression the notebook would show
+    its repr (a quoted string) on the page. ``record(...)`` returns nothing, so it may end a cell."""
+    from featlib.results import record
+
+    assert record("presentation_test_value", {"a": 1}) is None
     import ast
 
     for path in list_notebooks():
@@ -116,7 +121,7 @@ def test_no_code_cell_ends_by_showing_a_recorded_value():
             body = ast.parse(source).body
             last = body[-1].value if body and isinstance(body[-1], ast.Expr) else None
             if isinstance(last, ast.Call):
-                assert ast.unparse(last.func).split(".")[-1] not in ("record", "say"), f"{path.name}: {ast.unparse(last)[:80]}"
+                assert ast.unparse(last.func).split(".")[-1] != "say", f"{path.name}: {ast.unparse(last)[:80]}"
 
 
 # -- the leaked-code scan ----------------------------------------------------------------------
@@ -133,6 +138,10 @@ def test_no_code_cell_ends_by_showing_a_recorded_value():
     ("NaN", "NaN"),
     ("set in this book's issue tracker", "tracker"),
     ("as issue 3 showed", "tracker"),
+    ("on the committed full-size rounds (the committed full-size rounds (5 seeds per dataset))", "doubled phrase"),
+    ("a run with 2 seed(s)", "plural placeholder"),
+    ("ERM for pretrain_steps steps", "parameter name"),
+    ("final |C^e| <= 7.3e-05", "e-notation"),
 ])
 def test_the_scan_finds_leaked_code(text, kind):
     assert kind in {leak.kind for leak in leaks.scan_text(f"Some prose: {text}. More prose.")}
@@ -141,6 +150,7 @@ def test_the_scan_finds_leaked_code(text, kind):
 def test_the_scan_leaves_prose_numbers_and_math_alone():
     html = """<html><body><nav>{'nav': 1}</nav><article>
       <p>FeAT scored 70.57 ± 0.68 (paper 70.57) in 1.43× ERM's time; 12.5% of 50,000 images.</p>
+      <p>ERM after 1,000 steps (ERM-NF, 2 seeds) on ColoredMNIST-025; 7.3 × 10⁻⁵; see results/cmnist-rounds.</p>
       <span class="math">\\(\\{x_1, x_2\\}\\)</span><div class="math">\\[ \\sum_{e} C^{e} \\]</div>
       <div class="cell_input"><pre>record("x", {"a": 1})</pre></div>
       <p>Run <code class="literal">python -m featlib.book --executed _build/full</code>.</p>
@@ -160,6 +170,23 @@ def test_full_scale_estimates_match_the_measured_cpu_and_gpu_runs():
     assert 1.5 * 3600 < full.t4_s / estimate.T4_OVER_H100 < 2.5 * 3600
     assert 20 * 86400 < full.cpu_s < 32 * 86400
     assert "not measured on a T4" in full.describe()
+
+
+def test_estimates_never_put_a_gpu_behind_a_cpu_and_count_fabricated_data_as_fabricated():
+    from featlib.experiments.wilds_experiment import WildsProtocol
+
+    small = load_profile("small")["05_feat_on_wilds"]
+    protocol = WildsProtocol(dataset=small["dataset"], methods=tuple(small["methods"]), seeds=tuple(small["seeds"]),
+                             scale=small["scale"], backbone=small["backbone"], pretrained=small["pretrained"],
+                             lr=small["lr"], batch_size=small["batch_size"], ood_epochs=small["ood_epochs"],
+                             resolution=small["resolution"])
+    fabricated = estimate.wilds(protocol, fabricated=True)
+    real = estimate.wilds(protocol)
+    assert fabricated.cpu_s < real.cpu_s / 100  # 120 fabricated training images, not Camelyon17's 302,436
+    assert all(t4 <= cpu for t4, cpu in (fabricated + real).parts.values())
+    # the book's small run took about a minute: it is called short, not "34 min" or "2.9 h"
+    assert fabricated.describe().startswith("a few minutes at most") and "h on" not in fabricated.describe()
+    assert "about" in real.describe() and real.t4_s <= real.cpu_s
 
 
 def _protocols(stem, params):
@@ -324,3 +351,21 @@ def test_recorded_commands_lose_the_machines_folders_but_nothing_else():
                      "--cache-dir …/_cache/cmnist")
     assert leaks.scan_text(recorded) and not leaks.scan_text(shown)
     assert prose.command("python -m featlib.cost --out results/cost/cpu-2core") == "python -m featlib.cost --out results/cost/cpu-2core"
+
+
+def test_the_bibliography_labels_entries_as_the_text_cites_them_and_links_them():
+    from pybtex.database import parse_file
+
+    from featlib.sphinx_fixes import author_year_label, register_bibliography_style
+    from pybtex.plugin import find_plugin
+
+    bib = parse_file(str(REPO_ROOT / "book" / "references.bib"))
+    assert author_year_label(bib.entries["chen2023feat"]) == "Chen et al., 2023b"
+    assert author_year_label(bib.entries["gulrajani2021search"]) == "Gulrajani and Lopez-Paz, 2021"
+    register_bibliography_style()
+    labels = [e.label for e in find_plugin("pybtex.style.formatting", "featbook")().format_bibliography(bib)]
+    assert len(set(labels)) == len(labels) == len(bib.entries) and [l.split()[0] for l in labels] == sorted((l.split()[0] for l in labels), key=str.lower)
+    assert all("url" in e.fields for e in bib.entries.values()), [k for k, e in bib.entries.items() if "url" not in e.fields]
+    for key in ("arjovsky2019invariant", "krueger2021out", "chen2023pareto", "ahuja2021invariance", "wald2021calibration",
+                "koyama2020out", "rame2022fishr", "sagawa2020distributionally", "gulrajani2021search"):
+        assert key in bib.entries, key  # every OOD objective of chapter 03, and DomainBed

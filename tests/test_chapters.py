@@ -1,0 +1,165 @@
+"""The chapters' MyST sources and their notebooks: in sync, and the notebook Colab opens reads
+clean (no MyST roles in its markdown), with the install cell first."""
+import importlib.util
+import json
+import re
+import shutil
+
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from featlib import chapters, quoted
+from featlib.notebooks import NOTEBOOK_DIR, REPO_ROOT, list_notebooks
+
+
+def sync_tool():
+    spec = importlib.util.spec_from_file_location("sync_chapters", REPO_ROOT / "tools" / "sync_chapters.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def install_cell(chapter):
+    spec = importlib.util.spec_from_file_location("install_cell", REPO_ROOT / "tools" / "install_cell.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.install_cell_source(chapter)
+
+
+def test_every_chapter_is_one_myst_source_with_its_notebook_and_no_generators_remain():
+    assert [p.stem for p in chapters.sources()] == [p.stem for p in list_notebooks()]
+    for source in chapters.sources():
+        assert source.read_text().startswith("---\njupytext:"), source.name
+    assert not list((REPO_ROOT / "tools").glob("make_ch*.py")) and not (REPO_ROOT / "tools" / "nbgen.py").exists()
+
+
+def test_committed_notebooks_are_in_sync_with_their_sources():
+    stale, orphans = sync_tool().out_of_sync()
+    assert not stale, f"out of sync (run python tools/sync_chapters.py): {[p.name for p in stale]}"
+    assert not orphans, f"notebooks without a source: {[p.name for p in orphans]}"
+
+
+def test_sync_check_fails_on_an_edited_source_and_writing_brings_the_pair_back(tmp_path, capsys):
+    tool = sync_tool()
+    copy = tmp_path / "notebooks"
+    copy.mkdir()
+    for path in sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.*")):
+        shutil.copy2(path, copy / path.name)
+    assert tool.main(["--check", "--dir", str(copy)]) == 0
+    source = copy / "01_erm_feature_learning.md"
+    source.write_text(source.read_text().replace("## Both coefficients grow", "## Both coefficients grow together"))
+    assert tool.main(["--check", "--dir", str(copy)]) == 1
+    assert "out of sync: 01_erm_feature_learning.ipynb" in capsys.readouterr().out
+    assert tool.main(["--dir", str(copy)]) == 0
+    assert tool.main(["--check", "--dir", str(copy)]) == 0
+    nb = json.loads((copy / "01_erm_feature_learning.ipynb").read_text())
+    assert any("## Both coefficients grow together" in "".join(c["source"]) for c in nb["cells"])
+
+
+def test_sync_refuses_a_folder_without_sources(tmp_path, capsys):
+    assert sync_tool().main(["--check", "--dir", str(tmp_path / "nowhere")]) == 2
+    assert "holds no chapter sources" in capsys.readouterr().err
+
+
+def test_the_install_cell_comes_first_from_tools_install_cell():
+    for path in list_notebooks():
+        code = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+        assert "".join(code[0]["source"]) == install_cell(path.stem[:2]), path.name
+    for source in chapters.sources():  # the source itself never holds it
+        assert "google.colab" not in source.read_text(), source.name
+
+
+MYST = re.compile(r"\{[a-z]+(?::[a-z]+)?\}`|^```\{|^:::", re.M)
+
+
+def test_colab_notebooks_show_no_myst_syntax_in_markdown():
+    for path in list_notebooks():
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] == "markdown":
+                text = "".join(cell["source"])
+                assert not MYST.search(text), f"{path.name}: {MYST.search(text).group(0)!r} in {text[:120]!r}"
+
+
+def test_the_book_notebook_keeps_the_roles_and_has_no_install_cell():
+    source = NOTEBOOK_DIR / "01_erm_feature_learning.md"
+    nb = chapters.book_notebook(source)
+    text = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "{numref}`fig-erm-coefficients`" in text and "{glue:text}`erm_inv_final:.3f`" in text
+    assert not any("google.colab" in c.source for c in nb.cells)
+    assert all(c.outputs == [] for c in nb.cells if c.cell_type == "code")
+
+
+def context_for(cells, stem="01_x"):
+    nb = new_notebook(cells=cells)
+    return chapters.Context(stem, nb, directory=NOTEBOOK_DIR, notebook_url=lambda s: f"https://nb/{s}.ipynb")
+
+
+def test_plain_markdown_writes_citations_figure_and_chapter_references_out():
+    figure = new_code_cell("plot()", metadata={"mystnb": {"figure": {"caption": "c", "name": "fig-a"}}})
+    context = context_for([new_markdown_cell("x"), figure, new_markdown_cell("y")])
+    bib = {"a2020": ("Arjovsky et al.", "2019", "https://arxiv.org/abs/1907.02893"), "b": ("Ba and Li", "2021", None)}
+    assert chapters.citation("a2020, b", textual=False, bibliography=bib) == (
+        "([Arjovsky et al., 2019](https://arxiv.org/abs/1907.02893); Ba and Li, 2021)")
+    assert chapters.citation("b", textual=True, bibliography=bib) == "Ba and Li (2021)"
+    with pytest.raises(ValueError, match="'nokey' is not in references.bib"):
+        chapters.citation("nokey", textual=False, bibliography=bib)
+    assert chapters.plain_markdown("see {numref}`fig-a`", context, 0) == "see the figure below"
+    assert chapters.plain_markdown("see {numref}`fig-a`", context, 2) == "see the figure above"
+    assert chapters.plain_markdown("in {numref}`fig-irmv1-sweep`", context, 2) == "in a figure of chapter 02"
+    linked = chapters.plain_markdown("{doc}`02_irmv1_and_pretraining`", context, 2)
+    assert linked.startswith("[IRMv1") and linked.endswith("](https://nb/02_irmv1_and_pretraining.ipynb)")
+    assert chapters.plain_markdown("{glue:text}`v:.2f`", context, 2) == "{glue:text}`v:.2f`"  # left for the run
+    with pytest.raises(ValueError, match=r"the role \{eq\} has no plain-Markdown form"):
+        chapters.plain_markdown("{eq}`e1`", context, 2)
+    with pytest.raises(ValueError, match="which no chapter's figure is called"):
+        chapters.plain_markdown("{numref}`fig-none`", context, 2)
+
+
+def test_a_paragraph_quoting_values_becomes_a_collapsed_cell_and_the_rest_stays_markdown():
+    text = "## Heading\n\nValue {glue:text}`v:.2f` here.\n\n$$\na\n\nb\n$$\n\nPlain."
+    cells = chapters.colab_markdown(text)
+    assert [c.cell_type for c in cells] == ["markdown", "code", "markdown"]
+    assert cells[0].source == "## Heading" and cells[2].source == "$$\na\n\nb\n$$\n\nPlain."
+    assert cells[1].metadata["cellView"] == "form" and "show(r\"\"\"\nValue {glue:text}`v:.2f` here.\n\"\"\")" in cells[1].source
+
+
+def test_quoted_text_fills_recorded_values_as_the_book_formats_them():
+    values = {"acc": 0.91234, "scale": "2 seeds", "n": 7}
+    assert quoted.fill("acc {glue:text}`acc:.3f`, {glue:text}`scale`, {glue:text}`n`", values) == "acc 0.912, 2 seeds, 7"
+    assert quoted.fill("later: {glue:text}`missing:.1f`", values) == f"later: {quoted.NOT_YET}"
+
+
+def test_recorded_values_are_kept_for_the_quoted_text():
+    from featlib.results import RECORDED, record
+
+    record("test_chapters_value", 0.5)
+    assert RECORDED["test_chapters_value"] == 0.5
+    assert quoted.fill("{glue:text}`test_chapters_value:.2f`") == "0.50"
+
+
+#: What a visible code cell must not do (tests/test_browser.py checks the same on the built pages).
+MACHINERY = ("record(", "prose.say(", "runtime.preflight(", "preflight_text(", "check_int(", "check_bool(",
+             "check_sequence(", "check_writable(", "check_positive(", "display(Markdown(")
+HIDDEN = {"remove-cell", "remove-input", "hide-cell", "hide-input"}
+
+
+def test_cells_that_record_validate_preflight_or_assemble_prose_are_off_the_page():
+    for source in chapters.sources():
+        for cell in chapters.read_source(source).cells:
+            if cell.cell_type != "code" or set(cell.metadata.get("tags", [])) & HIDDEN:
+                continue
+            shown = [m for m in MACHINERY if m in cell.source]
+            assert not shown, f"{source.name}: a visible cell calls {shown}: {cell.source[:120]!r}"
+        validate = [c for c in chapters.read_source(source).cells if "validate" in c.metadata.get("tags", [])]
+        assert validate and all("hide-cell" in c.metadata["tags"] for c in validate), source.name
+
+
+def test_the_install_cell_runs_before_a_paragraph_that_quotes_values(tmp_path):
+    source = tmp_path / "01_tiny.md"
+    source.write_text("---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+                      "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n\n"
+                      "# Tiny\n\nIt took {glue:text}`t:.0f` s.\n\n```{code-cell}\nx = 1\n```\n")
+    nb = chapters.colab_notebook(source, "# install", notebook_url=lambda s: s)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert [c.source for c in code][0] == "# install" and "quoted-text" in code[1].metadata["tags"]
+    assert code[2].source == "x = 1" and nb.cells[0].source == "# Tiny"

@@ -1,0 +1,38 @@
+"""The committed full-scale evidence as the chapters show it (featlib.evidence)."""
+import pandas as pd
+
+from featlib import evidence, leaks
+
+PROV = {"command": "python -m featlib.experiments.run_rounds --out /tmp/runs/cmnist-rounds --cache-dir /work/main/_cache/cmnist",
+        "commit": "1152ffb3e5bea8a9076293deb15e6cd881eed77c", "device": "cpu", "threads": 2,
+        "wall_time_s": 471.8, "seeds": [1, 2, 3, 4, 5], "datasets": ["cmnist025", "cmnist01"]}
+
+
+def test_the_provenance_line_says_size_seeds_device_commit_and_time_once():
+    line = evidence.provenance_line("Committed full-size rounds", PROV, size="50,000 training images")
+    assert line == ("Committed full-size rounds: 50,000 training images, 5\u00a0seeds per dataset, on a CPU "
+                    "(2\u00a0threads), commit 1152ffb3e5be (8\u00a0min of wall time).")
+    assert not leaks.scan_text(line)
+    assert evidence.provenance_line("Cost", {"device": "NVIDIA H100"}) == "Cost: on NVIDIA H100."
+
+
+def test_the_command_is_folded_and_loses_the_machines_folders():
+    block = evidence.command_block(PROV)
+    assert block.startswith('<details class="feat-provenance"><summary>') and "</details>" in block
+    assert "…/runs/cmnist-rounds" in block and "/work/main" not in block and "/tmp/" not in block
+
+
+def test_run_it_yourself_and_nothing_committed_claim_no_ranking():
+    text = evidence.run_it_yourself("a small check of the pipeline: 2\u00a0seeds")
+    assert "ranks nothing" in text and "beat" not in text and not leaks.scan_text(text)
+    assert evidence.nothing_committed("Table 2", "python -m x").startswith("No full-scale Table 2 is committed yet")
+
+
+def test_termination_summary_counts_the_rule_and_the_cap():
+    stops = pd.DataFrame({"init": ["ifeat"] * 3 + ["feat"], "dataset": ["a", "a", "b", "a"], "seed": [1, 2, 1, 1],
+                          "rounds_kept": [2, 5, 3, 5], "discarded_round": [3, None, 4, None]})
+    stops["discarded_round"] = stops["discarded_round"].astype(float)
+    assert evidence.termination_summary(stops, max_rounds=5) == (
+        "The 130% check discarded a round, and the featurizer rolled back, in 2 of 3\u00a0seed-dataset runs of "
+        "FeAT (iFeAT); 1 ran to the cap of 5\u00a0rounds.")
+    assert evidence.termination_summary(stops[stops["init"] == "feat"], 5, init="ifeat") == "No rounds of FeAT (iFeAT) are recorded."

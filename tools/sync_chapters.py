@@ -1,0 +1,70 @@
+"""Write each chapter's notebook (``notebooks/NN_name.ipynb``) from its MyST source (``NN_name.md``).
+
+The ``.md`` is the chapter: edit it, then run
+
+    python tools/sync_chapters.py           # write every .ipynb that differs from its source
+    python tools/sync_chapters.py --check   # write nothing; exit 1 naming each .ipynb out of sync
+
+The ``.ipynb`` is what Colab, papermill and sweeps open (:func:`featlib.chapters.colab_notebook`):
+its first code cell is the chapter's install cell (``install_cell_source`` of
+``tools/install_cell.py``, from the ``repository`` setting of ``_config.yml``) and its markdown has
+no MyST roles. A notebook is only written when its text changes, and never without its source;
+an ``.ipynb`` with no ``.md`` beside it is reported, not deleted.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from install_cell import install_cell_source  # noqa: E402
+
+from featlib.chapters import colab_notebook, sources, write_text  # noqa: E402
+from featlib.notebooks import NOTEBOOK_DIR  # noqa: E402
+
+
+def expected(source: Path) -> str:
+    """The text the chapter's ``.ipynb`` must hold."""
+    return write_text(colab_notebook(source, install_cell_source(source.stem[:2])))
+
+
+def out_of_sync(directory: Path = NOTEBOOK_DIR) -> tuple[list[Path], list[Path]]:
+    """(notebooks whose text differs from what their source makes, notebooks with no source)."""
+    stale = [s.with_suffix(".ipynb") for s in sources(directory)
+             if not s.with_suffix(".ipynb").exists() or s.with_suffix(".ipynb").read_text(encoding="utf-8") != expected(s)]
+    have = {s.stem for s in sources(directory)}
+    orphans = [p for p in sorted(directory.glob("[0-9][0-9]_*.ipynb")) if p.stem not in have]
+    return stale, orphans
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a notebook is out of sync")
+    parser.add_argument("--dir", type=Path, default=NOTEBOOK_DIR, help="the chapters' folder (default: notebooks/)")
+    args = parser.parse_args(argv)
+    if not args.dir.is_dir() or not sources(args.dir):
+        print(f"error: --dir {args.dir} holds no chapter sources (NN_name.md); pass the notebooks folder",
+              file=sys.stderr)
+        return 2
+    try:
+        stale, orphans = out_of_sync(args.dir)
+    except ValueError as err:  # a role with no plain form, an unknown citation key or chapter
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for path in orphans:
+        print(f"warning: {path.name} has no source {path.stem}.md (left as it is)", file=sys.stderr)
+    if args.check:
+        for path in stale:
+            print(f"out of sync: {path.name} (run python tools/sync_chapters.py)")
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(expected(path.with_suffix(".md")), encoding="utf-8")
+        print(f"wrote {path.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
