@@ -1,5 +1,5 @@
 import sys, os; sys.path.insert(0, os.path.dirname(__file__))
-from nbgen import COLAB_CELL, code, md, write
+from nbgen import install_cell_source, code, md, write
 
 cells = [
 md(r"""
@@ -39,7 +39,7 @@ This chapter trains the network, watches both coefficients, checks the ordering 
 and sweeps $\alpha$ to find where the order flips: the theorem predicts
 $\alpha = \tfrac{\beta_1+\beta_2}{2}$.
 """),
-code(COLAB_CELL),
+code(install_cell_source("01")),
 md(r"""
 ## Parameters
 

@@ -1,5 +1,5 @@
 import sys, os; sys.path.insert(0, os.path.dirname(__file__))
-from nbgen import COLAB_CELL, code, md, write
+from nbgen import install_cell_source, code, md, write
 
 cells = [
 md(r"""
@@ -34,7 +34,7 @@ that environment. The paper's three claims, for $\psi(x)=x$ and heavy regularisa
 * **Corollary 4.4 (after too little pre-training).** If ERM has not learned the invariant feature
   well, IRMv1 does not recover it: the invariant coefficient *decreases*.
 """),
-code(COLAB_CELL),
+code(install_cell_source("02")),
 md(r"""
 ## Parameters
 

@@ -1,5 +1,5 @@
 import sys, os; sys.path.insert(0, os.path.dirname(__file__))
-from nbgen import COLAB_CELL, code, md, write
+from nbgen import install_cell_source, code, md, write
 
 cells = [
 md(r"""
@@ -26,7 +26,7 @@ frozen) with ERM for some epochs and then switches on the OOD penalty. We sweep 
 pre-training length for every objective, and mark where the same objectives land when they
 start instead from FeAT's features (next chapter).
 """),
-code(COLAB_CELL),
+code(install_cell_source("03")),
 md(r"""
 ## Parameters
 

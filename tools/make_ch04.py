@@ -1,5 +1,5 @@
 import sys, os; sys.path.insert(0, os.path.dirname(__file__))
-from nbgen import COLAB_CELL, code, md, write
+from nbgen import install_cell_source, code, md, write
 
 cells = [
 md(r"""
@@ -44,7 +44,7 @@ We compare the feature initialisations for the OOD stage (Table 2): the whole ne
 from scratch with ERM pre-training (ERM-NF), and frozen features from ERM, Bonsai
 {cite:p}`zhang2022rich` and FeAT (iFeAT), plus Algorithm 1 as a fifth column.
 """),
-code(COLAB_CELL),
+code(install_cell_source("04")),
 md(r"""
 ## Parameters
 

@@ -1,5 +1,5 @@
 import sys, os; sys.path.insert(0, os.path.dirname(__file__))
-from nbgen import WILDS_COLAB, code, md, write
+from nbgen import install_cell_source, code, md, write
 
 cells = [
 md(r"""
@@ -31,7 +31,7 @@ The protocol, for each dataset and seed:
 
 Every score is the official WILDS metric of the dataset (`dataset.eval`).
 """),
-code(WILDS_COLAB),
+code(install_cell_source("05")),
 md(r"""
 ## Parameters
 

@@ -1,5 +1,5 @@
 import sys, os; sys.path.insert(0, os.path.dirname(__file__))
-from nbgen import WILDS_COLAB, code, md, write
+from nbgen import install_cell_source, code, md, write
 
 cells = [
 md(r"""
@@ -29,7 +29,7 @@ Colour then lives in one place, and "how much does the model look at colour" bec
 of its attribution falls in the patch". The attributions are Captum's {cite:p}`kokhlikyan2020captum`
 GradCAM {cite:p}`selvaraju2017gradcam` and integrated gradients {cite:p}`sundararajan2017axiomatic`.
 """),
-code(WILDS_COLAB),
+code(install_cell_source("06")),
 md(r"""
 ## Parameters
 

@@ -1,5 +1,5 @@
 import sys, os; sys.path.insert(0, os.path.dirname(__file__))
-from nbgen import WILDS_COLAB, code, md, write
+from nbgen import install_cell_source, code, md, write
 
 cells = [
 md(r"""
@@ -35,7 +35,7 @@ interleaved (ERM, Bonsai, FeAT, iFeAT, and again for each repeat), so a drift of
 all methods alike. The reported step time is the median over repeats. All ratios are to ERM's
 step on the same model and batch.
 """),
-code(WILDS_COLAB),
+code(install_cell_source("07")),
 md(r"""
 ## Parameters
 

@@ -6,7 +6,7 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 sys.path.insert(0, os.path.dirname(__file__))
-from install_cell import COLAB_CELL, WILDS_COLAB, install_cell_source  # noqa: E402,F401  (re-exported for make_chNN.py)
+from install_cell import install_cell_source  # noqa: E402,F401  (re-exported for make_chNN.py)
 
 def md(text):
     return new_markdown_cell(text.strip("\n"))
