@@ -110,9 +110,10 @@ preflight = estimate.saliency(protocol)
 for wp in wilds_protocols.values():
     preflight = preflight + estimate.wilds(wp, download=wilds_download and not wilds_fabricate)
 runtime.preflight(preflight, profile_hint="the small profile (--profile small)",
-                  cache_dirs=[cache_dir, wilds_cache_dir], drive=cache_on_drive)
+                  cache_dirs=[cache_dir, wilds_cache_dir, wilds_root], drive=cache_on_drive)
 cache_dir = runtime.cache_location(cache_dir, cache_on_drive)
 wilds_cache_dir = runtime.cache_location(wilds_cache_dir, cache_on_drive)
+wilds_root = runtime.cache_location(wilds_root, cache_on_drive)
 """),
 md(r"""
 ## ColoredMNIST: training the models
