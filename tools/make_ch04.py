@@ -260,7 +260,7 @@ if gaps["frozen-steps"] is not None:
             f"{prose.number(cell[(o, True, steps_seen[0])])}% after {prose.integer(steps_seen[0])} steps with L2 on the "
             f"head (the `featlib` preset's length), {prose.number(cell[(o, False, steps_seen[-1])])}% after "
             f"{prose.integer(steps_seen[-1])} steps without it.")
-display(Markdown("\n".join(gap_lines) if gap_lines else "No gap study is committed yet."))
+display(Markdown("\n".join(gap_lines) if gap_lines else "" if located_gaps.failed else "No gap study is committed yet."))
 """, tags=["remove-input"]),
 md(r"""
 Read these rows with their seed counts: a study run on one seed shows the direction of an effect,
