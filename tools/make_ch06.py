@@ -43,7 +43,9 @@ standard two-channel ColoredMNIST with the MLP instead. At full scale one full-b
 the CNN holds about 9 GB of tensors (measured on a CPU), so use a GPU with 16 GB, or lower
 `n_train`. The `colab` profile keeps the paper's ColoredMNIST study (all 50,000 images, every
 epoch count) and leaves out the WILDS part, which reuses chapter 05's models: run chapter 05
-first and set `wilds_datasets` to its dataset to explain them.
+first, then set `wilds_datasets` to its dataset to explain them. In Colab each notebook has its own
+runtime, so set `cache_on_drive = True` in both chapters: the models and the data then wait in
+Google Drive.
 """),
 code(r"""
 dataset = "cmnist025-patch"
