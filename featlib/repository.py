@@ -37,11 +37,6 @@ class Repository:
         match = re.fullmatch(r"https?://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?", self.url)
         return (match.group(1), match.group(2)) if match else None
 
-    @property
-    def pip_spec(self) -> str:
-        """What ``pip install`` takes: ``featlib @ git+<url>@<branch>``."""
-        return f"featlib @ git+{self.url}@{self.branch}"
-
     def raw_url(self, path: str) -> str:
         """The URL of a file of the repository at ``branch`` (GitHub's raw files)."""
         owner_name = self.github
