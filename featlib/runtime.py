@@ -6,7 +6,10 @@ long starts. It prints
 * the device this runtime has, and the run's estimated time on a Colab T4 GPU and on a 2-core
   CPU (:mod:`featlib.estimate`; estimates, not measurements, and it says so);
 * on a machine without a GPU, when the run is long: a warning, and how to get a GPU in Colab
-  (Runtime > Change runtime type > T4 GPU) or which profile fits a CPU;
+  (Runtime > Change runtime type > T4 GPU) or which profile fits a CPU, said the way a notebook
+  user applies it: in a chapter notebook (its first cell names the chapter), the one line that
+  applies the profile (:func:`featlib.profiles.apply`) and its values as Python to paste into the
+  parameters cell; elsewhere the ``--profile`` option of ``python -m featlib.notebooks``;
 * in Colab: that ``/content`` is wiped when the runtime is recycled, and that the chapter's
   ``cache_on_drive`` parameter keeps the caches in Google Drive instead.
 
@@ -14,8 +17,9 @@ long starts. It prints
 """
 from __future__ import annotations
 
+import re
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from . import prose
 from .estimate import Estimate
@@ -57,7 +61,7 @@ def preflight_text(estimate: Estimate, *, profile_hint: str = "the small profile
     gpu = has_gpu()
     if not gpu and estimate.cpu_s > CPU_WARNING_S:
         lines.append(f"WARNING: this runtime has no GPU, and on a CPU this run needs about "
-                     f"{prose.minutes(estimate.cpu_s)}. {GPU_HOWTO} On a CPU, {profile_hint} is the size that fits.")
+                     f"{prose.minutes(estimate.cpu_s)}. {GPU_HOWTO} {profile_advice(profile_hint)}")
     elif not gpu and in_colab():
         lines.append(f"This runtime has no GPU; this run is short enough for a CPU. {GPU_HOWTO}")
     if in_colab() and cache_dirs and not drive:
@@ -67,9 +71,40 @@ def preflight_text(estimate: Estimate, *, profile_hint: str = "the small profile
     return "\n".join(lines)
 
 
+def profile_advice(profile_hint: str = "the small profile", chapter: str | None = None) -> str:
+    """How to run the profile ``profile_hint`` names ("the small profile ..."): in a chapter
+    notebook (``chapter``, else the one its first cell named) the line that applies it and its
+    values as Python for the parameters cell; elsewhere the command-line option."""
+    from . import profiles
+
+    match = re.search(r"the (\w+) profile", profile_hint)
+    name = match.group(1) if match else "small"
+    chapter = chapter or profiles.notebook_chapter()
+    if chapter is None:
+        return f"On a CPU, the {name} profile is the size that fits (python -m featlib.notebooks --profile {name})."
+    values = profiles.as_python(name, chapter)
+    return (f"On a CPU, the {name} profile is the size that fits: add the line\n"
+            f"    from featlib import profiles; profiles.apply({name!r}, globals())\n"
+            "at the end of the parameters cell and run the notebook again"
+            + (", or paste its values there:\n" + "\n".join(f"    {line}" for line in values.splitlines())
+               if values else "."))
+
+
+def drive_path(path: str) -> Path:
+    """Where :func:`cache_location` keeps ``path`` in Google Drive: the same relative path under
+    :data:`DRIVE_ROOT` (``_cache/wilds`` and ``data/wilds`` stay apart; ``..`` parts dropped), an
+    absolute path by its last component."""
+    posix = PurePosixPath(Path(path).as_posix())
+    if posix.is_absolute():
+        return Path(DRIVE_ROOT) / posix.name
+    return Path(DRIVE_ROOT, *[part for part in posix.parts if part not in ("..", ".")])
+
+
 def cache_location(path: str | None, on_drive: bool) -> str | None:
     """``path`` itself, or with ``on_drive`` in Colab the same folder under :data:`DRIVE_ROOT`
-    in Google Drive (mounted here if needed). Outside Colab ``on_drive`` changes nothing."""
+    in Google Drive (mounted here if needed; :func:`drive_path`). Outside Colab ``on_drive``
+    changes nothing. Two chapters that name the same folder share it there, so chapter 06 finds
+    the models (and the data) that chapter 05 left."""
     if path is None or not on_drive:
         return path
     if not in_colab():
@@ -79,7 +114,7 @@ def cache_location(path: str | None, on_drive: bool) -> str | None:
 
     if not Path(DRIVE_MOUNT, "MyDrive").exists():
         drive.mount(DRIVE_MOUNT)
-    moved = Path(DRIVE_ROOT) / Path(path).name if Path(path).is_absolute() else Path(DRIVE_ROOT) / path
+    moved = drive_path(path)
     moved.mkdir(parents=True, exist_ok=True)
     print(f"cache: {moved} (Google Drive)")
     return str(moved)

@@ -44,3 +44,14 @@ def built_book(request, tmp_path_factory):
     root = tmp_path_factory.mktemp("book")
     stage(executed, root / "stage")
     return render(root / "stage", root)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The Colab tier (marker ``colab``: fresh environments, installs, every chapter) runs only
+    when asked for: ``-m colab`` or ``FEATLIB_COLAB=1``."""
+    if "colab" in (config.getoption("-m") or "") or os.environ.get("FEATLIB_COLAB") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow Colab tier: run with -m colab (or FEATLIB_COLAB=1)")
+    for item in items:
+        if "colab" in item.keywords:
+            item.add_marker(skip)

@@ -46,7 +46,7 @@ def test_notebooks_are_stored_without_outputs_and_install_featlib_in_colab(repo_
         code = [c for c in nb["cells"] if c["cell_type"] == "code"]
         assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), path.name
         first = "".join(code[0]["source"])
-        assert "google.colab" in first and f"git+{url}" in first, path.name
+        assert "google.colab" in first and f'"{url}@' in first and "git+{repository}" in first, path.name
 
 
 def test_small_profile_only_sets_parameters_the_notebooks_have():

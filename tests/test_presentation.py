@@ -260,14 +260,12 @@ def test_every_profile_only_sets_parameters_each_notebook_accepts():
 
 # -- committed results in Colab ----------------------------------------------------------------
 def fake_github(root: Path):
-    """A ``get`` that serves the repository's tree listing and raw files from ``root``."""
+    """A ``get`` that serves the repository's raw files from ``root`` (and refuses API calls)."""
     calls = []
 
     def get(url):
         calls.append(url)
-        if url.startswith("https://api.github.com/"):
-            files = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()]
-            return json.dumps({"tree": [{"path": f, "type": "blob"} for f in files]}).encode()
+        assert not url.startswith("https://api.github.com/"), "no API listing"
         path = url.split("/main/", 1)[1]
         return (root / path).read_bytes()
     return get, calls
@@ -279,6 +277,7 @@ def test_committed_results_are_read_in_a_checkout_and_fetched_without_one(tmp_pa
     (repo / "results" / "cmnist-rounds" / "provenance.json").write_text('{"datasets": []}')
     (repo / "results" / "cost" / "cpu").mkdir(parents=True)
     (repo / "results" / "cost" / "cpu" / "summary.csv").write_text("a,b\n1,2\n")
+    committed.write_manifest(repo / "results")
     get, calls = fake_github(repo)
 
     # a checkout: read in place, nothing fetched; a missing sub-folder means nothing is committed
@@ -289,22 +288,22 @@ def test_committed_results_are_read_in_a_checkout_and_fetched_without_one(tmp_pa
     assert found.path == Path("../results/cmnist-rounds") and not found.fetched and not calls
     assert not committed.locate("../results/cmnist", get=get) and not calls
 
-    # Colab: no results folder; fetched from the repository the install cell names
+    # Colab: no results folder; the files the manifest lists are fetched from the repository
     colab = tmp_path / "content"
     colab.mkdir()
     monkeypatch.chdir(colab)
     monkeypatch.setenv(repository.ENV, "https://github.com/owner/book@main")
     found = committed.locate("../results/cost", fetch_dir="_cache/committed", get=get)
     assert found.fetched and (found.path / "cpu" / "summary.csv").read_text() == "a,b\n1,2\n"
-    assert "fetched from https://github.com/owner/book (branch main)" in found.note
-    assert calls[0] == "https://api.github.com/repos/owner/book/git/trees/main?recursive=1"
-    assert "https://raw.githubusercontent.com/owner/book/main/results/cost/cpu/summary.csv" in calls
+    assert "come from https://github.com/owner/book (branch main): fetched into" in found.note
+    assert calls == ["https://raw.githubusercontent.com/owner/book/main/results/manifest.json",
+                     "https://raw.githubusercontent.com/owner/book/main/results/cost/cpu/summary.csv"]
     assert not committed.locate("../results/cmnist", fetch_dir="_cache/committed", get=get)
 
     def offline(url):
         raise OSError("no network")
     failed = committed.locate("../results/wilds", fetch_dir="_cache/other", get=offline)
-    assert not failed and "failed" in failed.note
+    assert not failed and failed.failed and "failed" in failed.note and "In Colab" in failed.note
 
 
 # -- one repository setting ------------------------------------------------------------------
@@ -314,7 +313,7 @@ def test_the_repository_is_set_in_one_place():
     assert (repo.url, repo.branch) == (config["url"].rstrip("/"), config.get("branch", "main"))
     for path in list_notebooks():  # the install cell of every notebook, written from _config.yml
         first = "".join(next(c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")["source"])
-        assert f'"{repo.pip_spec}"' in first and f'FEATLIB_REPOSITORY"] = "{repo.url}@{repo.branch}"' in first
+        assert f'os.environ.setdefault("FEATLIB_REPOSITORY", "{repo.url}@{repo.branch}")' in first
     tracked = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True).stdout.split()
     if not tracked:
         pytest.skip("not a git checkout")

@@ -25,7 +25,9 @@ Things the ``wilds`` source fixes that the paper's text does not say:
   ``10th_percentile_acc`` (Amazon: 10th percentile of per-user accuracies).
 * Latest versions (the folder names): ``amazon_v2.1``, ``camelyon17_v1.0``,
   ``civilcomments_v1.0``, ``fmow_v1.1``, ``iwildcam_v2.0``, ``rxrx1_v1.0``.
-* Grouped metrics need the ``torch_scatter`` package (``wilds.common.utils.avg_over_groups``).
+* Grouped metrics (``wilds.common.utils.avg_over_groups``) import ``torch_scatter``, a package
+  that needs a compile step where no prebuilt wheel fits; featlib computes them in plain torch
+  instead (:mod:`featlib.data.wilds_groups`), so ``torch_scatter`` is never needed.
 """
 from __future__ import annotations
 
@@ -56,8 +58,6 @@ SPLIT_ORDER = ("train", "val", "test", "id_val", "id_test")
 #: WILDS' default image normalisation (``examples/transforms.py``): ImageNet statistics.
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-
-TORCH_SCATTER_INSTALL = "pip install --no-build-isolation torch-scatter"
 
 # The dataset class behind each name (what wilds.get_dataset builds for the latest version).
 _DATASET_CLASSES = {
@@ -228,15 +228,19 @@ def _without_update_check():
 
 
 def import_wilds():
-    """The ``wilds`` module, imported without the online update check."""
+    """The ``wilds`` module, imported without the online update check, its grouped metrics
+    computed in plain torch (:func:`featlib.data.wilds_groups.use_torch_group_average`)."""
     try:
         with _without_update_check():
             import wilds
     except ImportError as err:
         raise ImportError(
-            f"the WILDS datasets need the wilds package ({err}); install it with "
-            "`pip install wilds==2.0.0`"
+            f"the WILDS datasets need the wilds package ({err}); in Colab run `%pip install -q wilds==2.0.0 "
+            "\"pandas<3\"` in a cell (the WILDS chapters' first cell does), elsewhere `pip install wilds==2.0.0 \"pandas<3\"`"
         ) from None
+    from .wilds_groups import use_torch_group_average
+
+    use_torch_group_average()
     return wilds
 
 
@@ -258,18 +262,6 @@ def download_size_gb(name: str) -> float:
     """Approximate compressed download size in GB, from the wilds source."""
     versions = dataset_class(name)._versions_dict
     return versions[latest_version(name)]["compressed_size"] / 1e9
-
-
-def require_torch_scatter() -> None:
-    """Raise ImportError (with the install command) unless torch_scatter imports."""
-    try:
-        importlib.import_module("torch_scatter")
-    except (ImportError, OSError) as err:
-        raise ImportError(
-            "the official WILDS metrics (dataset.eval, grouped accuracies) need the torch_scatter "
-            f"package, which could not be imported ({err}); install it with "
-            f"`{TORCH_SCATTER_INSTALL}` (the Makefile does this)"
-        ) from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -392,7 +384,7 @@ class WildsData:
                 f"y_pred must hold one prediction per example of split {split!r} "
                 f"({len(y_true)} examples); got shape {tuple(pred.shape)}"
             )
-        require_torch_scatter()
+        import_wilds()  # grouped metrics in plain torch
         return self.dataset.eval(pred.long().cpu(), y_true, self.metadata(split))
 
     def score(self, split: str, y_pred: Any) -> float:
@@ -413,7 +405,9 @@ def _check_root(root: Any) -> Path:
 
 
 #: How to ask for a download, wherever a dataset is loaded from.
-DOWNLOAD_HINT = "download=True in Python and the notebooks, --download for run_wilds and python -m featlib.cost"
+DOWNLOAD_HINT = ("in a notebook (Colab too) put `download = True` (chapter 05) or `wilds_download = True` (chapter 06) "
+                 "in the parameters cell and run it again; download=True in Python; --download for run_wilds and "
+                 "python -m featlib.cost")
 
 
 def _not_found(spec: WildsSpec, root: Path) -> WildsDatasetNotFoundError:

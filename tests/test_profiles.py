@@ -1,0 +1,92 @@
+"""Profiles from inside a notebook, Colab-shaped advice and chapter 05 -> 06 reuse (issue 25)."""
+from __future__ import annotations
+
+import pytest
+
+from featlib import profiles, runtime
+from featlib.estimate import Estimate
+from featlib.notebook_params import parameter_defaults
+from featlib.notebooks import list_notebooks, load_profile
+
+NOTEBOOK = {p.name[:2]: p for p in list_notebooks()}
+
+
+def test_the_package_ships_the_notebooks_profiles():
+    assert profiles.names() == ["colab", "small"]
+    for name in profiles.names():
+        assert profiles.load(name) == load_profile(name)
+
+
+def test_apply_sets_this_chapters_values_in_the_notebook(capsys):
+    namespace = parameter_defaults(NOTEBOOK["03"]) | {"FEATLIB_CHAPTER": "03"}
+    values = profiles.apply("small", namespace)
+    assert values == load_profile("small")["03_ood_objectives_need_rich_features"]
+    assert all(namespace[k] == v for k, v in values.items())
+    assert capsys.readouterr().out.startswith("The small profile of 03_ood_objectives_need_rich_features: seeds = [1, 2];")
+
+
+def test_apply_refuses_what_it_cannot_do():
+    with pytest.raises(ValueError, match="chapter is unknown: run the notebook's first cell"):
+        profiles.apply("small", {"n_train": 1})
+    with pytest.raises(ValueError, match=r"profile must be one of \['colab', 'small'\]; got 'tiny'"):
+        profiles.apply("tiny", {"FEATLIB_CHAPTER": "03"})
+    with pytest.raises(ValueError, match="which this notebook does not define: run the parameters cell first"):
+        profiles.apply("small", {"FEATLIB_CHAPTER": "03"})
+    with pytest.raises(ValueError, match="chapter must be one of"):
+        profiles.apply("small", {"FEATLIB_CHAPTER": "09"})
+
+
+def test_profile_values_as_python_run_as_the_parameters_cell():
+    namespace = {}
+    exec(profiles.as_python("small", "05"), namespace)  # what the reader pastes
+    namespace.pop("__builtins__")
+    assert namespace == load_profile("small")["05_feat_on_wilds"]
+
+
+def test_cpu_warning_in_a_notebook_says_how_to_apply_the_profile_there(monkeypatch):
+    monkeypatch.setattr(runtime, "has_gpu", lambda: False)
+    monkeypatch.setattr(profiles, "notebook_chapter", lambda namespace=None: "04")
+    text = runtime.preflight_text(Estimate(t4_s=600, cpu_s=10 * 3600),
+                                  profile_hint="the small profile (--profile small)")
+    assert "--profile" not in text
+    assert 'profiles.apply(\'small\', globals())' in text and "    max_rounds = 4" in text
+    monkeypatch.setattr(profiles, "notebook_chapter", lambda namespace=None: None)  # a script: the command line
+    assert "python -m featlib.notebooks --profile small" in runtime.profile_advice("the small profile")
+
+
+def test_drive_keeps_each_folder_at_its_own_relative_path():
+    assert runtime.drive_path("_cache/wilds") == runtime.drive_path("./_cache/wilds")
+    assert runtime.drive_path("data/wilds") != runtime.drive_path("_cache/wilds")
+    assert str(runtime.drive_path("../results/x")).endswith("feat-book/results/x")
+
+
+def _chapter05(profile):
+    from featlib.experiments.wilds_experiment import WildsProtocol
+
+    v = parameter_defaults(NOTEBOOK["05"]) | load_profile(profile).get("05_feat_on_wilds", {})
+    protocol = WildsProtocol(dataset=v["dataset"], methods=tuple(v["methods"]),
+                             seeds=None if v["seeds"] is None else tuple(v["seeds"]), backbone=v["backbone"],
+                             pretrained=v["pretrained"], scale=v["scale"], lr=v["lr"], batch_size=v["batch_size"],
+                             ood_epochs=v["ood_epochs"], resolution=v["resolution"], max_examples=v["max_examples"],
+                             max_token_length=v["max_token_length"])
+    return protocol, v
+
+
+def _chapter06(profile, datasets):
+    from featlib.experiments.wilds_experiment import WildsProtocol
+
+    v = parameter_defaults(NOTEBOOK["06"]) | load_profile(profile).get("06_which_features_are_learned", {})
+    return {name: WildsProtocol(dataset=name, methods=tuple(v["wilds_methods"]), **v["wilds_overrides"].get(name, {}))
+            for name in datasets}, v
+
+
+def test_chapter_06_under_the_colab_profile_reuses_chapter_05s_models():
+    """The colab profile's advice: run 05, then 06 with wilds_datasets = [05's dataset] (both with
+    cache_on_drive): same cache folder, methods and seeds that 05 trained, same data folder."""
+    p05, v05 = _chapter05("colab")
+    p06, v06 = _chapter06("colab", [v05["dataset"]])
+    p06 = p06[v05["dataset"]]
+    assert p06.key() == p05.key()
+    assert set(p06.methods) <= set(p05.methods) and set(p06.seed_list) <= set(p05.seed_list)
+    assert runtime.drive_path(v06["wilds_cache_dir"]) == runtime.drive_path(v05["cache_dir"])
+    assert runtime.drive_path(v06["wilds_root"]) == runtime.drive_path(v05["data_root"])
