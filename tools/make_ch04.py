@@ -77,11 +77,11 @@ n_test = 10000
 epoch_scale = 1.0          # multiplies the feature-learning epochs of Table 6
 max_rounds = 5
 termination_rule = "paper"  # "paper" (Table 7's retention accuracy, divided by k-1), "undivided" or "never"
-cache_dir: str | None = "_cache/cmnist"
+cache_dir: "Optional[str]" = "_cache/cmnist"
 mnist_source = "auto"
-committed_results: str | None = "../results/cmnist"
-committed_rounds: str | None = "../results/cmnist-rounds"
-committed_gaps: str | None = "../results/cmnist-gaps"
+committed_results: "Optional[str]" = "../results/cmnist"
+committed_rounds: "Optional[str]" = "../results/cmnist-rounds"
+committed_gaps: "Optional[str]" = "../results/cmnist-gaps"
 cache_on_drive = False     # Colab: keep the cache in Google Drive (survives a recycled runtime)
 """, tags=["parameters"]),
 code(r"""
@@ -95,7 +95,7 @@ from IPython.display import Markdown, display
 from featlib.device import describe_device
 from featlib.experiments import cmnist_report as report
 from featlib.experiments.cmnist_presets import PROTOCOL_PRESETS, make_protocol, preset_of
-from featlib.experiments.colored_mnist import ColoredMNISTExperiment
+from featlib.experiments.colored_mnist import ColoredMNISTExperiment, check_mnist_source
 from featlib.experiments.labels import IFEAT_IS_FEAT, INIT_LABELS
 from featlib.experiments.paper_values import FEAT_STOP_ROUND
 from featlib.experiments.run_cmnist import load_results
@@ -110,6 +110,7 @@ protocols = [make_protocol(
     preset, dataset=d, seeds=tuple(seeds), objectives=tuple(objectives), inits=tuple(inits), n_train=n_train,
     n_test=n_test, epoch_scale=epoch_scale, max_rounds=max_rounds, termination_rule=termination_rule, **chosen,
 ) for d in check_sequence("datasets", datasets, unique=True)]  # every parameter is checked here, before anything runs
+check_mnist_source(mnist_source)
 if cache_dir:
     check_writable("cache_dir", cache_dir)
 """, tags=["validate"]),

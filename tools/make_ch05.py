@@ -59,7 +59,7 @@ methods = ["erm", "bonsai", "feat"]
 seeds = None               # None: the paper's seeds (10 for Camelyon17, 3 otherwise)
 scale = 1.0                # multiplies Table 12's feature-learning steps
 backbone = None            # None: the paper's (densenet121, resnet50, distilbert)
-pretrained: bool | str = "auto"  # ImageNet / HF weights when they can be fetched
+pretrained: "Union[bool, str]" = "auto"  # ImageNet / HF weights when they can be fetched
 lr = None
 batch_size = None
 ood_epochs = None          # None: Table 10's epochs
@@ -68,7 +68,7 @@ max_examples = None        # cap per split, for quick looks at the real data
 max_token_length = None
 cache_dir = "_cache/wilds"
 progress = True            # tqdm bars for every training stage
-committed_results: str | None = "../results/wilds"
+committed_results: "Optional[str]" = "../results/wilds"
 cache_on_drive = False     # Colab: keep the cache (and the downloaded data) in Google Drive
 """, tags=["parameters"]),
 code(r"""
@@ -212,17 +212,18 @@ results/wilds/camelyon17`. Its output is committed with the command, commit, dev
 time that produced it.
 """),
 code(r"""
-import json
+from featlib.experiments.run_wilds import load_wilds_results
+
 located = committed.locate(f"{committed_results}/{dataset}" if committed_results else None)
-committed_dir = located.path if located and (located.path / "provenance.json").exists() else None
-record("committed_full_scale", committed_dir is not None)
-if committed_dir is None:
+committed_full = load_wilds_results(located.path) if located else None  # every file checked against its manifest
+record("committed_full_scale", committed_full is not None)
+if committed_full is None:
     display(Markdown(f"{located.note} The tables above are this run's."))
 else:
-    prov = json.loads((committed_dir / "provenance.json").read_text())
+    prov = committed_full["provenance"]
     display(Markdown(f"{located.note} Produced by `{prose.command(prov['command'])}` at commit `{prov['commit'][:12]}` on "
                      f"{prov['device']} in {prose.minutes(prov['wall_time_s'])}."))
-    display(views.committed_table3(pd.read_csv(committed_dir / "table3.csv"), f"Table 3, {spec.title}: committed full-scale results"))
+    display(views.committed_table3(committed_full["table3"], f"Table 3, {spec.title}: committed full-scale results"))
 """),
 md(r"""
 ## What we see

@@ -78,7 +78,7 @@ from featlib.data.wilds_data import require_local
 from featlib.device import describe_device
 from featlib.experiments.saliency_cmnist import SaliencyProtocol, SaliencyStudy
 from featlib.experiments.saliency_wilds import explain_wilds, plot_wilds_saliency
-from featlib.experiments.wilds_experiment import WildsExperiment, WildsProtocol
+from featlib.experiments.wilds_experiment import WildsExperiment, WildsProtocol, protocols_for
 from featlib.results import record
 from featlib.saliency import plot_gradcam_triples, plot_overlay_grid
 from featlib.validation import check_bool, check_int, check_sequence, check_writable
@@ -91,10 +91,7 @@ check_int("wilds_examples", wilds_examples, minimum=1)
 check_bool("progress", progress)
 check_writable("cache_dir", cache_dir)
 check_writable("wilds_cache_dir", wilds_cache_dir)
-if not isinstance(wilds_overrides, dict):
-    raise ValueError(f"wilds_overrides must be a dict of dataset -> protocol fields; got {wilds_overrides!r}")
-wilds_protocols = {name: WildsProtocol(dataset=name, methods=tuple(wilds_methods), **wilds_overrides.get(name, {}))
-                   for name in check_sequence("wilds_datasets", wilds_datasets, min_length=0, unique=True)}
+wilds_protocols = protocols_for(wilds_datasets, wilds_methods, wilds_overrides)  # a misspelt dataset key is refused
 if not check_bool("wilds_fabricate", wilds_fabricate) and not check_bool("wilds_download", wilds_download):
     for name in wilds_protocols:
         require_local(name, wilds_root)

@@ -62,11 +62,11 @@ wilds_dataset = "camelyon17"
 wilds_root = "_cache/wilds-fabricated"
 fabricate = True           # step cost does not depend on the pixels: no download needed
 backbone = "densenet121"
-pretrained: bool | str = False
+pretrained: "Union[bool, str]" = False
 resolution = 96
 batch_size = 32
-out_dir: str | None = "_cache/cost"   # finished measurements are kept here; a rerun resumes
-committed_results: str | None = "../results/cost"
+out_dir: "Optional[str]" = "_cache/cost"   # finished measurements are kept here; a rerun resumes
+committed_results: "Optional[str]" = "../results/cost"
 cache_on_drive = False     # Colab: keep finished measurements in Google Drive
 """, tags=["parameters"]),
 code(r"""
@@ -197,15 +197,16 @@ one folder per device, each with the command, commit, device and wall time that 
 `python -m featlib.cost --out results/cost/<device>`.
 """),
 code(r"""
-record("committed_devices", [json.loads((f / "provenance.json").read_text())["device"] for f in folders])
+committed_folders = {f: cost.load_cost_results(f) for f in folders}  # every file checked against its manifest
+record("committed_devices", [c["provenance"]["device"] for c in committed_folders.values()])
 display(Markdown(located.note))
 committed_runs = {}
-for folder in folders:
-    prov = json.loads((folder / "provenance.json").read_text())
+for folder, committed_run in committed_folders.items():
+    prov = committed_run["provenance"]
     display(Markdown(f"**{folder.name}**: `{prose.command(prov['command'])}` at commit `{prov['commit'][:12]}` on {prov['device']} "
                      f"({prov['threads']} threads), {prose.minutes(prov['wall_time_s'])}; "
                      + "; ".join(f"{views.BENCHMARK_LABELS.get(k, k)}: {v}" for k, v in prov["cases"].items()) + "."))
-    committed_runs[folder.name] = (pd.read_csv(folder / "summary.csv", dtype={"round": str}), pd.read_csv(folder / "targets.csv"))
+    committed_runs[folder.name] = (committed_run["summary"], committed_run["targets"])
     display(views.summary_table(committed_runs[folder.name][0], f"Committed measurements: {folder.name}"))
     display(views.targets_table(committed_runs[folder.name][1], f"The targets: {folder.name}"))
 """),

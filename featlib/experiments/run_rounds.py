@@ -16,7 +16,6 @@ them.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -28,16 +27,19 @@ from tqdm.auto import tqdm
 
 from ..data.mnist import SOURCES
 from ..feature_learning.termination import DEFAULT_TERMINATION, TERMINATION_RULES
+from ..cache import CacheWriteError, CorruptFileError
+from ..cli import OneLineParser
+from ..device import get_device
 from ..provenance import command_line, git_commit, provenance
-from ..cache import CorruptFileError
-from ..csv_io import read_csv
-from ..result_folder import ResultFolder, read_manifest
-from ..validation import check_writable
+from ..result_folder import ResultFolder, check_out, frame, read_folder
+from ..validation import check_sequence, check_writable
 from .colored_mnist import LEARNED_INITS, SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
+
+KIND = "featlib.experiments.run_rounds"
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m featlib.experiments.run_rounds",
+    parser = OneLineParser(prog="python -m featlib.experiments.run_rounds",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--datasets", nargs="+", default=list(SCHEDULES), choices=list(SCHEDULES))
@@ -47,25 +49,19 @@ def parse_args(argv):
     parser.add_argument("--termination-rule", default=DEFAULT_TERMINATION, choices=TERMINATION_RULES.names())
     parser.add_argument("--cache-dir", default="_cache/cmnist", type=Path)
     parser.add_argument("--mnist-source", default="auto", choices=SOURCES)
-    args = parser.parse_args(argv)
-    for name in ("datasets", "inits", "seeds"):
-        values = getattr(args, name)
-        if len(set(values)) != len(values):
-            parser.error(f"--{name} must not repeat a value; got {' '.join(map(str, values))}")
-    if any(s < 0 for s in args.seeds):
-        parser.error(f"--seeds must be integers >= 0; got {' '.join(map(str, args.seeds))}")
-    if args.max_rounds < 1:
-        parser.error(f"--max-rounds must be an integer >= 1; got {args.max_rounds}")
-    return args
+    return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:  # every check before any work; --out is replaced as a whole at the end (featlib.result_folder)
+        for name in ("datasets", "inits", "seeds"):
+            check_sequence(f"--{name}", getattr(args, name), unique=True)
         protocols = [CMNISTProtocol(dataset=d, seeds=tuple(args.seeds), inits=tuple(args.inits),
                                     max_rounds=args.max_rounds, termination_rule=args.termination_rule)
                      for d in args.datasets]
-        check_writable("--out", args.out, replace=True)
+        get_device()  # an unusable FEATLIB_DEVICE stops here
+        check_out("--out", args.out, KIND, protect={"--cache-dir": args.cache_dir})
         check_writable("--cache-dir", args.cache_dir)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -77,12 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     experiments = {p.dataset: ColoredMNISTExperiment(p, cache_dir=args.cache_dir, mnist_source=args.mnist_source,
                                                      progress=False) for p in protocols}
     bar = tqdm(jobs, desc="feature learning")
-    for protocol, init, seed in bar:
-        bar.set_postfix_str(f"{protocol.dataset} {init} seed {seed}")
-        t0 = time.perf_counter()
-        experiments[protocol.dataset].features(init, seed)
-        timings[f"{protocol.dataset}/{init}/seed{seed}"] = time.perf_counter() - t0
-    folder = ResultFolder(args.out)
+    try:
+        for protocol, init, seed in bar:
+            bar.set_postfix_str(f"{protocol.dataset} {init} seed {seed}")
+            t0 = time.perf_counter()
+            experiments[protocol.dataset].features(init, seed)
+            timings[f"{protocol.dataset}/{init}/seed{seed}"] = time.perf_counter() - t0
+    except CacheWriteError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    folder = ResultFolder(args.out, kind=KIND)
     for protocol in protocols:
         experiment = experiments[protocol.dataset]
         folder.add_csv(f"rounds-{protocol.dataset}.csv",
@@ -102,24 +102,24 @@ def main(argv: list[str] | None = None) -> int:
 
 def load_rounds(directory: str | Path) -> dict | None:
     """Committed per-round results (``rounds``: every dataset's rows; ``provenance``) in
-    ``directory``, or None when it holds none. The files are checked against the manifest in
-    ``provenance.json`` and the seeds it records."""
+    ``directory``, or None when it holds none. Each file is read once and checked against the
+    manifest in ``provenance.json`` (required) and the seeds it records."""
     directory = Path(directory)
     remedy = (f"rerun `python -m featlib.experiments.run_rounds --out {directory}` (finished learners come from "
               "its --cache-dir) or restore the folder from git")
-    record = read_manifest(directory, remedy)
-    if record is None:
+    found = read_folder(directory, remedy, kind=KIND)
+    if found is None:
         return None
+    record, files = found
     frames = []
     for dataset in record.get("datasets") or []:
         path = directory / f"rounds-{dataset}.csv"
-        if not path.exists():
-            raise CorruptFileError(path, "it is missing", remedy)
-        frame = read_csv(path)
-        if set(frame["seed"]) != set(record.get("seeds", frame["seed"])):
-            raise CorruptFileError(path, f"it holds seeds {sorted(set(frame['seed']))} where provenance.json records "
-                                         f"{sorted(record['seeds'])}", remedy)
-        frames.append(frame)
+        part = frame(files, directory, path.name, remedy)
+        if "seed" not in part.columns or set(part["seed"]) != set(record.get("seeds", part["seed"])):
+            held = sorted(set(part["seed"])) if "seed" in part.columns else []
+            raise CorruptFileError(path, f"it holds seeds {held} where provenance.json records "
+                                         f"{sorted(record.get('seeds', []))}", remedy)
+        frames.append(part)
     if not frames:
         raise CorruptFileError(directory / "provenance.json", "it names no datasets", remedy)
     return {"provenance": record, "rounds": pd.concat(frames, ignore_index=True)}
