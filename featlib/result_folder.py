@@ -35,6 +35,7 @@ import re
 import secrets
 import shutil
 import socket
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -328,27 +329,37 @@ def read_folder(directory: str | Path, remedy: str | None = None, kind: str | No
     the folder, so a commit that replaces it meanwhile is either not seen or seen whole (the read
     is then repeated)."""
     directory = Path(directory)
-    for attempt in range(5):
+    attempts = 5
+    for attempt in range(attempts):
+        last = attempt == attempts - 1
         try:
             dir_fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         except FileNotFoundError:
-            return None
+            if last:
+                return None
+            time.sleep(0.01)  # between the two renames of a commit without an atomic swap
+            continue
         except NotADirectoryError:
             raise CorruptFileError(directory, "it is a file, not a result folder", remedy) from None
         try:
-            if not os.listdir(dir_fd):
+            if os.listdir(dir_fd):
+                return _read_once(directory, dir_fd, remedy, kind)
+            if last or not _replaced(directory, dir_fd):
                 return None
-            return _read_once(directory, dir_fd, remedy, kind)
         except CorruptFileError:
-            try:
-                replaced = os.stat(directory).st_ino != os.fstat(dir_fd).st_ino
-            except FileNotFoundError:
-                replaced = True
-            if not replaced or attempt == 4:
+            if last or not _replaced(directory, dir_fd):
                 raise
         finally:
             os.close(dir_fd)
     raise AssertionError("unreachable")
+
+
+def _replaced(directory: Path, dir_fd: int) -> bool:
+    """Whether ``directory`` is no longer the folder ``dir_fd`` was opened on (a commit swapped it)."""
+    try:
+        return os.stat(directory).st_ino != os.fstat(dir_fd).st_ino
+    except FileNotFoundError:
+        return True
 
 
 def read_manifest(directory: str | Path, remedy: str | None = None) -> dict | None:
