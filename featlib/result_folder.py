@@ -232,7 +232,7 @@ def check_out(name: str, value, kind: str, *, protect: dict | None = None, keep:
     for the hidden siblings of a commit, and a folder that is absent, empty, holds only ``keep``
     entries, or holds a result folder of ``kind``. Refused: the working directory and its
     ancestors, a git checkout, the checkout holding featlib, and each folder of ``protect``
-    (``{"--cache-dir": path}``) or anything holding it or inside it."""
+    (``{"--cache-dir": path}``) or anything holding it."""
     from .provenance import featlib_root
     from .validation import check_writable
 
@@ -254,8 +254,8 @@ def check_out(name: str, value, kind: str, *, protect: dict | None = None, keep:
         if folder is None:
             continue
         folder = Path(folder).resolve()
-        if target == folder or target in folder.parents or folder in target.parents:
-            _refuse(name, value, f"is, holds or lies inside {other} {folder}: name a folder apart from it")
+        if target == folder or target in folder.parents:
+            _refuse(name, value, f"is or holds {other} {folder}: name a folder apart from it")
     if not target.is_dir():
         return path
     entries = sorted(e.name for e in target.iterdir())
