@@ -246,12 +246,22 @@ class PieceLock:
         self.path = path.with_name(f".{path.name}.lock")
         self._handle = None
 
-    def holder(self) -> str:
-        """Who holds (or last held) the lock, as it wrote itself into the lock file."""
+    @staticmethod
+    def holder_of(handle) -> str:
+        """Which process holds the flock on the open file ``handle`` (Linux: from /proc/locks),
+        as words for a message."""
         try:
-            return self.path.read_text().strip() or "an unknown process"
-        except OSError:
-            return "an unknown process"
+            inode = os.fstat(handle.fileno()).st_ino
+            with open("/proc/locks") as locks:
+                for line in locks:
+                    fields = line.split()
+                    if "->" in line or len(fields) < 6 or fields[1] != "FLOCK":
+                        continue
+                    if fields[5].rsplit(":", 1)[-1] == str(inode):
+                        return f"process {fields[4]} on {socket.gethostname()}"
+        except (OSError, ValueError):
+            pass
+        return "another process"
 
     def acquire(self, blocking: bool = True) -> bool:
         """Take the lock (waiting for it when ``blocking``, and saying on stderr what it waits for
@@ -259,7 +269,7 @@ class PieceLock:
         if self._handle is not None:
             raise RuntimeError(f"{self.path} is already held by this object")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a+")  # noqa: SIM115  (kept open while the lock is held)
+        handle = open(self.path, "a")  # noqa: SIM115  (kept open while the lock is held)
         if fcntl is not None:
             started, told = time.monotonic(), False
             while True:
@@ -273,14 +283,10 @@ class PieceLock:
                 waited = time.monotonic() - started
                 if not told and waited >= LOCK_NOTICE_S:
                     told = True
-                    print(f"featlib: waiting for {self.path.with_name(self.path.name[1:-5])}: {self.holder()} is "
+                    print(f"featlib: waiting for {self.path.with_name(self.path.name[1:-5])}: {self.holder_of(handle)} is "
                           f"computing it (holding {self.path}); if that process is stopped or hung, continue or end "
                           "it", file=sys.stderr, flush=True)
                 time.sleep(0.2 if waited < 10 else 1.0)
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"process {os.getpid()} on {socket.gethostname()}\n")
-            handle.flush()
         self._handle = handle
         return True
 
