@@ -9,6 +9,10 @@ system) and :func:`os.replace` puts it in place atomically; the last writer wins
 reader sees one writer's complete file. (An earlier version used one ``<name>.tmp`` for every
 writer, so two writers renamed each other's half-written file into place, or crashed.)
 
+A process killed between writing its temporary file and the rename leaves that file behind;
+the next write of the same file removes the temporaries of this host's dead processes
+(:func:`remove_stale_temporaries`), so killed WILDS checkpoints do not pile up.
+
 The rename protects against a process being killed, not against a power cut: the data are not
 ``fsync``-ed.
 """
@@ -28,11 +32,42 @@ def temporary_sibling(path: str | Path, suffix: str = ".tmp") -> Path:
     return path.with_name(f".{path.name}.{host}.{os.getpid()}.{secrets.token_hex(4)}{suffix}")
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(path: str | Path) -> list[Path]:
+    """Delete the temporary siblings of ``path`` that processes of this host, no longer alive,
+    left behind (killed between writing and renaming); returns them."""
+    path = Path(path)
+    host = socket.gethostname().split(".")[0] or "host"
+    removed = []
+    prefix = f".{path.name}.{host}."
+    try:
+        candidates = [p for p in path.parent.iterdir() if p.name.startswith(prefix) and p.name.endswith(".tmp")]
+    except FileNotFoundError:
+        return removed
+    for tmp in candidates:
+        pid = tmp.name[len(prefix):].split(".", 1)[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
 def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp)`` on a temporary path of its own next to ``path``, then rename it to
-    ``path``; the temporary file is removed if ``write`` fails."""
+    ``path``; the temporary file is removed if ``write`` fails, and those of killed processes
+    before it is made."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path)
     tmp = temporary_sibling(path)
     try:
         write(tmp)

@@ -2,14 +2,20 @@
 
 Every cached artefact carries what it must contain and is checked when it is read back:
 
-* a CSV piece starts with the line ``# featlib-csv rows=<n> sha256=<digest>``: the number of
-  data rows and the SHA-256 of everything after that line (:func:`write_verified_csv`);
-  :func:`read_verified_csv` recomputes both and then applies the reader's own check of the
-  contents (the keys it must hold, see :func:`expect_keys`). A CSV without the line (written by
-  featlib before caches were verified) is judged by the contents check alone;
-* a torch file is read with :func:`load_torch`, which turns whatever ``torch.load`` raises on a
-  damaged file (``EOFError``, "PytorchStreamReader failed ...", unpickling errors) into a
-  :class:`CorruptFileError` naming the file, and checks the keys the reader needs.
+* a CSV piece starts with the line ``# featlib-csv rows=<n> sha256=<digest> meta=<json>``: the
+  number of data rows, the SHA-256 of the record and everything after that line, and the record
+  of what made the piece (:func:`piece_meta`: the config key and seed, and where the caller has
+  them the device, precision, OOD path and torch version) (:func:`write_verified_csv`);
+  :func:`read_verified_csv` recomputes both, compares the record with what the reader expects
+  (``expect``: a piece copied from another configuration or seed is refused), and then applies the
+  reader's own check of the contents (the keys it must hold, see :func:`expect_keys`). A CSV
+  without the line (written by featlib before caches were verified) is judged by the contents
+  check alone, unless the reader expects a record;
+* a torch piece (:func:`save_torch`) is the same header line, ``# featlib-pt bytes=<n>
+  sha256=<digest> meta=<json>``, followed by ``torch.save``'s bytes: :func:`load_torch` reads the
+  file once, checks size, checksum and record, and unpickles the checked bytes (a flipped bit in a
+  weight is refused, not loaded); whatever ``torch.load`` raises on a damaged file becomes a
+  :class:`CorruptFileError` naming the file.
 
 :func:`cached` ties it together: it returns the piece from ``path`` when the file is there and
 sound, and otherwise computes it and writes it atomically. A bad file is reported (a
@@ -20,11 +26,19 @@ share a cache folder (chapter 04's parallel sweep workers, two ``run_cmnist`` on
 same piece again. Locks are ``flock`` locks on ``.<name>.lock`` files next to the pieces (they are
 released when their process dies, even by SIGKILL); where ``fcntl`` is missing (Windows) there is
 no lock, and two processes may compute one piece twice, harmlessly, since writes are atomic.
+A process that waits for a lock longer than :data:`LOCK_NOTICE_S` seconds says on stderr which
+file it waits for and which process holds it (a stopped process holds its locks). A piece that
+cannot be written (disk full) stops the run with :class:`CacheWriteError`, one line naming it.
 """
 from __future__ import annotations
 
 import hashlib
 import io
+import json
+import os
+import socket
+import sys
+import time
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -42,6 +56,9 @@ except ImportError:  # Windows: no advisory locks (see the module docstring)
 
 T = TypeVar("T")
 HEADER = "# featlib-csv"
+PT_HEADER = "# featlib-pt"
+#: Seconds a process waits for a piece's lock before it says what it waits for.
+LOCK_NOTICE_S = 5.0
 
 
 class CorruptFileError(ValueError):
@@ -58,38 +75,82 @@ class CacheWarning(UserWarning):
     """A cached file was bad and is being recomputed."""
 
 
+class CacheWriteError(ValueError):
+    """A finished piece could not be written (disk full, folder gone): one line naming it."""
+
+
+def piece_meta(key: str, seed: int | None = None, **extra) -> dict:
+    """What a cache piece records about what made it: the config ``key`` and ``seed`` it was
+    computed for, the torch version, and whatever the caller adds (``device``, ``precision``,
+    ``ood_path``, ``init``...); None values are left out."""
+    import torch
+
+    return {"key": key, "seed": seed, "torch": torch.__version__,
+            **{k: (str(v) if k == "device" else v) for k, v in extra.items() if v is not None}}
+
+
+def _meta_json(meta: dict | None) -> str:
+    return "" if meta is None else json.dumps(meta, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _check_meta(path: Path, found: dict | None, expect: dict | None) -> None:
+    """:class:`CorruptFileError` when the record ``found`` does not hold the ``expect`` values."""
+    if not expect:
+        return
+    if found is None:
+        raise CorruptFileError(path, "it does not record which configuration and seed made it (written by an older "
+                                     "featlib, or not by featlib)")
+    for name, value in expect.items():
+        if found.get(name) != value:
+            raise CorruptFileError(path, f"it was made for {name}={found.get(name)!r}, not {value!r} (copied from "
+                                         "another configuration, seed or device)")
+
+
 # -- CSV pieces ----------------------------------------------------------------------------------
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_verified_csv(path: str | Path, frame: pd.DataFrame) -> Path:
-    """Write ``frame`` with its row count and checksum line, atomically."""
+def _signed(meta: dict | None, body: bytes) -> str:
+    """The checksum of a piece: of its record and body (of the body alone without a record)."""
+    return _digest(body if meta is None else _meta_json(meta).encode() + b"\n" + body)
+
+
+def write_verified_csv(path: str | Path, frame: pd.DataFrame, meta: dict | None = None) -> Path:
+    """Write ``frame`` with its row count, checksum and record (``meta``) line, atomically."""
     body = frame_to_csv(frame)
-    return atomic_write_text(path, f"{HEADER} rows={len(frame)} sha256={_digest(body.encode())}\n{body}")
+    record = f" meta={_meta_json(meta)}" if meta is not None else ""
+    return atomic_write_text(path, f"{HEADER} rows={len(frame)} sha256={_signed(meta, body.encode())}{record}\n{body}")
 
 
-def _parse_header(path: Path, line: bytes) -> tuple[int, str]:
-    fields = dict(part.split("=", 1) for part in line.decode("ascii", "replace").split()[2:] if "=" in part)
+def _parse_header(path: Path, line: bytes, count: str = "rows") -> tuple[int, str, dict | None]:
+    text = line.decode("utf-8", "replace")
+    text, _, meta_text = text.partition(" meta=")
+    fields = dict(part.split("=", 1) for part in text.split()[2:] if "=" in part)
     try:
-        return int(fields["rows"]), fields["sha256"]
+        meta = json.loads(meta_text) if meta_text else None
+        if meta is not None and not isinstance(meta, dict):
+            raise ValueError
+        return int(fields[count]), fields["sha256"], meta
     except (KeyError, ValueError):
-        raise CorruptFileError(path, f"its first line {line[:80]!r} is not a valid featlib-csv header") from None
+        raise CorruptFileError(path, f"its first line {line[:80]!r} is not a valid featlib header") from None
 
 
 def read_verified_csv(path: str | Path, check: Callable[[pd.DataFrame], str | None] | None = None,
-                      **read_kwargs) -> pd.DataFrame:
-    """The frame in ``path``; :class:`CorruptFileError` when its checksum, row count or
-    ``check(frame)`` (a description of what is wrong, or None) says it is damaged."""
+                      expect: dict | None = None, **read_kwargs) -> pd.DataFrame:
+    """The frame in ``path``; :class:`CorruptFileError` when its checksum, row count, record (it
+    must hold the ``expect`` values) or ``check(frame)`` (a description of what is wrong, or None)
+    says it is damaged or another piece."""
     path = Path(path)
     raw = path.read_bytes()
-    rows = None
+    rows, meta = None, None
     if raw.startswith(HEADER.encode()):
         line, _, raw = raw.partition(b"\n")
-        rows, digest = _parse_header(path, line)
-        if _digest(raw) != digest:
+        rows, digest, meta = _parse_header(path, line)
+        if _signed(meta, raw) != digest:
             raise CorruptFileError(path, "its contents do not match the checksum written with them "
                                          "(truncated, or changed after it was written)")
+    _check_meta(path, meta, expect)
     try:
         frame = read_csv(io.BytesIO(raw), **read_kwargs)
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
@@ -128,16 +189,29 @@ def expect_keys(keys: Iterable[str], expected: Iterable[tuple], *, allow_nan: bo
 
 
 # -- torch files ---------------------------------------------------------------------------------
-def load_torch(path: str | Path, keys: Iterable[str] = (), map_location: Any = "cpu", remedy: str | None = None):
-    """``torch.load`` of ``path``; :class:`CorruptFileError` naming the file when torch cannot read
-    it (truncated, garbled) or when the object lacks one of ``keys``."""
+def load_torch(path: str | Path, keys: Iterable[str] = (), map_location: Any = "cpu", remedy: str | None = None,
+               expect: dict | None = None):
+    """The object saved in ``path`` by :func:`save_torch` (or a plain ``torch.save`` file, when no
+    record is expected): the file is read once, its size, checksum and record (it must hold the
+    ``expect`` values) checked, and the checked bytes unpickled. :class:`CorruptFileError` naming
+    the file when it is damaged, another piece's, unreadable by torch, or lacks one of ``keys``."""
     import torch
 
     path = Path(path)
+    raw = path.read_bytes()
+    meta = None
+    if raw.startswith(PT_HEADER.encode()):
+        line, _, raw = raw.partition(b"\n")
+        size, digest, meta = _parse_header(path, line, "bytes")
+        if len(raw) != size or _signed(meta, raw) != digest:
+            raise CorruptFileError(path, "its contents do not match the size and checksum written with them "
+                                         "(truncated, or changed after it was written)", remedy)
     try:
-        obj = torch.load(path, map_location=map_location, weights_only=False)
-    except FileNotFoundError:
-        raise
+        _check_meta(path, meta, expect)
+    except CorruptFileError as err:
+        raise CorruptFileError(path, err.reason, remedy) from None
+    try:
+        obj = torch.load(io.BytesIO(raw), map_location=map_location, weights_only=False)
     except Exception as err:  # noqa: BLE001  (torch raises many types on damaged files)
         raise CorruptFileError(path, f"torch.load cannot read it ({type(err).__name__}: {err})", remedy) from None
     keys = list(keys)
@@ -150,11 +224,17 @@ def load_torch(path: str | Path, keys: Iterable[str] = (), map_location: Any = "
     return obj
 
 
-def save_torch(path: str | Path, obj: Any) -> Path:
-    """``torch.save`` of ``obj`` to ``path``, atomically."""
+def save_torch(path: str | Path, obj: Any, meta: dict | None = None) -> Path:
+    """``torch.save`` of ``obj`` to ``path`` behind a size, checksum and record (``meta``) line,
+    atomically."""
     import torch
 
-    return atomic_write(path, lambda tmp: torch.save(obj, tmp))
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    body = buffer.getvalue()
+    record = f" meta={_meta_json(meta)}" if meta is not None else ""
+    header = f"{PT_HEADER} bytes={len(body)} sha256={_signed(meta, body)}{record}\n".encode()
+    return atomic_write(path, lambda tmp: tmp.write_bytes(header + body))
 
 
 # -- locks ---------------------------------------------------------------------------------------
@@ -166,18 +246,47 @@ class PieceLock:
         self.path = path.with_name(f".{path.name}.lock")
         self._handle = None
 
+    @staticmethod
+    def holder_of(handle) -> str:
+        """Which process holds the flock on the open file ``handle`` (Linux: from /proc/locks),
+        as words for a message."""
+        try:
+            inode = os.fstat(handle.fileno()).st_ino
+            with open("/proc/locks") as locks:
+                for line in locks:
+                    fields = line.split()
+                    if "->" in line or len(fields) < 6 or fields[1] != "FLOCK":
+                        continue
+                    if fields[5].rsplit(":", 1)[-1] == str(inode):
+                        return f"process {fields[4]} on {socket.gethostname()}"
+        except (OSError, ValueError):
+            pass
+        return "another process"
+
     def acquire(self, blocking: bool = True) -> bool:
-        """Take the lock (waiting for it when ``blocking``); False if another process holds it."""
+        """Take the lock (waiting for it when ``blocking``, and saying on stderr what it waits for
+        after :data:`LOCK_NOTICE_S` seconds); False if another process holds it."""
         if self._handle is not None:
             raise RuntimeError(f"{self.path} is already held by this object")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(self.path, "a")  # noqa: SIM115  (kept open while the lock is held)
         if fcntl is not None:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-            except BlockingIOError:
-                handle.close()
-                return False
+            started, told = time.monotonic(), False
+            while True:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if not blocking:
+                        handle.close()
+                        return False
+                waited = time.monotonic() - started
+                if not told and waited >= LOCK_NOTICE_S:
+                    told = True
+                    print(f"featlib: waiting for {self.path.with_name(self.path.name[1:-5])}: {self.holder_of(handle)} is "
+                          f"computing it (holding {self.path}); if that process is stopped or hung, continue or end "
+                          "it", file=sys.stderr, flush=True)
+                time.sleep(0.2 if waited < 10 else 1.0)
         self._handle = handle
         return True
 
@@ -243,5 +352,9 @@ def cached(path: str | Path | None, load: Callable[[Path], T], compute: Callable
             if value is not _MISSING:
                 return value
         value = compute()
-        save(path, value)
+        try:
+            save(path, value)
+        except OSError as err:
+            raise CacheWriteError(f"{path}: this finished piece cannot be written ({err.strerror or err}); free space "
+                                  "on its file system or choose another --cache-dir, then run again") from None
     return value

@@ -9,11 +9,16 @@ kernel:
 
 1. an unknown parameter name is rejected with the list of the notebook's parameters;
 2. a value whose type does not match the parameter's is rejected with the type expected. The
-   type is the annotation when the parameters cell has one (``pretrained: bool | str = "auto"``,
-   which papermill also reads), else the default's (a float default accepts integers; a None
-   default accepts anything and leaves the check to the ``validate`` cells);
+   type is the annotation when the parameters cell has one, else the default's (a float default
+   accepts integers; a None default accepts anything and leaves the check to the ``validate``
+   cells). Annotations are written so that papermill can parse them too, as a quoted
+   ``Optional[...]`` or ``Union[...]`` (``pretrained: "Union[bool, str]" = "auto"``): papermill's
+   pattern has no ``|``, and a parameter it cannot parse draws its "Passed unknown parameter"
+   warning, which must mean a real typo (``bool | str`` is still read here);
 3. the ``parameters`` cell, the overrides and the ``validate`` cells are executed in a fresh
-   namespace (output discarded), so their range checks raise here, not minutes into a run.
+   namespace (output discarded), so their range checks raise here, not minutes into a run; an
+   error of another type than ValueError (a validate cell iterating over an int given for a
+   list) is turned into one ValueError line naming the notebook and the values.
 
 ``featlib.notebooks.execute_notebook`` (the book build, the profiles) and ``featlib.sweep``
 (every combination, before any runs) call it. A notebook run directly with papermill still
@@ -56,9 +61,16 @@ _TYPE_NAMES = {"bool": (bool, "True or False"), "int": (int, "an integer"), "flo
 
 
 def _annotation_types(node: ast.expr) -> list[str]:
-    """``bool | str | None`` -> ["bool", "str", "None"] (names and unions only)."""
+    """``bool | str | None``, ``"Union[bool, str]"``, ``"Optional[str]"`` -> the type names
+    (names and unions only)."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         return _annotation_types(node.left) + _annotation_types(node.right)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return _annotation_types(ast.parse(node.value, mode="eval").body)
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in ("Union", "Optional"):
+        inner = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        names = [n for e in inner for n in _annotation_types(e)]
+        return names + (["None"] if node.value.id == "Optional" else [])
     if isinstance(node, ast.Constant) and node.value is None:
         return ["None"]
     if isinstance(node, ast.Name) and node.id in _TYPE_NAMES:
@@ -133,4 +145,9 @@ def check_parameters(notebook: str | Path, params: Mapping[str, Any], cwd: str |
     namespace: dict[str, Any] = {**defaults, **params}
     with contextlib.redirect_stdout(io.StringIO()), _working_directory(Path(cwd or notebook.parent)):
         for i, source in enumerate(_cells(notebook, VALIDATE_TAG)):
-            exec(compile(source, f"{notebook.name}:validate[{i}]", "exec"), namespace)  # noqa: S102
+            try:
+                exec(compile(source, f"{notebook.name}:validate[{i}]", "exec"), namespace)  # noqa: S102
+            except (TypeError, AttributeError, KeyError, IndexError) as err:
+                given = ", ".join(f"{k}={v!r}" for k, v in params.items()) or "its defaults"
+                raise ValueError(f"{notebook.stem} cannot use {given}: {type(err).__name__}: {err} (a value of the "
+                                 "wrong type? see the notebook's parameters cell)") from None

@@ -34,12 +34,15 @@ Layout of the output folder (``--out``, default ``_build/sweeps/<notebook stem>`
     records/<id>.json     one record per combination: id, notebook, parameters, status ("ok" or
                           "failed"), error ("ename: evalue" for failures), wall_time_s, records
                           (the notebook's recorded values, featlib.results), finished_utc, device,
-                          plus swept (the swept parameter names) and host
+                          plus swept (the swept parameter names), host, profile (its name) and
+                          parameter_set (a hash of the profile's parameters for the notebook)
     records.jsonl         every record under records/, one JSON object a line; rewritten
                           (atomically) after every finished run
-    results.csv           one row per run: id, the swept parameters, the recorded scalars (dicts
-                          flattened one level into ``name.key`` columns, lists as JSON strings),
-                          status, wall_time_s, error; written at the end (see :func:`collect`)
+    results.csv           one row per run of this sweep's notebook, profile and parameter set: id,
+                          the swept parameters, the recorded scalars (dicts flattened one level
+                          into ``name.key`` columns, lists as JSON strings), status, wall_time_s,
+                          error; written at the end (see :func:`collect`, which refuses to mix
+                          the records of different notebooks, profiles or parameter sets)
 
 ``<id>`` is a readable slug of the swept values plus a hash of the notebook stem and the full
 parameter dict (profile + overrides), e.g. ``seed=1,steps=300-1a2b3c4d``: the same combination
@@ -187,6 +190,22 @@ def run_id(stem: str, parameters: dict, swept: dict) -> str:
     digest = hashlib.sha256(f"{stem}\n{_canonical(parameters)}".encode()).hexdigest()[:8]
     slug = ",".join(f"{name}={_slug_value(value)}" for name, value in swept.items())[:96]
     return f"{slug}-{digest}" if slug else digest
+
+
+def parameter_set(stem: str, base: dict) -> str:
+    """A short hash of a notebook's profile parameters: records with the same one were swept over
+    the same base."""
+    return hashlib.sha256(f"{stem}\n{_canonical(base)}".encode()).hexdigest()[:8]
+
+
+def _group(record: dict) -> tuple:
+    """What records must share to be tabulated together: notebook, profile, parameter set."""
+    return record.get("notebook"), record.get("profile"), record.get("parameter_set")
+
+
+def _describe_group(group: tuple) -> str:
+    notebook, profile, pset = group
+    return f"{notebook} with profile {profile or '(unrecorded)'} (parameter set {pset or 'unrecorded'})"
 
 
 def _check_parameters(notebook: Path, params: dict) -> None:
@@ -361,12 +380,24 @@ def _table(records: list[dict]):
     return pd.DataFrame(rows, columns=columns)
 
 
-def collect(out_dir: str | Path):
-    """The results table (a pandas DataFrame) rebuilt from ``out_dir/records``: one row per run."""
+def collect(out_dir: str | Path, profile: str | None = None):
+    """The results table (a pandas DataFrame) rebuilt from ``out_dir/records``: one row per run.
+    Runs of different notebooks, profiles or parameter sets are not mixed in one table: pass
+    ``profile`` to pick one profile's runs; ValueError (naming the groups) when they still mix."""
     out = Path(out_dir)
     if not (out / "records").is_dir():
         raise ValueError(f"{out} holds no sweep records (no records/ folder)")
-    return _table(list(_load_records(out).values()))
+    records = list(_load_records(out).values())
+    if profile is not None:
+        records = [r for r in records if r.get("profile") == profile]
+        if not records:
+            raise ValueError(f"{out} holds no records of profile {profile!r}")
+    groups = sorted({_group(r) for r in records}, key=str)
+    if len(groups) > 1:
+        raise ValueError(f"{out} mixes the runs of {len(groups)} sweeps: " + "; ".join(map(_describe_group, groups))
+                         + (". Pass profile= to pick one" if profile is None else "")
+                         + ", or sweep each into its own --out")
+    return _table(records)
 
 
 class _Recorder:
@@ -390,6 +421,7 @@ class _Recorder:
             "wall_time_s": result.get("wall_time_s"), "records": result.get("records", {}),
             "finished_utc": result.get("finished_utc") or _utc_now(), "device": result.get("device"),
             "swept": list(combo["swept"]), "host": result.get("host"),
+            "profile": combo.get("profile"), "parameter_set": combo.get("parameter_set"),
         }
         text = json.dumps(record, indent=1) + "\n"
         atomic_write(self.out / "records" / f"{combo['id']}.json", lambda tmp: tmp.write_text(text))
@@ -546,7 +578,8 @@ def _plan(notebook: str | Path, grid: dict[str, list], profile: str | None) -> t
         cid = run_id(path.stem, parameters, swept)
         if cid not in seen:
             seen.add(cid)
-            combos.append({"id": cid, "stem": path.stem, "parameters": parameters, "swept": list(swept)})
+            combos.append({"id": cid, "stem": path.stem, "parameters": parameters, "swept": list(swept),
+                           "profile": profile or "full", "parameter_set": parameter_set(path.stem, base)})
     errors: dict[str, None] = {}
     for combo in combos:
         try:
@@ -604,7 +637,8 @@ def _sweep_locked(path, combos, out, workers, ray_address, gpus_per_task, cpus_p
         bar.close()
     from featlib.csv_io import write_csv
 
-    table = _table(list(records.values()))
+    group = _group({"notebook": path.stem, "profile": combos[0]["profile"], "parameter_set": combos[0]["parameter_set"]})
+    table = _table([r for r in records.values() if _group(r) == group])  # other sweeps' records stay, apart
     write_csv(out / "results.csv", table)
     return table, [records[c["id"]] for c in combos if c["id"] in records], out
 

@@ -17,6 +17,15 @@ from typing import Any
 import numpy as np
 
 
+#: The largest seed: numpy's generators take seeds below 2**32 (a larger one failed mid-training).
+MAX_SEED = 2**32 - 1
+
+
+def check_seed(name: str, value: Any) -> int:
+    """A random seed: an integer in [0, :data:`MAX_SEED`]."""
+    return check_int(name, value, minimum=0, maximum=MAX_SEED)
+
+
 def _is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 

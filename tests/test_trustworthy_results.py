@@ -456,7 +456,7 @@ def test_7_a_damaged_fabricated_wilds_folder_is_named_and_fabricate_repairs_it(t
 
 
 @pytest.mark.parametrize("module, args, message", [
-    ("featlib.experiments.run_cmnist", ["--seeds", "-1"], "seeds must be an integer in [0, inf]; got -1"),
+    ("featlib.experiments.run_cmnist", ["--seeds", "-1"], "seeds must be an integer in [0, 4294967295]; got -1"),
     ("featlib.experiments.run_cmnist", ["--datasets", "cmnist025", "cmnist025"], "--datasets must not repeat"),
     ("featlib.experiments.run_wilds", ["--dataset", "camelyon17", "--root", "wilds", "--scale", "-1"],
      "scale must be a finite number > 0; got -1.0"),

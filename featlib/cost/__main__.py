@@ -6,13 +6,15 @@
 Writes ``raw.csv`` (one row per case, repeat, method and round), ``summary.csv``,
 ``targets.csv``, ``schedule.csv`` and ``provenance.json`` (command, commit, device, versions,
 wall time, a manifest of the files) to ``--out``, replaced as a whole at the end
-(:mod:`featlib.result_folder`); an interrupted run resumes from ``--out/records``. Bad
-arguments, an unwritable ``--out`` or missing real WILDS data (``--real-data`` without
-``--download``) stop it with a one-line message and exit status 2 before anything is measured.
+(:mod:`featlib.result_folder`: ``records/`` stays in place, linked into the new folder before the
+swap); an interrupted run resumes from ``--out/records``. Bad arguments, an ``--out`` that is
+unwritable or holds anything but an earlier cost run (:func:`featlib.result_folder.check_out`)
+or missing real WILDS data (``--real-data`` without ``--download``) stop it with a one-line
+message and exit status 2 before anything is measured. :func:`featlib.cost.results.load_cost_results`
+reads a folder back, checked against its manifest.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -21,10 +23,11 @@ import torch
 
 from ..device import describe_device, get_device
 from ..provenance import git_commit
-from ..result_folder import ResultFolder
-from ..validation import check_writable
+from ..cli import OneLineParser
+from ..result_folder import ResultFolder, check_out
 from .benchmark import COST_CASES, METHODS, CostSettings, run_cost_benchmark
 from .report import check_targets, format_table, format_targets, schedule_estimate, summarise
+from .results import KIND
 
 
 def _pretrained(value: str):
@@ -32,7 +35,7 @@ def _pretrained(value: str):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m featlib.cost", description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="python -m featlib.cost", description=__doc__.split("\n\n")[0])
     p.add_argument("--benchmarks", nargs="+", default=["cmnist", "wilds"], choices=COST_CASES.names())
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     p.add_argument("--rounds", type=int, default=4, help="rounds of Bonsai, FeAT and iFeAT (default 4)")
@@ -73,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
                                                      resolution=args.resolution, batch_size=args.batch_size))
         if args.download and not args.real_data:
             raise ValueError("--download needs --real-data (without it the WILDS data are fabricated)")
+        get_device()  # an unusable FEATLIB_DEVICE stops here
         if args.out is not None:
-            check_writable("--out", args.out, replace=True)
+            check_out("--out", args.out, KIND, keep=("records",),
+                      protect={"--wilds-root": args.wilds_root if "wilds" in args.benchmarks else None})
     except (ValueError, TypeError, KeyError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -99,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         from ..provenance import command_line, provenance
 
-        folder = ResultFolder(args.out, keep=("records",))  # replaced as a whole, its records/ carried over
+        folder = ResultFolder(args.out, keep=("records",), kind=KIND)  # replaced as a whole, records/ linked over
         for name, frame in (("raw", raw), ("summary", summary), ("targets", targets), ("schedule", estimate)):
             folder.add_csv(f"{name}.csv", frame)
         record = provenance(

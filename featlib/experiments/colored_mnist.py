@@ -46,10 +46,11 @@ from tqdm.auto import tqdm
 
 from .. import __version__
 from ..cache import (
-    MISSING, CorruptFileError, PieceLock, cached, expect_keys, file_state, load_torch, read_verified_csv, save_torch,
-    try_load, write_verified_csv,
+    MISSING, CorruptFileError, PieceLock, cached, expect_keys, file_state, load_torch, piece_meta, read_verified_csv,
+    save_torch, try_load, write_verified_csv,
 )
 from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist
+from ..data.mnist import SOURCES
 from ..device import get_device
 from ..feature_learning import FEATURE_LEARNERS, LearnedFeatures
 from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
@@ -60,6 +61,7 @@ from ..objectives import OBJECTIVES, make_objective
 from ..training import OOD_PATHS, PRECISIONS
 from ..training.ood_stage import LabelledInputs, OODStageConfig, train_stack
 from ..validation import (
+    check_seed,
     check_choice, check_fits_in_memory, check_int, check_positive, check_sequence, check_writable,
 )
 
@@ -115,6 +117,12 @@ def schedule(dataset: str, learner: str, epoch_scale: float = 1.0) -> dict:
     check_choice("learner", learner, LEARNED_INITS)
     check_positive("epoch_scale", epoch_scale)
     return {k: _scaled(v, epoch_scale) for k, v in SCHEDULES[schedule_dataset(dataset)][learner].items()}
+
+
+def check_mnist_source(value) -> str:
+    """Where MNIST comes from: one of :data:`featlib.data.mnist.SOURCES` (checked by the chapters'
+    validate cells, so that a typo stops before any work)."""
+    return check_choice("mnist_source", value, SOURCES)
 
 
 def check_protocol_dataset(dataset: str) -> str:
@@ -173,7 +181,7 @@ class CMNISTProtocol:
         for name in ("seeds", "objectives", "inits", "penalty_weights", "pretrain_epochs"):
             object.__setattr__(self, name, tuple(check_sequence(name, list(getattr(self, name)), unique=True)))
         for seed in self.seeds:
-            check_int("seeds", seed, minimum=0)
+            check_seed("seeds", seed)
         for objective in self.objectives:
             OBJECTIVES.get(objective)
         for init in self.inits:
@@ -280,6 +288,7 @@ class ColoredMNISTExperiment:
     _features: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        check_mnist_source(self.mnist_source)
         self.device = self.device or get_device()
         self.cache_dir = check_writable("cache_dir", self.cache_dir) if self.cache_dir is not None else None
 
@@ -296,22 +305,39 @@ class ColoredMNISTExperiment:
     def _path(self, *parts: str) -> Path | None:
         return None if self.cache_dir is None else self.cache_dir.joinpath(self.protocol.dataset, *parts)
 
+    def _meta(self, key: str, seed: int, **extra) -> dict:
+        """What a piece records about what made it (:func:`featlib.cache.piece_meta`)."""
+        return piece_meta(key, seed, device=self.device.type, **extra)
+
+    def _ood_meta(self, objective: str, groups) -> dict:
+        p = self.protocol
+        return self._meta(p.key(CMNISTProtocol.OOD_FIELDS), groups[0][1], init=groups[0][0], objective=objective,
+                          precision=p.precision, ood_path=p.ood_path)
+
     def features(self, init: str, seed: int) -> LearnedFeatures:
         """The feature learner ``init`` run on seed ``seed`` (loaded from the cache when there)."""
         check_choice("init", init, LEARNED_INITS)
         key = (init, seed)
         if key in self._features:
             return self._features[key]
-        path = self._path("features", f"{init}-seed{seed}-{self.protocol.key(CMNISTProtocol.FEATURE_FIELDS)}.pt")
+        feature_key = self.protocol.key(CMNISTProtocol.FEATURE_FIELDS)
+        path = self._path("features", f"{init}-seed{seed}-{feature_key}.pt")
+        expect = {"key": feature_key, "seed": seed, "init": init}
 
         def load(path: Path) -> LearnedFeatures:
-            saved = load_torch(path, keys=("state", "rounds", "epochs"), map_location=self.device)
+            saved = load_torch(path, keys=("state", "rounds", "epochs"), map_location=self.device, expect=expect)
             model = ColoredMNISTMLP(self.protocol.hidden_dim).to(self.device)
             try:
                 model.load_state_dict(saved["state"])
             except (RuntimeError, TypeError, AttributeError, KeyError) as err:
                 raise CorruptFileError(path, f"its network does not load into the protocol's MLP ({err})") from None
-            return LearnedFeatures(init, model, pd.DataFrame(saved["rounds"]), saved["epochs"])
+            try:
+                rounds = pd.DataFrame(saved["rounds"])
+            except (ValueError, TypeError) as err:
+                raise CorruptFileError(path, f"its 'rounds' entry is not a table ({err})") from None
+            if not isinstance(saved["epochs"], int) or isinstance(saved["epochs"], bool):
+                raise CorruptFileError(path, f"its 'epochs' entry is a {type(saved['epochs']).__name__}")
+            return LearnedFeatures(init, model, rounds, saved["epochs"])
 
         def learn() -> LearnedFeatures:
             torch.manual_seed(seed)
@@ -320,7 +346,7 @@ class ColoredMNISTExperiment:
 
         def save(path: Path, learned: LearnedFeatures) -> None:
             save_torch(path, {"state": learned.model.state_dict(), "rounds": learned.rounds.to_dict("list"),
-                              "epochs": learned.epochs})
+                              "epochs": learned.epochs}, meta=self._meta(feature_key, seed, init=init))
 
         learned = cached(path, load, learn, save, what="cached features")
         self._features[key] = learned
@@ -404,8 +430,10 @@ class ColoredMNISTExperiment:
         check_choice("init", init, ("erm-nf",) + LEARNED_INITS)
         groups = ((init, seed),)
         kind = "nf" if init == "erm-nf" else "frozen"
+        meta = self._ood_meta(objective, groups)
         return cached(self._piece_path(objective, init, seed), self._piece_reader(objective, groups),
-                      lambda: self.run_piece(objective, kind, groups), write_verified_csv, what="cached OOD-stage piece")
+                      lambda: self.run_piece(objective, kind, groups),
+                      lambda path, frame: write_verified_csv(path, frame, meta), what="cached OOD-stage piece")
 
     def run_piece(self, objective: str, kind: str, groups) -> pd.DataFrame:
         configs = self.protocol.configurations(objective)
@@ -423,7 +451,9 @@ class ColoredMNISTExperiment:
         configs = self.protocol.configurations(objective)
         expected = [(self.protocol.dataset, init, objective, seed, w, k) for init, seed in groups for w, k in configs]
         check = expect_keys(["dataset", "init", "objective", "seed", "penalty_weight", "pretrain_epochs"], expected)
-        return lambda path: read_verified_csv(path, check)
+        meta = self._ood_meta(objective, groups)
+        expect = {k: meta[k] for k in ("key", "seed", "init", "objective", "precision", "ood_path")}
+        return lambda path: read_verified_csv(path, check, expect=expect)
 
     @staticmethod
     def _split(frame: pd.DataFrame, group) -> pd.DataFrame:
@@ -461,7 +491,7 @@ class ColoredMNISTExperiment:
                 if todo:
                     frame = self.run_piece(objective, "frozen", tuple(g for g, _ in todo))
                     for g, path in todo:
-                        write_verified_csv(path, self._split(frame, g))
+                        write_verified_csv(path, self._split(frame, g), self._ood_meta(objective, (g,)))
             finally:
                 for lock in locks:
                     lock.release()
@@ -479,8 +509,10 @@ class ColoredMNISTExperiment:
             if (objective, groups[0]) in computed:
                 frames.append(computed[objective, groups[0]])
                 continue
+            meta = self._ood_meta(objective, groups)
             frames.append(cached(path, self._piece_reader(objective, groups),
-                                 lambda: self.run_piece(objective, kind, groups), write_verified_csv,
+                                 lambda: self.run_piece(objective, kind, groups),
+                                 lambda path, frame, meta=meta: write_verified_csv(path, frame, meta),
                                  what="cached OOD-stage piece"))
         return pd.concat(frames, ignore_index=True)
 
@@ -501,9 +533,12 @@ class ColoredMNISTExperiment:
     def oracle_piece(self, seed: int) -> pd.DataFrame:
         """The oracle row of one seed (cached)."""
         p = self.protocol
+        key = p.key(self.ORACLE_FIELDS)
         check = expect_keys(["dataset", "seed"], [(p.dataset, seed)])
-        return cached(self._path("oracle", f"oracle-seed{seed}-{p.key(self.ORACLE_FIELDS)}.csv"),
-                      lambda path: read_verified_csv(path, check), lambda: self._oracle_row(seed), write_verified_csv,
+        meta = self._meta(key, seed)
+        return cached(self._path("oracle", f"oracle-seed{seed}-{key}.csv"),
+                      lambda path: read_verified_csv(path, check, expect={"key": key, "seed": seed}),
+                      lambda: self._oracle_row(seed), lambda path, frame: write_verified_csv(path, frame, meta),
                       what="cached oracle run")
 
 

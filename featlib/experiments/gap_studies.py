@@ -21,13 +21,18 @@ and records per-step histories so that one run answers "what if the reference st
 
     python -m featlib.experiments.gap_studies erm-nf-erm --seeds 1 2 --out results/cmnist-gaps
 
-writes ``<study>.csv`` and ``<study>-provenance.json`` to ``--out``. Each (study, seed) piece is
-cached in ``--cache-dir``, so a killed run resumes.
+writes ``<study>.csv`` and ``<study>-provenance.json`` to ``--out``, a result folder shared by the
+studies (:mod:`featlib.result_folder`: replaced as a whole, the other studies' files carried over,
+``provenance.json`` listing every file). Each (study, seed) piece is cached in ``--cache-dir``
+with the shared cache code (:func:`featlib.cache.cached`: verified CSV with its study key and seed,
+one process per piece, exact floats), so a killed run resumes and writes the same bytes.
 """
 from __future__ import annotations
 
-import argparse
+import hashlib
+import inspect
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,7 +42,9 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..atomic import atomic_write
+from .. import __version__
+from ..cache import CacheWriteError, cached, piece_meta, read_verified_csv, write_verified_csv
+from ..cli import OneLineParser
 from ..data.colored_mnist import make_colored_mnist
 from ..device import get_device
 from ..feature_learning import FEATURE_LEARNERS
@@ -45,10 +52,13 @@ from ..models.mlp import ColoredMNISTMLP
 from ..models.stacked import StackedHeads, StackedMLP
 from ..provenance import command_line, git_commit, provenance
 from ..registry import Registry
+from ..result_folder import ResultFolder, check_out, read_folder
+from ..validation import check_seed, check_sequence, check_writable
 from ..training.ood_stage import LabelledInputs, OODStageConfig, StackHistory, train_stack
 from .colored_mnist import CMNISTProtocol, schedule
 
 STUDIES: Registry[Callable[..., pd.DataFrame]] = Registry("study")
+KIND = "featlib.experiments.gap_studies"
 
 
 def history_frame(history: StackHistory, labels: list[dict]) -> pd.DataFrame:
@@ -132,19 +142,35 @@ def bonsai_dro_length(seed: int, device: torch.device, dataset: str = "cmnist025
     return pd.concat(frames, ignore_index=True)
 
 
+def study_key(name: str) -> str:
+    """A short hash of what a study's pieces depend on: its name, its options' defaults (what
+    :func:`run_study` runs) and featlib's version."""
+    options = {k: v.default for k, v in inspect.signature(STUDIES.get(name)).parameters.items()
+               if v.default is not inspect.Parameter.empty}
+    payload = json.dumps({"study": name, "options": options, "featlib": __version__}, sort_keys=True, default=str)
+    return hashlib.sha1(payload.encode()).hexdigest()[:10]
+
+
 def run_study(name: str, seeds: list[int], cache_dir: Path | None, device: torch.device) -> pd.DataFrame:
-    """Every seed of the study ``name``, each read from ``cache_dir`` when a finished piece is there."""
+    """Every seed of the study ``name``, each read from ``cache_dir`` when a finished, sound piece
+    made for this study key and seed is there (:func:`featlib.cache.cached`), else computed under
+    the piece's lock and written verified."""
     study = STUDIES.get(name)
+    key = study_key(name)
     frames = []
     for seed in tqdm(seeds, desc=name):
-        path = None if cache_dir is None else cache_dir / f"{name}-seed{seed}.csv"
-        if path is not None and path.exists():
-            frames.append(pd.read_csv(path))
-            continue
-        frame = study(seed, device)
-        if path is not None:
-            atomic_write(path, lambda tmp, f=frame: f.to_csv(tmp, index=False))
-        frames.append(frame)
+        path = None if cache_dir is None else Path(cache_dir) / f"{name}-seed{seed}-{key}.csv"
+        meta = piece_meta(key, seed, device=getattr(device, "type", device), study=name)
+
+        def check(frame: pd.DataFrame, seed=seed) -> str | None:
+            if not len(frame) or "seed" not in frame.columns or set(frame["seed"]) != {seed}:
+                return f"it does not hold rows of seed {seed} only"
+            return None
+
+        frames.append(cached(path, lambda p, check=check, seed=seed: read_verified_csv(
+                                 p, check, expect={"key": key, "seed": seed, "study": name}),
+                             lambda seed=seed: study(seed, device),
+                             lambda p, f, meta=meta: write_verified_csv(p, f, meta), what=f"cached {name} piece"))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -155,14 +181,30 @@ def at_steps(history: pd.DataFrame, steps, keys) -> pd.DataFrame:
             .agg(mean="mean", std=lambda v: float(np.std(v)), n_seeds="count").reset_index())
 
 
+def _remedy(folder: Path) -> str:
+    return (f"rerun `python -m featlib.experiments.gap_studies <study> --out {folder}` (finished seeds come from its "
+            "--cache-dir) or restore the folder from git")
+
+
 def load_study(folder: str | Path, study: str) -> dict | None:
-    """``{"frame", "provenance"}`` of a study committed to ``folder`` by :func:`main`, or None
-    when the folder holds no such study."""
+    """``{"frame", "provenance"}`` of a study committed to ``folder`` by :func:`main`, read from the
+    folder's files checked against its manifest (:func:`featlib.result_folder.read_folder`); None
+    when the folder is absent, empty, or holds no such study."""
+    from ..result_folder import frame
+
     folder = Path(folder)
-    data, prov = folder / f"{study}.csv", folder / f"{study}-provenance.json"
-    if not (data.exists() and prov.exists()):
+    found = read_folder(folder, _remedy(folder), kind=KIND)
+    if found is None:
         return None
-    return {"frame": pd.read_csv(data), "provenance": json.loads(prov.read_text())}
+    _, files = found
+    if f"{study}.csv" not in files:
+        return None
+    name = f"{study}-provenance.json"
+    if name not in files:
+        from ..cache import CorruptFileError
+
+        raise CorruptFileError(folder / name, "it is not in provenance.json's manifest", _remedy(folder))
+    return {"frame": frame(files, folder, f"{study}.csv", _remedy(folder)), "provenance": json.loads(files[name])}
 
 
 def erm_nf_erm_summary(frame: pd.DataFrame, steps=(501, 1001)) -> pd.DataFrame:
@@ -186,25 +228,45 @@ def frozen_steps_summary(frame: pd.DataFrame, steps=(1000, 5000)) -> pd.DataFram
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m featlib.experiments.gap_studies",
-                                     description=__doc__.split("\n\n")[0])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = OneLineParser(prog="python -m featlib.experiments.gap_studies", description=__doc__.split("\n\n")[0])
     parser.add_argument("study", choices=STUDIES.names())
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--cache-dir", type=Path, default=Path("_cache/cmnist-gaps"))
     args = parser.parse_args(argv)
-    if len(set(args.seeds)) != len(args.seeds) or any(s < 0 for s in args.seeds):
-        parser.error(f"--seeds must be distinct integers >= 0; got {' '.join(map(str, args.seeds))}")
+    try:  # every check before any work
+        check_sequence("--seeds", args.seeds, unique=True)
+        for seed in args.seeds:
+            check_seed("--seeds", seed)
+        device = get_device()
+        check_out("--out", args.out, KIND, protect={"--cache-dir": args.cache_dir})
+        read_folder(args.out, _remedy(args.out), kind=KIND)  # the other studies' files must be sound
+        check_writable("--cache-dir", args.cache_dir)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     start = time.perf_counter()
     commit = git_commit()  # now: the checkout may move while the run goes on
-    device = get_device()
-    frame = run_study(args.study, args.seeds, args.cache_dir, device)
-    args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write(args.out / f"{args.study}.csv", lambda tmp: frame.to_csv(tmp, index=False))
+    try:
+        frame = run_study(args.study, args.seeds, args.cache_dir, device)
+    except CacheWriteError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     record = provenance(command_line("featlib.experiments.gap_studies", argv), start, device, commit=commit,
-                        study=args.study, seeds=args.seeds,
+                        study=args.study, seeds=args.seeds, key=study_key(args.study),
                         note="wall time includes pieces read from --cache-dir, if any")
-    atomic_write(args.out / f"{args.study}-provenance.json", lambda tmp: tmp.write_text(json.dumps(record, indent=2)))
+    folder = ResultFolder(args.out, kind=KIND)
+    previous = read_folder(args.out, _remedy(args.out), kind=KIND)
+    studies = {args.study}
+    if previous is not None:  # the other studies' files stay, as checked
+        for name, data in previous[1].items():
+            if name not in (f"{args.study}.csv", f"{args.study}-provenance.json"):
+                folder.add_bytes(name, data)
+        studies |= set(previous[0].get("studies", []))
+    folder.add_csv(f"{args.study}.csv", frame)
+    folder.add_bytes(f"{args.study}-provenance.json", (json.dumps(record, indent=2) + "\n").encode())
+    folder.commit({"studies": sorted(studies), "last": record})
     print(json.dumps({k: record[k] for k in ("commit", "device", "wall_time_s")}, indent=2))
     return 0
 

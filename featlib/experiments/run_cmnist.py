@@ -9,10 +9,12 @@ histories of FeAT, iFeAT and Bonsai), ``oracle-<dataset>.csv`` and ``provenance.
 command, git commit, device, wall time, the protocol and a manifest of the files). Chapter 04
 shows these files beside the paper's numbers. Interrupted runs resume from ``--cache-dir``.
 
-Every argument is checked, and ``--out`` is checked writable, before any work; a bad one stops
-the command with a one-line message and exit status 2. ``--out`` is replaced as a whole when
-the run finishes (:mod:`featlib.result_folder`): a run killed at any point leaves the previous
-results untouched, never a mix of two runs.
+Every argument is checked, and ``--out`` is checked writable and free to use (absent, empty or a
+previous ``run_cmnist`` folder: never the working directory, the cache or a folder of other
+files; :func:`featlib.result_folder.check_out`), before any work; a bad one stops the command
+with a one-line message and exit status 2. ``--out`` is replaced as a whole when the run
+finishes (:mod:`featlib.result_folder`): a run killed at any point leaves the previous results
+untouched, never a mix of two runs.
 """
 from __future__ import annotations
 
@@ -25,11 +27,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..cache import CorruptFileError
-from ..csv_io import read_csv
+from ..cache import CacheWriteError, CorruptFileError
 from ..data.mnist import SOURCES
+from ..device import get_device
 from ..provenance import command_line, git_commit, provenance
-from ..result_folder import ResultFolder, read_manifest
+from ..result_folder import ResultFolder, check_out, frame, read_folder
 from ..training import OOD_PATHS, PRECISIONS
 from ..validation import check_sequence, check_writable
 from .cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS
@@ -37,6 +39,7 @@ from .colored_mnist import SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
 
 INITS = ("erm-nf", "erm", "bonsai", "ifeat", "feat")
 KINDS = ("runs", "rounds", "oracle")
+KIND = "featlib.experiments.run_cmnist"
 
 
 def _remedy(directory: Path) -> str:
@@ -45,15 +48,17 @@ def _remedy(directory: Path) -> str:
 
 
 def load_results(directory: str | Path) -> dict | None:
-    """The committed results (frames and provenance) in ``directory``, or None if absent.
+    """The committed results (frames and provenance) in ``directory``, or None if absent or empty.
 
-    The files are checked against the manifest in ``provenance.json``, and the rows against the
-    protocols it records (datasets and seeds): a folder mixing two runs raises
+    Each file is read once and checked against the manifest in ``provenance.json``
+    (:func:`featlib.result_folder.read_folder`: a folder without one is refused), and the rows
+    against the protocols it records (datasets and seeds): a folder mixing two runs raises
     :class:`~featlib.cache.CorruptFileError` naming the file, instead of being reported as one run."""
     directory = Path(directory)
-    record = read_manifest(directory, _remedy(directory))
-    if record is None:
+    found = read_folder(directory, _remedy(directory), kind=KIND)
+    if found is None:
         return None
+    record, files = found
     path = directory / "provenance.json"
     datasets = record.get("datasets")
     if not isinstance(datasets, list) or not datasets:
@@ -64,15 +69,13 @@ def load_results(directory: str | Path) -> dict | None:
         parts = []
         for d in datasets:
             file = directory / f"{kind}-{d}.csv"
-            if not file.exists():
-                raise CorruptFileError(file, "it is missing", _remedy(directory))
-            frame = read_csv(file)
-            if kind != "rounds" or len(frame):  # rounds may be empty (no FeAT, iFeAT or Bonsai)
-                found = set(frame["seed"]) if "seed" in frame.columns else set()
-                if d in seeds and found != seeds[d]:
-                    raise CorruptFileError(file, f"it holds seeds {sorted(found)} where provenance.json records "
+            part = frame(files, directory, file.name, _remedy(directory))
+            if kind != "rounds" or len(part):  # rounds may be empty (no FeAT, iFeAT or Bonsai)
+                held = set(part["seed"]) if "seed" in part.columns else set()
+                if d in seeds and held != seeds[d]:
+                    raise CorruptFileError(file, f"it holds seeds {sorted(held)} where provenance.json records "
                                                  f"{sorted(seeds[d])} (files of two different runs)", _remedy(directory))
-            parts.append(frame)
+            parts.append(part)
         frames[kind] = pd.concat(parts, ignore_index=True)
     return {"provenance": record, **frames}
 
@@ -114,7 +117,12 @@ def prepare(args) -> list[CMNISTProtocol]:
     preset = PROTOCOL_PRESETS.get(args.preset).values  # make_protocol's recipe, with this module's CMNISTProtocol
     protocols = [CMNISTProtocol(**(preset | dict(dataset=d, seeds=tuple(args.seeds), inits=tuple(args.inits), **chosen)))
                  for d in args.datasets]
-    check_writable("--out", args.out, replace=not args.pieces)
+    get_device()  # an unusable FEATLIB_DEVICE stops here
+    if args.pieces:  # a folder of Table 2 pieces: added to, never replaced (featlib.experiments.table2_pieces)
+        from .table2_pieces import check_pieces_out
+        check_pieces_out("--out", args.out, protect={"--cache-dir": args.cache_dir})
+    else:
+        check_out("--out", args.out, KIND, protect={"--cache-dir": args.cache_dir})
     check_writable("--cache-dir", args.cache_dir)
     if args.pieces:
         from .table2_pieces import check_folder_protocols
@@ -134,6 +142,23 @@ def main_pieces(args, protocols: list[CMNISTProtocol]) -> int:
     return 0
 
 
+def run(args, protocols: list[CMNISTProtocol]) -> tuple[ResultFolder, dict]:
+    """Every protocol's runs, rounds and oracle, collected in a :class:`ResultFolder` for
+    ``--out``; with the wall time of each dataset."""
+    timings = {}
+    folder = ResultFolder(args.out, kind=KIND)
+    for protocol in protocols:
+        t0 = time.perf_counter()
+        experiment = ColoredMNISTExperiment(protocol, cache_dir=args.cache_dir, mnist_source=args.mnist_source)
+        folder.add_csv(f"runs-{protocol.dataset}.csv", experiment.run())
+        learned = [i for i in ("ifeat", "feat", "bonsai") if i in protocol.inits]
+        folder.add_csv(f"rounds-{protocol.dataset}.csv",
+                       pd.concat([experiment.rounds(i) for i in learned], ignore_index=True) if learned else pd.DataFrame())
+        folder.add_csv(f"oracle-{protocol.dataset}.csv", experiment.oracle())
+        timings[protocol.dataset] = time.perf_counter() - t0
+    return folder, timings
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
@@ -146,17 +171,11 @@ def main(argv: list[str] | None = None) -> int:
         return main_pieces(args, protocols)
     start = time.perf_counter()
     commit = git_commit()  # now: the checkout may move while the run goes on
-    timings = {}
-    folder = ResultFolder(args.out)
-    for protocol in protocols:
-        t0 = time.perf_counter()
-        experiment = ColoredMNISTExperiment(protocol, cache_dir=args.cache_dir, mnist_source=args.mnist_source)
-        folder.add_csv(f"runs-{protocol.dataset}.csv", experiment.run())
-        learned = [i for i in ("ifeat", "feat", "bonsai") if i in protocol.inits]
-        folder.add_csv(f"rounds-{protocol.dataset}.csv",
-                       pd.concat([experiment.rounds(i) for i in learned], ignore_index=True) if learned else pd.DataFrame())
-        folder.add_csv(f"oracle-{protocol.dataset}.csv", experiment.oracle())
-        timings[protocol.dataset] = time.perf_counter() - t0
+    try:
+        folder, timings = run(args, protocols)
+    except CacheWriteError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     record = provenance(
         command_line("featlib.experiments.run_cmnist", argv), start, commit=commit,
         wall_time_s_per_dataset=timings, datasets=args.datasets, preset=args.preset,

@@ -24,7 +24,6 @@ a time, and a job that was killed loses only itself.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -37,16 +36,19 @@ from tqdm.auto import tqdm
 from ..data.mnist import SOURCES
 from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
 from ..feature_learning.termination import DEFAULT_TERMINATION, TERMINATION_RULES
+from ..cache import CacheWriteError, CorruptFileError
+from ..cli import OneLineParser
+from ..device import get_device
 from ..provenance import command_line, git_commit, provenance
-from ..cache import CorruptFileError
-from ..csv_io import read_csv
-from ..result_folder import ResultFolder, read_manifest
-from ..validation import check_writable
+from ..result_folder import ResultFolder, check_out, frame, read_folder
+from ..validation import check_sequence, check_writable
 from .colored_mnist import LEARNED_INITS, SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
+
+KIND = "featlib.experiments.run_rounds"
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m featlib.experiments.run_rounds",
+    parser = OneLineParser(prog="python -m featlib.experiments.run_rounds",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--datasets", nargs="+", default=list(SCHEDULES), choices=list(SCHEDULES))
@@ -62,27 +64,21 @@ def parse_args(argv):
     parser.add_argument("--head-combination", default=DEFAULT_HEAD_COMBINATION, choices=HEAD_COMBINATIONS.names())
     parser.add_argument("--cache-dir", default="_cache/cmnist", type=Path)
     parser.add_argument("--mnist-source", default="auto", choices=SOURCES)
-    args = parser.parse_args(argv)
-    for name in ("datasets", "inits", "seeds"):
-        values = getattr(args, name)
-        if len(set(values)) != len(values):
-            parser.error(f"--{name} must not repeat a value; got {' '.join(map(str, values))}")
-    if any(s < 0 for s in args.seeds):
-        parser.error(f"--seeds must be integers >= 0; got {' '.join(map(str, args.seeds))}")
-    if args.max_rounds < 1:
-        parser.error(f"--max-rounds must be an integer >= 1; got {args.max_rounds}")
-    return args
+    return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:  # every check before any work; --out is replaced as a whole at the end (featlib.result_folder)
+    try:  # every check before any work; --out is replaced as a whole at the end, keeping earlier jobs
+        for name in ("datasets", "inits", "seeds"):
+            check_sequence(f"--{name}", getattr(args, name), unique=True)
         protocols = [CMNISTProtocol(dataset=d, seeds=tuple(args.seeds), inits=tuple(args.inits),
                                     max_rounds=args.max_rounds, termination_rule=args.termination_rule,
                                     head_combination=args.head_combination, n_train=args.n_train,
                                     epoch_scale=args.epoch_scale, hidden_dim=args.hidden_dim)
                      for d in args.datasets]
-        check_writable("--out", args.out, replace=True)
+        get_device()  # an unusable FEATLIB_DEVICE stops here
+        check_out("--out", args.out, KIND, protect={"--cache-dir": args.cache_dir})
         check_writable("--cache-dir", args.cache_dir)
         earlier = load_rounds(args.out) if (args.out / "provenance.json").exists() else None
         if earlier is not None:
@@ -97,11 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     experiments = {p.dataset: ColoredMNISTExperiment(p, cache_dir=args.cache_dir, mnist_source=args.mnist_source,
                                                      progress=False) for p in protocols}
     bar = tqdm(jobs, desc="feature learning")
-    for protocol, init, seed in bar:
-        bar.set_postfix_str(f"{protocol.dataset} {init} seed {seed}")
-        t0 = time.perf_counter()
-        experiments[protocol.dataset].features(init, seed)
-        timings[f"{protocol.dataset}/{init}/seed{seed}"] = time.perf_counter() - t0
+    try:
+        for protocol, init, seed in bar:
+            bar.set_postfix_str(f"{protocol.dataset} {init} seed {seed}")
+            t0 = time.perf_counter()
+            experiments[protocol.dataset].features(init, seed)
+            timings[f"{protocol.dataset}/{init}/seed{seed}"] = time.perf_counter() - t0
+    except CacheWriteError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     new = pd.concat([experiments[p.dataset].rounds(i) for p in protocols for i in p.inits], ignore_index=True)
     this_run = provenance(
         command_line("featlib.experiments.run_rounds", argv), start, commit=commit,
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     all_jobs = sorted({(d, i, int(s)) for d, i, s in zip(rows["dataset"], rows["init"], rows["seed"])},
                       key=lambda j: (order["dataset"][j[0]], order["init"][j[1]], j[2]))
     datasets = [d for d in SCHEDULES if d in set(rows["dataset"])]
-    folder = ResultFolder(args.out)
+    folder = ResultFolder(args.out, kind=KIND)
     for dataset in datasets:
         folder.add_csv(f"rounds-{dataset}.csv", rows[rows["dataset"] == dataset].reset_index(drop=True))
     record = dict(this_run)
@@ -181,30 +181,31 @@ def runs_of(record: dict) -> list[dict]:
 
 def load_rounds(directory: str | Path) -> dict | None:
     """Committed per-round results (``rounds``: every dataset's rows; ``provenance``) in
-    ``directory``, or None when it holds none. The files are checked against the manifest in
-    ``provenance.json`` and the seeds it records."""
+    ``directory``, or None when it holds none. Each file is read once and checked against the
+    manifest in ``provenance.json`` (required) and the seeds it records."""
     directory = Path(directory)
     remedy = (f"rerun `python -m featlib.experiments.run_rounds --out {directory}` (finished learners come from "
               "its --cache-dir) or restore the folder from git")
-    record = read_manifest(directory, remedy)
-    if record is None:
+    found = read_folder(directory, remedy, kind=KIND)
+    if found is None:
         return None
+    record, files = found
     frames = []
     for dataset in record.get("datasets") or []:
         path = directory / f"rounds-{dataset}.csv"
-        if not path.exists():
-            raise CorruptFileError(path, "it is missing", remedy)
-        frame = read_csv(path)
+        part = frame(files, directory, path.name, remedy)
+        if "seed" not in part.columns:
+            raise CorruptFileError(path, "it has no seed column", remedy)
         if "jobs" in record:
-            held = {(i, int(s)) for i, s in zip(frame["init"], frame["seed"])}
+            held = {(i, int(s)) for i, s in zip(part["init"], part["seed"])}
             listed = {(i, int(s)) for d, i, s in record["jobs"] if d == dataset}
             if held != listed:
                 raise CorruptFileError(path, f"it holds (learner, seed) pairs {sorted(held)} where provenance.json "
                                              f"lists {sorted(listed)}", remedy)
-        elif set(frame["seed"]) != set(record.get("seeds", frame["seed"])):
-            raise CorruptFileError(path, f"it holds seeds {sorted(set(frame['seed']))} where provenance.json records "
-                                         f"{sorted(record['seeds'])}", remedy)
-        frames.append(frame)
+        elif set(part["seed"]) != set(record.get("seeds", part["seed"])):
+            raise CorruptFileError(path, f"it holds seeds {sorted(set(part['seed']))} where provenance.json records "
+                                         f"{sorted(record.get('seeds', []))}", remedy)
+        frames.append(part)
     if not frames:
         raise CorruptFileError(directory / "provenance.json", "it names no datasets", remedy)
     return {"provenance": record, "rounds": pd.concat(frames, ignore_index=True)}

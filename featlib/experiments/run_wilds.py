@@ -13,23 +13,44 @@ into ``--root`` (for trying the pipeline without the real data), or repairs one 
 
 Every argument is checked, ``--out`` and ``--cache-dir`` are checked writable and the dataset is
 loaded before any training; a problem stops the command with a one-line message and exit status
-2. ``--out`` is replaced as a whole at the end (:mod:`featlib.result_folder`).
+2. ``--out`` must be absent, empty or an earlier ``run_wilds`` folder
+(:func:`featlib.result_folder.check_out`) and is replaced as a whole at the end
+(:mod:`featlib.result_folder`); :func:`load_wilds_results` reads it back checked.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 
+from ..cache import CacheWriteError
+from ..cli import OneLineParser
 from ..data.wilds_data import WILDS_DATASETS
+from ..device import get_device
 from ..provenance import command_line, git_commit, provenance
-from ..result_folder import ResultFolder
+from ..result_folder import ResultFolder, check_out, frame, read_folder
 from ..validation import check_writable
 from .wilds_experiment import METHODS, WildsExperiment, WildsProtocol
 from .wilds_report import dfr_table, table3
+
+KIND = "featlib.experiments.run_wilds"
+FILES = ("ood", "dfr", "rounds", "table3", "dfr_table")
+
+
+def load_wilds_results(directory) -> dict | None:
+    """The results a ``run_wilds`` committed to ``directory`` (``provenance`` and a frame per file
+    of :data:`FILES`), each file read once and checked against the manifest; None when the folder
+    is absent or empty. :class:`~featlib.cache.CorruptFileError` naming the file otherwise."""
+    directory = Path(directory)
+    remedy = (f"rerun `python -m featlib.experiments.run_wilds --out {directory} ...` with the command in its "
+              "provenance.json, or restore the folder from git")
+    found = read_folder(directory, remedy, kind=KIND)
+    if found is None:
+        return None
+    record, files = found
+    return {"provenance": record, **{name: frame(files, directory, f"{name}.csv", remedy) for name in FILES}}
 
 
 def _pretrained(value: str):
@@ -37,7 +58,7 @@ def _pretrained(value: str):
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m featlib.experiments.run_wilds", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", required=True, choices=WILDS_DATASETS.names())
     parser.add_argument("--root", required=True, type=Path, help="folder holding <dataset>_v<version>/")
     parser.add_argument("--out", required=True, type=Path)
@@ -69,7 +90,8 @@ def prepare(args) -> WildsExperiment:
         batch_size=args.batch_size, ood_epochs=args.ood_epochs, resolution=args.resolution,
         max_examples=args.max_examples, dfr=not args.no_dfr, checkpoint_every=args.checkpoint_every,
     )
-    check_writable("--out", args.out, replace=True)
+    get_device()  # an unusable FEATLIB_DEVICE stops here
+    check_out("--out", args.out, KIND, protect={"--cache-dir": args.cache_dir, "--root": args.root})
     check_writable("--cache-dir", args.cache_dir)
     if args.fabricate:
         from ..data.wilds_fabricate import fabricate_wilds
@@ -91,8 +113,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     protocol = experiment.protocol
-    results = experiment.run()
-    folder = ResultFolder(args.out)
+    try:
+        results = experiment.run()
+    except CacheWriteError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    folder = ResultFolder(args.out, kind=KIND)
     for name, frame in (("ood", results.ood), ("dfr", results.dfr), ("rounds", results.rounds),
                         ("table3", table3(results, args.dataset)), ("dfr_table", dfr_table(results, args.dataset))):
         folder.add_csv(f"{name}.csv", frame)

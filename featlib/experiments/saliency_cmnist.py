@@ -44,7 +44,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import __version__
-from ..cache import CorruptFileError, cached, load_torch, save_torch
+from ..cache import CorruptFileError, cached, load_torch, piece_meta, save_torch
 from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist, patch_mask
 from ..feature_learning import FEATURE_LEARNERS
 from ..feature_learning.base import accuracy, worst_test_accuracy
@@ -173,7 +173,8 @@ class SaliencyStudy:
         path = None if self.dir is None else self.dir / "models.pt"
 
         def load(path: Path):
-            saved = load_torch(path, keys=("states", "history"), map_location=self.device)
+            saved = load_torch(path, keys=("states", "history"), map_location=self.device,
+                               expect={"key": self.protocol.key(), "seed": self.protocol.seed})
             models = {}
             for name, state in saved["states"].items():
                 model = self._new_model()
@@ -188,7 +189,8 @@ class SaliencyStudy:
         def save(path: Path, trained) -> None:
             models, history = trained
             states = {k: copy.deepcopy(m.state_dict()) for k, m in models.items()}
-            save_torch(path, {"states": states, "history": history.to_dict("records")})
+            save_torch(path, {"states": states, "history": history.to_dict("records")},
+                       piece_meta(self.protocol.key(), self.protocol.seed, device=self.device.type))
 
         self._models, self.history = cached(path, load, self._train, save, what="cached saliency models")
         return self._models

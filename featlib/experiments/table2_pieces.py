@@ -308,3 +308,12 @@ def describe_remaining(remaining: list[tuple[CMNISTProtocol, Piece]]) -> str:
     lines = [f"{count} piece{'s' if count != 1 else ''} remain:"]
     lines += [f"  {d} {l}: seeds {', '.join(map(str, sorted(s)))}" for (d, l), s in groups.items()]
     return "\n".join(lines)
+
+
+def check_pieces_out(name: str, value, *, protect: dict | None = None):
+    """``--out`` of a pieces run, before any work: absent, empty or a folder holding only
+    ``pieces/`` (nothing else a user owns is ever touched; pieces are only added), and never the
+    working directory, a checkout or the cache (:func:`featlib.result_folder.check_out`)."""
+    from ..result_folder import check_out
+
+    return check_out(name, value, "featlib.experiments.table2_pieces", protect=protect, keep=("pieces",))

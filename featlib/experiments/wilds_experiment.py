@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +36,8 @@ import torch
 
 from .. import __version__
 from ..cache import (
-    CorruptFileError, PieceLock, cached, expect_keys, load_torch, read_verified_csv, save_torch, write_verified_csv,
+    CacheWarning, CorruptFileError, PieceLock, cached, expect_keys, load_torch, piece_meta, read_verified_csv, save_torch,
+    write_verified_csv,
 )
 from ..data.wilds_data import WILDS_DATASETS, WildsData, WildsSpec, load_wilds, require_local
 from ..device import get_device
@@ -50,7 +52,9 @@ from ..training.minibatch import Checkpoint
 from ..training.wilds_ood_stage import (
     PENALTY_SWEEP, WILDS_OBJECTIVES, WildsOODConfig, best_epochs, select, stacked_logits, train_heads,
 )
-from ..validation import check_bool, check_choice, check_int, check_positive, check_sequence, check_writable
+from ..validation import (
+    check_bool, check_choice, check_int, check_positive, check_seed, check_sequence, check_writable,
+)
 from .labels import INIT_LABELS
 
 #: Table 3's initialisations in its row order (its FeAT rows are iFeAT's, Sec. 5), and FeAT as
@@ -97,7 +101,7 @@ class WildsProtocol:
         if self.seeds is not None:
             check_sequence("seeds", self.seeds, unique=True)
             for s in self.seeds:
-                check_int("seeds", s, minimum=0)
+                check_seed("seeds", s)
         check_sequence("penalty_weights", self.penalty_weights, unique=True)
         for w in self.penalty_weights:
             check_positive("penalty_weights", w)
@@ -170,6 +174,53 @@ class WildsProtocol:
         return self._hash({k: getattr(self, k) for k in self.OOD_FIELDS})
 
 
+class VerifiedCheckpoint(Checkpoint):
+    """A feature-learning checkpoint written with its size, checksum and record (config key, seed,
+    method) (:func:`featlib.cache.save_torch`); one that is damaged, another run's, or not a
+    checkpoint dict is reported by path and the run starts again rather than resuming from it."""
+
+    def __init__(self, path, every: int = 500, meta: dict | None = None):
+        super().__init__(path, every=every)
+        self.meta = meta or {}
+
+    def load(self) -> dict | None:
+        if not self.path.exists():
+            return None
+        expect = {k: self.meta[k] for k in ("key", "seed", "method") if k in self.meta}
+        try:
+            state = load_torch(self.path, expect=expect)
+            if not isinstance(state, dict):
+                raise CorruptFileError(self.path, f"it holds a {type(state).__name__}, not a checkpoint")
+        except CorruptFileError as err:
+            warnings.warn(f"bad checkpoint {err}; starting this run again", CacheWarning, stacklevel=2)
+            return None
+        return state
+
+    def save(self, state: dict) -> None:
+        save_torch(self.path, state, self.meta)
+
+
+def protocols_for(datasets, methods, overrides: dict) -> dict[str, WildsProtocol]:
+    """A :class:`WildsProtocol` per dataset of ``datasets`` with ``methods``, each with the fields
+    ``overrides[dataset]`` sets (chapter 06's ``wilds_overrides``). ValueError, naming the key,
+    for an override of a dataset that is not run (a misspelt name would otherwise be dropped and
+    the dataset run at full scale) or an unknown protocol field."""
+    names = list(check_sequence("wilds_datasets", datasets, min_length=0, unique=True))
+    if not isinstance(overrides, dict) or not all(isinstance(v, dict) for v in overrides.values()):
+        raise ValueError(f"wilds_overrides must be a dict of dataset -> protocol fields; got {overrides!r}")
+    stray = [k for k in overrides if k not in names]
+    if stray:
+        raise ValueError(f"wilds_overrides names {', '.join(map(repr, stray))}, which is not among wilds_datasets "
+                         f"{names}; use the datasets' names: {', '.join(WILDS_DATASETS.names())}")
+    fields = {f.name for f in dataclasses.fields(WildsProtocol)} - {"dataset", "methods"}
+    for name, values in overrides.items():
+        unknown = sorted(set(values) - fields)
+        if unknown:
+            raise ValueError(f"wilds_overrides[{name!r}] sets unknown field(s) {', '.join(unknown)}; "
+                             f"WildsProtocol's fields are: {', '.join(sorted(fields))}")
+    return {name: WildsProtocol(dataset=name, methods=tuple(methods), **overrides.get(name, {})) for name in names}
+
+
 @dataclass
 class WildsResults:
     ood: pd.DataFrame  # one row per (method, seed, objective, penalty, epoch)
@@ -197,12 +248,20 @@ class WildsExperiment:
         self.download = check_bool("download", download)
         self.device = device or get_device()
         self.progress = progress
-        self.dir = check_writable("cache_dir", cache_dir) / f"{protocol.dataset}-{protocol.key()}"
+        self._cache_root = check_writable("cache_dir", cache_dir)
         self._data: WildsData | None = None
         self._backbone_description = ""
         self._text_transform = None
 
     # ------------------------------------------------------------------ data and models
+    @property
+    def dir(self) -> Path:
+        """This protocol's cache folder, ``<cache_dir>/<dataset>-<key>``; the key holds the
+        backbone's weights as loaded (``pretrained="auto"`` is resolved first, by loading it)."""
+        if self.protocol.pretrained == "auto":
+            self.data  # noqa: B018  (resolves "auto")
+        return self._cache_root / f"{self.protocol.dataset}-{self.protocol.key()}"
+
     @property
     def backbone_name(self) -> str:
         return self.protocol.backbone or self.protocol.spec.backbone
@@ -219,6 +278,8 @@ class WildsExperiment:
             if not self.download:
                 require_local(spec.name, self.root)  # fail before building a backbone
             backbone = self._backbone(0)
+            if self.protocol.pretrained == "auto":  # what it loaded enters the keys, not "auto"
+                self.protocol = dataclasses.replace(self.protocol, pretrained=bool(backbone.pretrained))
             self._backbone_description = backbone.description
             self._text_transform = backbone.text_transform
             side = self.protocol.resolution
@@ -248,8 +309,13 @@ class WildsExperiment:
         return self.dir / name
 
     # ------------------------------------------------------------------ pieces
+    def _meta(self, seed: int, **extra) -> dict:
+        """What a piece records about what made it (:func:`featlib.cache.piece_meta`)."""
+        return piece_meta(self.protocol.key(), seed, device=self.device.type, **extra)
+
     def checkpoint(self, method: str, seed: int) -> Checkpoint:
-        return Checkpoint(self._path(f"learn-{method}-s{seed}.pt"), every=self.protocol.checkpoint_every)
+        return VerifiedCheckpoint(self._path(f"learn-{method}-s{seed}.pt"), every=self.protocol.checkpoint_every,
+                                  meta=self._meta(seed, method=method))
 
     def learn(self, method: str, seed: int) -> WildsLearned:
         """Feature learning (resumes from its checkpoint; returns at once when finished). One
@@ -262,9 +328,9 @@ class WildsExperiment:
         with PieceLock(checkpoint.path):
             return WILDS_LEARNERS.get(method)(run)
 
-    def _read_embeddings(self, path: Path) -> dict[str, torch.Tensor]:
+    def _read_embeddings(self, path: Path, method: str, seed: int) -> dict[str, torch.Tensor]:
         splits = self.data.splits
-        emb = load_torch(path, keys=[*splits, "head"])
+        emb = load_torch(path, keys=[*splits, "head"], expect={"key": self.protocol.key(), "seed": seed, "method": method})
         for split, subset in splits.items():
             if not torch.is_tensor(emb[split]) or emb[split].shape[0] != len(subset):
                 raise CorruptFileError(path, f"its {split!r} embeddings do not hold one row per example of the split "
@@ -282,7 +348,8 @@ class WildsExperiment:
             out["head"] = learned.model.classifier.cpu()
             return out
 
-        return cached(self._path(f"embed-{method}-s{seed}.pt"), self._read_embeddings, compute, save_torch,
+        return cached(self._path(f"embed-{method}-s{seed}.pt"), lambda path: self._read_embeddings(path, method, seed),
+                      compute, lambda path, emb: save_torch(path, emb, self._meta(seed, method=method)),
                       what="cached embeddings")
 
     def _score_heads(self, emb: dict[str, torch.Tensor]):
@@ -315,9 +382,11 @@ class WildsExperiment:
             history.insert(0, "method", method)
             return history
 
+        meta = self._meta(seed, method=method, objective=objective, ood_key=self.protocol.ood_key())
+        expect = {k: meta[k] for k in ("key", "seed", "method", "objective", "ood_key")}
         return cached(self._path(f"ood-{method}-s{seed}-{objective}-{self.protocol.ood_key()}.csv"),
-                      lambda path: read_verified_csv(path, check), compute, write_verified_csv,
-                      what="cached OOD-stage piece")
+                      lambda path: read_verified_csv(path, check, expect=expect), compute,
+                      lambda path, frame: write_verified_csv(path, frame, meta), what="cached OOD-stage piece")
 
     def dfr(self, method: str, seed: int) -> pd.DataFrame:
         """DFR (target: the label) and DFR-s (target: the spurious attribute, when the dataset
@@ -333,14 +402,16 @@ class WildsExperiment:
             table.insert(0, "method", method)
             return table
 
+        meta = self._meta(seed, method=method)
+
         def read(path: Path) -> pd.DataFrame:
-            table = read_verified_csv(path, check)
+            table = read_verified_csv(path, check, expect={"key": meta["key"], "seed": seed, "method": method})
             if "failure" not in table.columns:
                 raise CorruptFileError(path, "it lacks the column failure")
             return table.assign(failure=table["failure"].fillna("").astype(str))  # "" reads back as NaN
 
-        return cached(self._path(f"dfr-{method}-s{seed}.csv"), read, compute, write_verified_csv,
-                      what="cached DFR piece")
+        return cached(self._path(f"dfr-{method}-s{seed}.csv"), read, compute,
+                      lambda path, table: write_verified_csv(path, table, meta), what="cached DFR piece")
 
     def rounds(self, method: str, seed: int) -> pd.DataFrame:
         table = self.learn(method, seed).rounds.copy()
