@@ -335,3 +335,75 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, check=False)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
+# ------------------------------------------------------------------ FLOPs and memory from counts
+
+
+def test_step_cost_counts_iga_hessian_vector_products():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from featlib.training.step_cost import stacked_step_cost
+
+    n, runs = 50, 3
+    stack = nf_stack(runs=runs, seeds=[1, 2, 3])
+    functional = FunctionalStack(stack, list(stack.parameters()), stack.batch_shape)
+    x, y = torch.randn(n, 392), (torch.rand(n) > 0.5).float()
+    for name in ("iga", "irmv1"):
+        settings = LossSettings(((0, 20), (20, None)), functional.trainable, functional.trainable, 1e-3, True, True,
+                                False, "cpu", "fp32", "eager")
+        with FlopCounterMode(display=False) as counter:
+            loss, _ = stack_loss(functional.forward, make_objective(name), settings, dict(stack.named_parameters()),
+                                 x, [y[:20], y[20:]], torch.full((runs,), 10.0))
+            loss.backward()
+        assert counter.get_total_flops() == stacked_step_cost("mlp", n, HIDDEN, runs, objective=name).flops
+    ratio = (stacked_step_cost("mlp", 50000, 256, 30, objective="iga").flops
+             / stacked_step_cost("mlp", 50000, 256, 30).flops)
+    assert 3 < ratio < 4
+
+
+def test_peak_counter_counts_what_is_alive_including_what_autograd_saves():
+    from featlib.training.memory import PeakCounter
+
+    w = torch.randn(1000, requires_grad=True)
+    with PeakCounter() as counter:
+        a = w * 2  # 4,000 bytes, saved by nothing (a product with a constant)
+        b = torch.relu(a)  # 4,000 bytes, saved for relu's backward (its output)
+        c = torch.exp(b)  # 4,000 bytes, saved for exp's backward (its output)
+        out = c.sum()  # 4 bytes; its graph holds b and c
+        del a, b, c  # a is freed, b and c are not
+        held = counter.alive()
+    assert counter.peak == 12_004 and held == 8_004
+    del out
+    assert counter.alive() == 0
+
+
+@pytest.mark.parametrize("kind, objective", [("mlp", "irmv1"), ("mlp", "iga"), ("heads", "fishr")])
+def test_memory_model_equals_a_counted_peak_it_was_not_fitted_to(kind, objective):
+    from featlib.training.memory import CHECK_SIZE, FIT_SIZES, measure_stage_peak, step_peak_bytes
+
+    assert CHECK_SIZE[kind] not in FIT_SIZES[kind]
+    n, h, c, g = CHECK_SIZE[kind]
+    counted = measure_stage_peak(kind, objective, n, h, c, g)
+    assert step_peak_bytes(kind, objective, n, h, c, g) == pytest.approx(counted, rel=0.02)
+
+
+def test_the_memory_check_refuses_what_the_counted_peaks_say_cannot_fit():
+    """Issue 19: the old check assumed 2 activations per step, far below the counted peaks (IGA's
+    most of all), so it let runs start that could not fit. On an 8 GB device the full-size
+    protocol with IGA is refused, the same protocol with IRMv1 and CLOvE is not, and the old
+    estimate would have admitted both."""
+    from featlib.experiments.colored_mnist import CMNISTProtocol
+    from featlib.training.memory import activations_per_step, protocol_bytes
+    from featlib.validation import check_fits_in_memory
+
+    device = 8 * 2**30
+    with_iga = CMNISTProtocol(objectives=("erm", "irmv1", "iga"))
+    without = CMNISTProtocol(objectives=("erm", "irmv1", "clove"))
+    old_estimate = 2 * 30 * 50000 * 256 * 4
+    assert old_estimate < protocol_bytes(without) < device < protocol_bytes(with_iga)
+    with pytest.raises(ValueError, match="more than the 8.0 GiB"):
+        check_fits_in_memory("the protocol's largest stack", with_iga.memory_estimate(), available=device)
+    check_fits_in_memory("the protocol's largest stack", without.memory_estimate(), available=device)
+    assert with_iga.memory_estimate() == int(protocol_bytes(with_iga))
+    assert activations_per_step("mlp", "iga", 50000, 256, 30) > 1.5 * activations_per_step("mlp", "irmv1", 50000, 256, 30)
