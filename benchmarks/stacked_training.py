@@ -210,7 +210,7 @@ def time_variants(args, device, cases, rates, bandwidth) -> pd.DataFrame:
     if frame.empty:
         return frame
     plain = frame[frame["variant"] == "plain"].set_index(["objective", "stack"])["step_s"]
-    frame["x_faster_than_plain"] = [plain.get((o, s), float("nan")) / t
+    frame["x_faster_than_plain"] = [plain.get((o, s), float("nan")) / t if t > 0 else float("nan")
                                     for o, s, t in zip(frame["objective"], frame["stack"], frame["step_s"])]
     frame["x_floor"] = frame["step_s"] / frame["floor_s"]
     return frame

@@ -18,19 +18,18 @@ passes ``env_risk`` (each environment's risk on its own rows as a function of th
 tensors; the fast OOD stage does), ``closed_form=True`` uses :func:`hvp_alignment`: no double
 backward, no padded rows.
 
-**The first-order form.** With ``g_e = grad R_e`` and ``H_e`` its Hessian, the penalty's gradient
-is ``sum_e 2 H_e (g_e - mean_e g)`` (the term of the mean vanishes, as above). So each
-environment's gradient is computed first-order on that environment's rows only
-(``torch.func.grad``), and each ``H_e v_e`` with ``v_e = 2 (g_e - mean g)`` by a Hessian-vector
-product: the pullback of that gradient (``torch.func.vjp`` of ``torch.func.grad``, which gives
-``g_e`` and the pullback in one pass), outside the training graph. (Forward-over-reverse,
-``torch.func.jvp``, is the textbook alternative at about the same cost, but dynamo in torch 2.14
-cannot trace its dual tensors once the stack's sizes are dynamic.) The penalty returned has the penalty's value and, through one ordinary backward
-pass, that gradient: ``P + <theta, hv> - <theta, hv>.detach()`` with ``hv = sum_e H_e v_e``
-held constant. The autograd penalty instead differentiates each environment's risk through the
-whole batch's graph (the other environment's rows padded with zeros) with ``create_graph=True``
-and differentiates that again. ``tests/test_gpu_paths.py`` checks the two gradients equal in
-float64.
+**The first-order form.** With ``g_e = grad R_e`` and ``H_e`` its Hessian, the penalty's gradient is
+``sum_e 2 H_e (g_e - mean_e g)`` (the term of the mean vanishes, as above). So each environment's
+gradient is computed first-order on that environment's rows only (``torch.func.grad``), and each
+``H_e v_e`` with ``v_e = 2 (g_e - mean g)`` by a Hessian-vector product: the pullback of that
+gradient (``torch.func.vjp`` of ``torch.func.grad``, which gives ``g_e`` and the pullback in one
+pass), outside the training graph. (Forward-over-reverse, ``torch.func.jvp``, is the textbook
+alternative at about the same cost, but dynamo in torch 2.14 cannot trace its dual tensors once the
+stack's sizes are dynamic.) The penalty returned has the penalty's value and, through one ordinary
+backward pass, that gradient: ``P + <theta, hv> - <theta, hv>.detach()`` with ``hv = sum_e H_e v_e``
+held constant. The autograd penalty instead differentiates each environment's risk through the whole
+batch's graph (the other environment's rows padded with zeros) with ``create_graph=True`` and
+differentiates that again. ``tests/test_gpu_paths.py`` checks the two gradients equal in float64.
 """
 from __future__ import annotations
 

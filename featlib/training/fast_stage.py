@@ -9,7 +9,8 @@
   IB-IRM's variance term are first-order already. IGA with a trained featurizer (ERM-NF) takes
   first-order per-environment gradients on each environment's rows and a Hessian-vector product
   (:func:`featlib.objectives.iga.hvp_alignment`, from the ``env_risk`` that :func:`stack_loss`
-  passes). Without a double backward the whole loss can be compiled.
+  passes), outside the training graph. Without a double backward through the training graph the
+  whole loss can be compiled.
 * Always: no read-back to the host inside the loop (the penalty weights are checked once, the
   per-step weight is computed on the device) and Adam's fused kernel where torch has one.
 * ``share_prefix``: the ERM pre-training prefix trained once for all runs that share it
@@ -127,8 +128,8 @@ def stack_loss(forward, objective: Objective, settings: LossSettings, params: di
 def _own_code(fn: Callable, name: str) -> Callable:
     """``fn`` with a code object of its own: dynamo keeps its compiled versions (and its limit
     of recompilations) per code object, so each compiled loss gets its own cache."""
-    return types.FunctionType(fn.__code__.replace(co_name=name, co_qualname=name), fn.__globals__, name,
-                              fn.__defaults__, fn.__closure__)
+    names = {"co_name": name, **({"co_qualname": name} if hasattr(fn.__code__, "co_qualname") else {})}
+    return types.FunctionType(fn.__code__.replace(**names), fn.__globals__, name, fn.__defaults__, fn.__closure__)
 
 
 def loss_function(forward, objective: Objective, settings: LossSettings, name: str) -> Callable:

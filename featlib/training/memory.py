@@ -20,7 +20,10 @@ this replaces assumed 2 activations per step; at the protocol's size the counted
 :func:`stage_bytes` adds what the stage holds all along (the inputs and the stack), and
 :func:`protocol_bytes` takes the largest stack of a ColoredMNIST protocol, which
 ``CMNISTProtocol.memory_estimate`` checks against the device's memory before anything runs.
-Counted at float32; a bf16 stage holds less, so the float32 count bounds it.
+Counted at float32; a bf16 stage holds less, so the float32 count bounds it. Not modelled: what a
+GPU holds besides tensors (the CUDA context, cuBLAS workspaces, the caching allocator's free
+blocks), so on a GPU the check refuses what cannot fit by the tensors alone, not everything that
+will not fit.
 """
 from __future__ import annotations
 
@@ -138,7 +141,7 @@ def fit_coefficients(kind: str, objective: str, points=None) -> tuple[float, ...
 #: The comment after each entry: the model over the peak counted at CHECK_SIZE (not fitted), and
 #: the modelled step peak in activations at the protocol's size (n 50,000, H 256, C 30; G 12).
 PEAK_COEFFICIENTS: dict[tuple[str, str], tuple[float, ...]] = {
-("mlp", "erm"): (4.0, 0.011, 5.0, 1.003),  # check 1.000, 4.12 activations at the protocol's size
+    ("mlp", "erm"): (4.0, 0.011, 5.0, 1.003),  # check 1.000, 4.12 activations at the protocol's size
     ("mlp", "irmv1"): (4.0, 0.011, 5.0, 1.003),  # check 1.000, 4.12 activations at the protocol's size
     ("mlp", "vrex"): (4.0, 0.011, 5.0, 1.003),  # check 1.000, 4.12 activations at the protocol's size
     ("mlp", "irmx"): (4.0, 0.011, 5.0, 1.003),  # check 1.000, 4.12 activations at the protocol's size

@@ -7,14 +7,14 @@
   float32 accumulation). CUDA only: elsewhere there are no TF32 units and the products stay
   float32, so on a CPU ``"tf32"`` computes exactly what ``"fp32"`` does (:meth:`Precision.effective`
   says so for the provenance);
-* ``"bf16"``: bfloat16 where it pays, float32 where it matters. The featurizer's matrix products
-  and the activations they produce are bfloat16 (``torch.autocast``; the biases are cast to the
-  product's dtype, so no bias add promotes an activation back to float32), and the fast path
-  stores the images once in bfloat16. The linear head computes in float32 outside autocast
+* ``"bf16"``: bfloat16 where it pays, float32 where it matters. The featurizer's matrix products and
+  the activations they produce are bfloat16 (``torch.autocast``; the biases are cast to the
+  product's dtype, so no bias add promotes an activation back to float32), and the fast path stores
+  the images once in bfloat16. The linear head computes in float32 outside autocast
   (:func:`featlib.models.stacked.head_product`): issue 19 measured bfloat16 logits taking about
-  2,100 distinct values on 25,000 images and moving CLOvE's gradient by 5.7%. So do the
-  objective, the master weights and Adam's state. Frozen-feature stacks are heads only: their features stay float32, stored
-  once, and bf16 computes there exactly what fp32 does.
+  2,100 distinct values on 25,000 images and moving CLOvE's gradient by 5.7%. The objective, the
+  master weights and Adam's state are float32 too. Frozen-feature stacks are heads only: their
+  features stay float32, stored once, and bf16 computes there exactly what fp32 does.
 
 The measured H100 note (``shared/measurements/h100-2026-11-22``) found TF32 moves single runs by
 up to 32 points while leaving the best configuration per objective within seed noise: a
@@ -90,8 +90,8 @@ PRECISIONS: Registry[Precision] = Registry("precision")
 for _p in (
     Precision("fp32", "IEEE float32 matrix products (TF32 off)"),
     Precision("tf32", "float32 tensors, TF32 tensor-core matrix products", tf32=True),
-    Precision("bf16", "bfloat16 autocast of the forward pass (products and activations), float32 "
-                      "weights, optimiser state and objective", autocast_dtype=torch.bfloat16),
+    Precision("bf16", "bfloat16 featurizer products and activations (autocast), float32 head, objective, "
+                      "weights and optimiser state", autocast_dtype=torch.bfloat16),
 ):
     PRECISIONS.register(_p.name)(_p)
 
