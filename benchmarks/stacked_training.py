@@ -50,7 +50,7 @@ from featlib.models import ColoredMNISTMLP, StackedHeads, StackedMLP, fresh_head
 from featlib.objectives import make_objective
 from featlib.registry import Registry
 from featlib.training import FastOptions, LabelledInputs, OODStageConfig, train_stack_fast, train_stack_plain
-from featlib.training.fast_stage import will_compile
+from featlib.training.fast_stage import COMPILE_MODES, EAGER_FALLBACKS, will_compile
 from featlib.training.prefix import prefix_schedule, run_steps
 from featlib.training.step_cost import measure_copy_bandwidth, measure_matmul_rate, stacked_step_cost
 
@@ -194,10 +194,11 @@ def time_variants(args, device, cases, rates, bandwidth) -> pd.DataFrame:
         step, warm = statistics.median(samples[(name, objective, kind)]), first_call[(name, objective, kind)]
         cost = stacked_step_cost(kind, args.n_train, args.hidden, args.configs,
                                  groups=args.groups if kind == "heads" else 1,
-                                 act_bytes=2 if variant.precision == "bf16" else 4)
+                                 act_bytes=2 if variant.precision == "bf16" else 4, objective=objective)
         floor = cost.floor_seconds(rates[variant.precision], bandwidth)
-        compiled = variant.options is not None and will_compile(make_objective(objective), kind == "heads",
-                                                                variant.options)
+        compiled = (variant.options is not None
+                    and will_compile(make_objective(objective), kind == "heads", variant.options)
+                    and not ran_eager(variant, objective, kind, device))
         rows.append({"variant": name, "label": variant.label, "precision": variant.precision,
                      "objective": objective, "stack": kind, "runs": int(torch.tensor(case.batch_shape).prod()),
                      "step_s": step, "step_s_min": min(samples[(name, objective, kind)]),
@@ -209,10 +210,19 @@ def time_variants(args, device, cases, rates, bandwidth) -> pd.DataFrame:
     if frame.empty:
         return frame
     plain = frame[frame["variant"] == "plain"].set_index(["objective", "stack"])["step_s"]
-    frame["x_faster_than_plain"] = [plain.get((o, s), float("nan")) / t
+    frame["x_faster_than_plain"] = [plain.get((o, s), float("nan")) / t if t > 0 else float("nan")
                                     for o, s, t in zip(frame["objective"], frame["stack"], frame["step_s"])]
     frame["x_floor"] = frame["step_s"] / frame["floor_s"]
     return frame
+
+
+def ran_eager(variant: Variant, objective: str, kind: str, device) -> bool:
+    """Whether the variant's compiled loss could not compile and ran eager (it warned once and
+    is in :data:`~featlib.training.fast_stage.EAGER_FALLBACKS`): its row is then not labelled compiled."""
+    model = "StackedMLP" if kind == "mlp" else "StackedHeads"
+    mode = COMPILE_MODES.get(variant.options.compile)(device)
+    described = f"({objective} on {model}, {variant.precision}, mode {mode})"
+    return any(name.endswith(described) for name in EAGER_FALLBACKS)
 
 
 def print_variants(frame: pd.DataFrame) -> None:

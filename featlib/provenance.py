@@ -61,10 +61,13 @@ def provenance(command: str, started: float, device: torch.device | None = None,
     """The common record: command, commit, featlib and torch versions, device, machine, the
     process-wide float32 matrix-product precision (``float32_matmul``: "fp32", or "tf32" when TF32
     was on; an OOD stage records its own named precision, ``CMNISTProtocol.precision``), wall time
-    since ``started`` (a ``time.perf_counter()`` value) and the finishing time; ``extra`` after.
+    since ``started`` (a ``time.perf_counter()`` value) and the finishing time; where the process
+    compiled OOD-stage losses, ``compiled_losses`` (each one's name and "compiled" or why it ran
+    eager, :func:`featlib.training.fast_stage.compile_record`); ``extra`` after.
 
     ``commit``: :func:`git_commit` taken when the run *started* (pass it: the checkout may move
     while a long run goes on); None takes it now."""
+    from .training.fast_stage import compile_record
     from .training.precision import process_precision
 
     device = device or get_device()
@@ -80,5 +83,6 @@ def provenance(command: str, started: float, device: torch.device | None = None,
         "machine": platform.platform(),
         "wall_time_s": time.perf_counter() - started,
         "finished_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **compile_record(),
         **extra,
     }

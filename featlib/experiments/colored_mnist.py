@@ -220,14 +220,13 @@ class CMNISTProtocol:
                              self.memory_estimate())
 
     def memory_estimate(self) -> int:
-        """Bytes that the largest stack of runs holds at least (float32, images not counted): the
-        training features (G, n_train, H) of every (initialisation, seed) group on frozen
-        featurizers, or the two hidden activations (C, n_train, H) of the ERM-NF stack of C
-        configurations, or one network's during feature learning."""
-        per_network = self.n_train * self.hidden_dim * 4
-        groups = len([i for i in self.inits if i != "erm-nf"]) * len(self.seeds)
-        configs = max(len(self.configurations(o)) for o in self.objectives) if "erm-nf" in self.inits else 0
-        return max(groups * per_network, 2 * configs * per_network, 2 * per_network)
+        """Bytes that the protocol's largest stack needs at its peak, from peaks counted per
+        objective and stack kind (:func:`featlib.training.memory.protocol_bytes`: the data, the
+        stack, and the step's counted activations, e.g. about 4 activations per step for IRMv1
+        and 8 for IGA on ERM-NF), or one network's during feature learning."""
+        from ..training.memory import protocol_bytes
+
+        return int(protocol_bytes(self))
 
     def learner_options(self, init: str) -> dict:
         """Keyword arguments of the feature learner ``init`` for this dataset (Table 6, scaled)."""
@@ -290,6 +289,9 @@ class ColoredMNISTExperiment:
     def __post_init__(self) -> None:
         check_mnist_source(self.mnist_source)
         self.device = self.device or get_device()
+        # the protocol checked featlib's device; the experiment runs on its own
+        check_fits_in_memory(f"the protocol's largest stack (hidden_dim={self.protocol.hidden_dim}, "
+                             f"n_train={self.protocol.n_train})", self.protocol.memory_estimate(), self.device)
         self.cache_dir = check_writable("cache_dir", self.cache_dir) if self.cache_dir is not None else None
 
     # -- data and features ---------------------------------------------------------------

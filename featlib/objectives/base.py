@@ -112,6 +112,10 @@ class EnvInputs:
     #: True when ``params`` are exactly a linear head ``(w, b)`` whose inputs are ``features`` and
     #: the features are constants (a frozen featurizer): head-gradient closed forms are then exact.
     head_only: bool = False
+    #: ``env_risk(e, tensors)``: environment e's risk (*B,) on its own rows, as a function of
+    #: the trained tensors (``params``' order), for penalties that differentiate it themselves
+    #: (IGA's first-order form, :func:`~.iga.hvp_alignment`); None where the caller has none.
+    env_risk: Callable | None = None
 
     @property
     def batch_shape(self) -> torch.Size:
@@ -190,6 +194,12 @@ class Objective:
         for this risk function, when ``head_only`` (see :class:`EnvInputs`) holds or not."""
         return self.first_order
 
+    def has_first_order_form(self, head_only: bool = False, functional: bool = False) -> bool:
+        """Whether ``closed_form=True`` computes the penalty's gradient without a double
+        backward: a closed form (:meth:`has_closed_form`), or, where the caller passes
+        ``env_risk=`` (``functional``), a form built on it (IGA's Hessian-vector product)."""
+        return self.has_closed_form(head_only)
+
     def closed_form_penalty(self, inputs: EnvInputs) -> torch.Tensor:
         """The penalty as a first-order expression where one is exact (its value equals
         :meth:`penalty`'s, and so does its gradient, by one backward pass); :meth:`penalty`
@@ -217,9 +227,11 @@ class Objective:
         env_ids: Sequence[int] | None = None,
         closed_form: bool = False,
         head_only: bool = False,
+        env_risk: Callable | None = None,
         check: bool = True,
     ) -> ObjectiveOutput:
-        """``closed_form``: use :meth:`closed_form_penalty`; ``head_only``: see :class:`EnvInputs`;
+        """``closed_form``: use :meth:`closed_form_penalty`; ``head_only`` and ``env_risk``: see
+        :class:`EnvInputs`;
         ``check=False`` skips the check of ``penalty_weight`` (it reads the tensor back to the
         host, which a compiled or asynchronous training step must avoid; check once instead)."""
         if check:
@@ -230,7 +242,7 @@ class Objective:
                 f"(one entry per environment); got {len(env_logits)} and {len(env_targets)}"
             )
         risks = self.risks(env_logits, env_targets)
-        inputs = EnvInputs(env_logits, env_targets, risks, features, params, head_only)
+        inputs = EnvInputs(env_logits, env_targets, risks, features, params, head_only, env_risk)
         if env_ids is not None and len(env_ids) != len(env_logits):
             raise ValueError(f"env_ids must name one environment per entry of env_logits; got {len(env_ids)} ids "
                              f"for {len(env_logits)} environments")

@@ -6,9 +6,11 @@
 * ``closed_form``: penalties as first-order expressions of the logits
   (:mod:`featlib.objectives.closed_form`): IRMv1, IRMX and IB-IRM always (logistic risk); IGA when
   the featurizer is frozen (the trained parameters are the linear head). V-REx, CLOvE, Fishr and
-  IB-IRM's variance term are first-order already. IGA with a trained featurizer (ERM-NF) keeps
-  its autograd penalty (per-environment gradients through the whole network): its step is never
-  compiled. Without a double backward the whole loss can be compiled.
+  IB-IRM's variance term are first-order already. IGA with a trained featurizer (ERM-NF) takes
+  first-order per-environment gradients on each environment's rows and a Hessian-vector product
+  (:func:`featlib.objectives.iga.hvp_alignment`, from the ``env_risk`` that :func:`stack_loss`
+  passes), outside the training graph. Without a double backward through the training graph the
+  whole loss can be compiled.
 * Always: no read-back to the host inside the loop (the penalty weights are checked once, the
   per-step weight is computed on the device) and Adam's fused kernel where torch has one.
 * ``share_prefix``: the ERM pre-training prefix trained once for all runs that share it
@@ -18,16 +20,20 @@
 * ``compile``: the loss (forward, objective, L2) compiled by ``torch.compile`` with its backward
   (:data:`COMPILE_MODES`: ``"default"``; ``"cudagraphs"`` replays CUDA graphs on a GPU and is
   ``"default"`` elsewhere). One compiled function per (model, objective, settings) serves every
-  stack of a process (dynamic shapes: the stack grows as runs leave the shared prefix).
+  stack of a process (dynamic shapes: the stack grows as runs leave the shared prefix); each is
+  a function with a code object of its own, so no loss takes another's recompile budget, and
+  one that cannot compile says so and is recorded (:class:`CompiledLoss`, :func:`compile_record`).
 
 Evaluation follows ``config.record``; the experiment asks for ``"final"`` (the tables use the
 accuracies after the last step only). Precision is ``config.precision`` (:mod:`.precision`).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import types
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,6 +93,7 @@ class LossSettings:
     device_type: str
     precision: str
     bias_relu: str
+    functional: bool = True  # forward(params, inputs) depends on params (a featlib stacked model)
 
 
 def stack_loss(forward, objective: Objective, settings: LossSettings, params: dict[str, torch.Tensor],
@@ -99,10 +106,19 @@ def stack_loss(forward, objective: Objective, settings: LossSettings, params: di
     logits = promote(logits)
     slices = [slice(a, b) for a, b in settings.env_bounds]
     trainable = [params[name] for name in settings.trainable]
+
+    def env_risk(e: int, tensors) -> torch.Tensor:
+        """Environment e's risk on its own rows, as a function of the trained tensors."""
+        replaced = {**params, **dict(zip(settings.trainable, tensors))}
+        with PRECISIONS.get(settings.precision).autocast(torch.device(settings.device_type)):
+            env_logits, _ = forward(replaced, inputs[..., slices[e], :], make_bias_relu(settings.bias_relu))
+        return objective.risk_fn(promote(env_logits), env_targets[e])
+
     out = objective(
         [logits[..., s] for s in slices], env_targets, weight,
         features=[features[..., s, :] for s in slices], params=trainable,
-        closed_form=settings.closed_form, head_only=settings.head_only, check=False,
+        closed_form=settings.closed_form, head_only=settings.head_only,
+        env_risk=env_risk if settings.functional else None, check=False,
     )
     l2 = settings.l2 * per_run_squared_norm([params[name] for name in settings.regularised], tuple(weight.shape))
     loss = out.loss + (l2 / torch.clamp(weight, min=1.0) if settings.rescales else l2)
@@ -112,32 +128,119 @@ def stack_loss(forward, objective: Objective, settings: LossSettings, params: di
 def _own_code(fn: Callable, name: str) -> Callable:
     """``fn`` with a code object of its own: dynamo keeps its compiled versions (and its limit
     of recompilations) per code object, so each compiled loss gets its own cache."""
-    return types.FunctionType(fn.__code__.replace(co_name=name), fn.__globals__, name, fn.__defaults__,
-                              fn.__closure__)
+    names = {"co_name": name, **({"co_qualname": name} if hasattr(fn.__code__, "co_qualname") else {})}
+    return types.FunctionType(fn.__code__.replace(**names), fn.__globals__, name, fn.__defaults__, fn.__closure__)
 
 
-_COMPILED: dict[tuple, Callable] = {}
+def loss_function(forward, objective: Objective, settings: LossSettings, name: str) -> Callable:
+    """:func:`stack_loss` of this (model, objective, settings) as a real function named ``name``
+    with a code object of its own (not a ``functools.partial``: torch wraps a partial in one
+    shared frame, so every partial compiled in a process counts against one recompile limit and
+    the ninth falls back to eager)."""
+    def loss(params, inputs, env_targets, weight):
+        return stack_loss(forward, objective, settings, params, inputs, env_targets, weight)
+
+    return _own_code(loss, name)
+
+
+#: name -> why: the compiled losses of this process that could not compile and ran eager
+#: (:func:`compile_record` puts them into every provenance record).
+EAGER_FALLBACKS: dict[str, str] = {}
+_BACKEND: list = [None]  # None: torch's inductor with the COMPILE_MODES mode
+
+
+class CompiledLoss:
+    """A loss compiled by ``torch.compile`` (``fullgraph=True``, dynamic shapes) that never falls
+    back to eager silently.
+
+    **Recompile limit.** Dynamo allows ``recompile_limit`` (8) compiled versions per code object
+    and then runs that code eager with one warning. Rather than raising the limit (the number of
+    losses a process compiles is not bounded: a benchmark or a notebook makes many), every loss
+    is keyed per (model, objective, settings, mode) and has its own code object
+    (:func:`loss_function`): the versions of one key are bounded by dynamo's specialisation of
+    sizes 0 and 1 of its few dynamic sizes (stack and group counts), far below the limit.
+    Sizes are not duck-typed (``use_duck_shape=False``): a stack whose slot count happens to
+    equal its group count would otherwise compile a second graph when they part.
+
+    **No silent fallback.** A graph break (``fullgraph=True``), a hit recompile limit
+    (``fail_on_recompile_limit_hit``) or a backend failure raises inside the call; the loss then
+    says so once, by name, with the reason (a ``RuntimeWarning``), records it in
+    :data:`EAGER_FALLBACKS` for the provenance, and computes that step and every later one eager
+    (the same function, so the results are the same up to rounding)."""
+
+    def __init__(self, eager: Callable, name: str, description: str, mode: str):
+        self.eager, self.name, self.description = eager, name, description
+        backend = _BACKEND[0]
+        if backend is None:
+            self.compiled = torch.compile(eager, mode=mode, dynamic=True, fullgraph=True)
+        else:
+            self.compiled = torch.compile(eager, backend=backend, dynamic=True, fullgraph=True)
+        self.failure: str | None = None
+
+    def __call__(self, *args):
+        if self.failure is None:
+            try:
+                with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True), \
+                        torch.fx.experimental._config.patch(use_duck_shape=False):
+                    return self.compiled(*args)
+            except (torch._dynamo.exc.TorchDynamoException, torch._dynamo.exc.FailOnRecompileLimitHit) as err:
+                reason = (str(err).strip().splitlines() or [""])[0][:300]
+                self.failure = f"{type(err).__name__}: {reason}"
+                EAGER_FALLBACKS[f"{self.name} ({self.description})"] = self.failure
+                warnings.warn(f"the compiled loss {self.name} ({self.description}) cannot compile "
+                              f"({self.failure}); its stacks run eager", RuntimeWarning, stacklevel=2)
+        return self.eager(*args)
+
+
+_COMPILED: dict[tuple, CompiledLoss] = {}
 _OBJECTIVES: dict[tuple, Objective] = {}
 
 
-def compiled_loss(forward, config: OODStageConfig, settings: LossSettings, mode: str) -> Callable:
+@contextlib.contextmanager
+def compile_backend(backend: Callable) -> Iterator[None]:
+    """Inside: compiled losses are made with ``backend`` (a ``torch.compile`` backend, e.g. one
+    that counts the graphs it runs) instead of inductor; the cache of compiled losses is emptied
+    on entry and on exit, so no loss outlives the backend it was made with."""
+    _COMPILED.clear()
+    _BACKEND[0] = backend
+    try:
+        yield
+    finally:
+        _BACKEND[0] = None
+        _COMPILED.clear()
+
+
+def compiled_loss(forward, config: OODStageConfig, settings: LossSettings, mode: str) -> CompiledLoss:
     """:func:`stack_loss` compiled for this (model, objective, settings), made once per process
-    and shared by every stack (the objective instance too: only stateless objectives compile)."""
+    and shared by every stack of that key (the objective instance too: only stateless objectives
+    compile); each key has a code object of its own (:class:`CompiledLoss`)."""
     key = (forward, config.objective, config.env_reduction, repr(sorted(config.objective_kwargs.items())),
            settings, mode)
     if key not in _COMPILED:
         objective = make_objective(config.objective, env_reduction=config.env_reduction, **config.objective_kwargs)
         _OBJECTIVES[key] = objective
-        fn = _own_code(stack_loss, f"stack_loss_{len(_COMPILED)}")
-        _COMPILED[key] = torch.compile(functools.partial(fn, forward, objective, settings), mode=mode, dynamic=True)
+        name = f"stack_loss_{len(_COMPILED)}"
+        model = getattr(forward, "__qualname__", repr(forward)).split(".")[0]
+        description = f"{config.objective} on {model}, {settings.precision}, mode {mode}"
+        _COMPILED[key] = CompiledLoss(loss_function(forward, objective, settings, name), name, description, mode)
     return _COMPILED[key]
 
 
-def will_compile(objective: Objective, head_only: bool, options: FastOptions) -> bool:
+def compile_record() -> dict:
+    """For a provenance record: every loss this process compiled, ``"compiled"`` or why it ran
+    eager (empty when none was compiled)."""
+    losses = {f"{c.name} ({c.description})": "compiled" for c in _COMPILED.values()}
+    losses.update({name: f"eager: {why}" for name, why in EAGER_FALLBACKS.items()})
+    return {"compiled_losses": losses} if losses else {}
+
+
+def will_compile(objective: Objective, head_only: bool, options: FastOptions, functional: bool = True) -> bool:
     """Whether the fast path compiles this objective's step: a compile mode is asked for, the
-    penalty has a closed form there (no double backward) and the objective keeps no state."""
-    return (options.compile != "none" and options.closed_form and objective.has_closed_form(head_only)
-            and not objective.stateful)
+    penalty has a first-order form there (no double backward: a closed form, or IGA's
+    Hessian-vector product where the stack is a function of its tensors, ``functional``) and the
+    objective keeps no state."""
+    return (options.compile != "none" and options.closed_form
+            and objective.has_first_order_form(head_only, functional) and not objective.stateful)
 
 
 # ------------------------------------------------------------------------------- the stack's tensors
@@ -290,15 +393,19 @@ def train_stack_fast(
         env_bounds=tuple((s.start, s.stop) for s in train.env_slices), trainable=functional.trainable,
         regularised=functional.regularised(config.l2_scope), l2=float(config.l2), rescales=bool(objective.has_penalty and objective.rescale),
         closed_form=options.closed_form, head_only=head_only, device_type=device.type,
-        precision=config.precision, bias_relu=options.bias_relu,
+        precision=config.precision, bias_relu=options.bias_relu, functional=functional.regroupable,
     )
     mode = COMPILE_MODES.get(options.compile)(device)
-    if will_compile(objective, head_only, options):
+    compiles = will_compile(objective, head_only, options, functional.regroupable)
+    if compiles:
         loss_fn = compiled_loss(functional.forward, config, settings, mode)
     else:
         loss_fn = functools.partial(stack_loss, functional.forward, objective, settings)
-    cudagraphs = mode == "reduce-overhead" and will_compile(objective, head_only, options)
+    cudagraphs = mode == "reduce-overhead" and compiles
     env_targets = [train.y[..., s] for s in train.env_slices]
+    # a featurizer's inputs (images) once in the compute dtype, not cast on every step; frozen
+    # features feed the head, which computes in float32 (models.stacked.head_product)
+    inputs = precision.stored(train.inputs) if functional.regroupable and not head_only else train.inputs
 
     records: dict[str, list] = {"steps": [], "train_acc": [], "test_acc": [], "penalty": []}
     records_at = set(record_steps(config))
@@ -344,7 +451,7 @@ def train_stack_fast(
             weight = torch.where(step >= slot_warmups, slot_weights, warm)
             if cudagraphs:
                 torch.compiler.cudagraph_mark_step_begin()
-            loss, penalty = loss_fn(phase.params, train.inputs, env_targets, weight)
+            loss, penalty = loss_fn(phase.params, inputs, env_targets, weight)
             phase.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             phase.optimizer.step()

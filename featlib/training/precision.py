@@ -7,9 +7,14 @@
   float32 accumulation). CUDA only: elsewhere there are no TF32 units and the products stay
   float32, so on a CPU ``"tf32"`` computes exactly what ``"fp32"`` does (:meth:`Precision.effective`
   says so for the provenance);
-* ``"bf16"``: the forward pass under ``torch.autocast(dtype=torch.bfloat16)``: matrix products
-  and the activations they produce in bfloat16, float32 master weights and Adam state; the
-  logits are promoted to float32 before the objective, so risks and penalties are float32.
+* ``"bf16"``: bfloat16 where it pays, float32 where it matters. The featurizer's matrix products and
+  the activations they produce are bfloat16 (``torch.autocast``; the biases are cast to the
+  product's dtype, so no bias add promotes an activation back to float32), and the fast path stores
+  the images once in bfloat16. The linear head computes in float32 outside autocast
+  (:func:`featlib.models.stacked.head_product`): issue 19 measured bfloat16 logits taking about
+  2,100 distinct values on 25,000 images and moving CLOvE's gradient by 5.7%. The objective, the
+  master weights and Adam's state are float32 too. Frozen-feature stacks are heads only: their
+  features stay float32, stored once, and bf16 computes there exactly what fp32 does.
 
 The measured H100 note (``shared/measurements/h100-2026-11-22``) found TF32 moves single runs by
 up to 32 points while leaving the best configuration per objective within seed noise: a
@@ -50,17 +55,29 @@ class Precision:
 
     @contextlib.contextmanager
     def matmul_mode(self, device: torch.device) -> Iterator[None]:
-        """Inside: TF32 on or off as this precision says (CUDA; nothing to set elsewhere),
-        the process-wide setting restored after."""
-        if device.type != "cuda":
-            yield
-            return
-        saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = self.tf32
+        """Inside: the float32 matrix products (and cuDNN convolutions) of ``device`` in TF32 or
+        in IEEE float32 as this precision says, set through torch's current API
+        (:func:`backend_settings`), the previous settings restored after (as the values they
+        had: torch reads a setting inherited from ``torch.backends.fp32_precision`` as that
+        value, and it is restored as such). On a CPU, "tf32" is
+        IEEE float32 too (no TF32 units), so oneDNN's products are held to IEEE there as well."""
+        wanted = "tf32" if self.tf32 and device.type == "cuda" else "ieee"
+        settings = backend_settings(device)
+        saved = [(backend, backend.fp32_precision) for backend in settings]
         try:
+            for backend in settings:
+                backend.fp32_precision = wanted
             yield
         finally:
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+            for backend, value in saved:
+                backend.fp32_precision = value
+
+    def stored(self, inputs: torch.Tensor) -> torch.Tensor:
+        """The inputs of a featurizer's first product as the stage keeps them: in the autocast
+        dtype (cast once: autocast would cast them on every step), unchanged otherwise."""
+        if self.autocast_dtype is None or not inputs.is_floating_point():
+            return inputs
+        return inputs.to(self.autocast_dtype)
 
     def autocast(self, device: torch.device) -> contextlib.AbstractContextManager:
         """The context of the forward pass: autocast to :attr:`autocast_dtype`, or nothing."""
@@ -73,18 +90,34 @@ PRECISIONS: Registry[Precision] = Registry("precision")
 for _p in (
     Precision("fp32", "IEEE float32 matrix products (TF32 off)"),
     Precision("tf32", "float32 tensors, TF32 tensor-core matrix products", tf32=True),
-    Precision("bf16", "bfloat16 autocast of the forward pass (products and activations), float32 "
-                      "weights, optimiser state and objective", autocast_dtype=torch.bfloat16),
+    Precision("bf16", "bfloat16 featurizer products and activations (autocast), float32 head, objective, "
+                      "weights and optimiser state", autocast_dtype=torch.bfloat16),
 ):
     PRECISIONS.register(_p.name)(_p)
 
 DEFAULT_PRECISION = "fp32"
 
 
+def backend_settings(device: torch.device) -> list:
+    """The ``torch.backends`` objects whose ``fp32_precision`` decides the float32 matrix
+    products of ``device``: cuBLAS and cuDNN's convolutions on CUDA, oneDNN's matmul and
+    convolutions elsewhere. This is torch's current API (torch >= 2.9): once anything in the
+    process has set it, the legacy ``allow_tf32`` flags and ``torch.get_float32_matmul_precision()``
+    raise when read, so featlib reads and writes the precision only through it."""
+    if device.type == "cuda":
+        return [torch.backends.cuda.matmul, torch.backends.cudnn.conv]
+    return [torch.backends.mkldnn.matmul, torch.backends.mkldnn.conv]
+
+
 def process_precision() -> str:
-    """The process-wide float32 matrix-product setting outside any OOD stage ("fp32" or "tf32"),
-    which every other computation (feature learning, evaluation) runs under."""
-    if torch.backends.cuda.matmul.allow_tf32:
+    """The process-wide float32 matrix-product setting outside any OOD stage, which every other
+    computation (feature learning, evaluation) runs under: "fp32" (IEEE everywhere), "tf32"
+    (cuBLAS products in TF32), or the settings themselves where they are anything else. Read
+    through torch's current ``fp32_precision`` API (:func:`backend_settings`), which never raises."""
+    cuda = torch.backends.cuda.matmul.fp32_precision
+    cpu = torch.backends.mkldnn.matmul.fp32_precision
+    if cuda in ("ieee", "none") and cpu in ("ieee", "none"):
+        return "fp32"
+    if cuda == "tf32" and cpu in ("ieee", "none", "tf32"):
         return "tf32"
-    mode = torch.get_float32_matmul_precision()
-    return "fp32" if mode == "highest" else f"float32_matmul_precision={mode!r}"
+    return f"cuda matmul {cuda}, cpu matmul {cpu}"

@@ -16,7 +16,11 @@ runs of ``Linear(I, H) - ReLU - Linear(H, H) - ReLU - Linear(H, 1)`` on n inputs
 * layer 2: forward ``2 C n H^2``; backward the weight and the input gradients;
 * head: forward ``2 C n H``; backward the weight and the input gradients;
 
-so ``4 n I C H + 6 C n H^2 + 6 C n H``. Frozen features (G groups of C heads on ``(G, n, H)``
+so ``4 n I C H + 6 C n H^2 + 6 C n H``. IGA on ERM-NF (``objective="iga"``) adds its per-environment
+gradients and their Hessian-vector products (:func:`featlib.objectives.iga.hvp_alignment`: a
+first-order gradient on each environment's rows and the pullback of it), ``8 n I C H + 18 C n H^2
++ 18 C n H`` (counted by ``torch.utils.flop_counter``; about 3.5 times the step of the other
+objectives at the protocol's shape). Frozen features (G groups of C heads on ``(G, n, H)``
 features): ``4 G C n H`` (forward and weight gradient). ``tests/test_fast_ood_stage.py``
 checks these counts against ``torch.utils.flop_counter`` on a real step.
 
@@ -59,9 +63,10 @@ class StepCost:
 
 
 def stacked_step_cost(kind: str, n: int, hidden: int, runs: int, groups: int = 1, input_dim: int = 392,
-                      act_bytes: int = 4) -> StepCost:
+                      act_bytes: int = 4, objective: str | None = None) -> StepCost:
     """The cost of one full-batch step of a stack: ``kind="mlp"`` (ERM-NF: ``runs`` whole MLPs on
-    n inputs of ``input_dim``) or ``"heads"`` (``groups`` x ``runs`` heads on frozen features)."""
+    n inputs of ``input_dim``) or ``"heads"`` (``groups`` x ``runs`` heads on frozen features).
+    ``objective="iga"`` on ``"mlp"`` counts IGA's extra products (bytes: those of the step)."""
     check_choice("kind", kind, KINDS)
     for name, value in (("n", n), ("hidden", hidden), ("runs", runs), ("groups", groups), ("input_dim", input_dim)):
         check_int(name, value, minimum=1)
@@ -69,6 +74,8 @@ def stacked_step_cost(kind: str, n: int, hidden: int, runs: int, groups: int = 1
     c, h = runs, hidden
     if kind == "mlp":
         flops = 4 * n * input_dim * c * h + 6 * c * n * h * h + 6 * c * n * h
+        if objective == "iga":
+            flops += 8 * n * input_dim * c * h + 18 * c * n * h * h + 18 * c * n * h
         params = c * (input_dim * h + h + h * h + h + h + 1)
         moved = (ACTIVATION_PASSES * c * n * h * act_bytes + 2 * n * input_dim * 4
                  + LOGIT_PASSES * c * n * 4 + ADAM_PASSES * params * 4)
