@@ -200,4 +200,4 @@ def test_the_wilds_case_measures_the_minibatch_learners_round_by_round(tmp_path)
         "erm": ["1"], "bonsai": ["1", "2", "synthesis"], "feat": ["1", "2"], "ifeat": ["1", "2"]}
     assert all((f["steps"] == 3).all() and (f["timed_steps"] == 2).all() for f in frames.values())
     assert case.schedule("feat") == [5000, 5000] and case.schedule("bonsai") == [5000, 5000, 5000]
-    assert "camelyon17, small_cnn at 32px, batch 8" in case.describe()
+    assert "camelyon17, small CNN at 32px, batch 8" in case.describe()

@@ -224,7 +224,7 @@ def test_chapter_06_measures_which_features_each_model_uses(executed):
 
 def test_chapter_07_prints_the_cost_table_and_checks_the_targets(executed):
     r = read_records(executed / "07_cost_of_feature_learning.ipynb")
-    assert r["device"] == "cpu" and "full batch of 2000 images" in r["cases"] and "small_cnn" in r["cases"]
+    assert r["device"] == "cpu" and "full batch of 2000 images" in r["cases"] and "small CNN" in r["cases"]
     assert set(r["ifeat_time_x_erm"]) == set(r["ifeat_memory_x_erm"]) == {"cmnist", "wilds"}
     assert all(v > 0 for v in r["ifeat_time_x_erm"].values())
     # memory is deterministic on the CPU: iFeAT's sets and one head add little to ERM's step

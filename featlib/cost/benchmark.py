@@ -44,6 +44,11 @@ METHODS = ("erm", "bonsai", "feat", "ifeat")
 NO_TERMINATION = "never"
 
 
+#: Backbones as the prose names them (a page shows "small CNN", not the registry key "small_cnn").
+BACKBONE_NAMES = {"densenet121": "DenseNet-121", "resnet50": "ResNet-50", "small_cnn": "small CNN",
+                  "distilbert": "DistilBERT", "minilm": "MiniLM"}
+
+
 @dataclass(frozen=True)
 class CostSettings:
     """How much to measure: rounds per method, steps per round, warm-up and repeats."""
@@ -184,7 +189,7 @@ class WildsCost(CostCase):
 
     def describe(self) -> str:
         side = f" at {self.resolution}px" if self.resolution and self.protocol.spec.modality == "image" else ""
-        return f"WILDS {self.dataset}, {self.backbone}{side}, batch {self.batch_size}"
+        return f"WILDS {self.dataset}, {BACKBONE_NAMES.get(self.backbone, self.backbone)}{side}, batch {self.batch_size}"
 
     def prepare(self, device: torch.device) -> None:
         from ..data.wilds_fabricate import fabricate_wilds
