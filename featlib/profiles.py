@@ -55,18 +55,28 @@ def as_python(name: str, chapter: str) -> str:
     return "\n".join(f"{key} = {value!r}" for key, value in values.items())
 
 
+def notebook_namespace() -> dict:
+    """The running IPython kernel's namespace (empty outside a kernel)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return {}
+    return getattr(get_ipython(), "user_ns", None) or {}
+
+
 def notebook_chapter(namespace: dict | None = None) -> str | None:
     """The chapter a notebook's first cell named (``FEATLIB_CHAPTER``), from ``namespace`` or the
     running IPython kernel's; ``None`` outside a chapter notebook."""
     if namespace is None:
-        try:
-            from IPython import get_ipython
-        except ImportError:
-            return None
-        shell = get_ipython()
-        namespace = getattr(shell, "user_ns", None) or {}
+        namespace = notebook_namespace()
     chapter = namespace.get(CHAPTER_VARIABLE)
     return chapter if isinstance(chapter, str) else None
+
+
+def in_use(name: str, chapter: str, namespace: dict) -> bool:
+    """Whether ``namespace`` already holds every value of chapter ``chapter`` in profile ``name``."""
+    _, values = chapter_values(name, chapter)
+    return all(k in namespace and namespace[k] == v for k, v in values.items())
 
 
 def apply(name: str, namespace: dict, chapter: str | None = None) -> dict:

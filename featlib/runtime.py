@@ -74,14 +74,18 @@ def preflight_text(estimate: Estimate, *, profile_hint: str = "the small profile
 def profile_advice(profile_hint: str = "the small profile", chapter: str | None = None) -> str:
     """How to run the profile ``profile_hint`` names ("the small profile ..."): in a chapter
     notebook (``chapter``, else the one its first cell named) the line that applies it and its
-    values as Python for the parameters cell; elsewhere the command-line option."""
+    values as Python for the parameters cell (or, when the notebook already has them, says so);
+    elsewhere the command-line option."""
     from . import profiles
 
     match = re.search(r"the (\w+) profile", profile_hint)
     name = match.group(1) if match else "small"
-    chapter = chapter or profiles.notebook_chapter()
+    namespace = profiles.notebook_namespace()
+    chapter = chapter or profiles.notebook_chapter(namespace)
     if chapter is None:
         return f"On a CPU, the {name} profile is the size that fits (python -m featlib.notebooks --profile {name})."
+    if profiles.in_use(name, chapter, namespace):
+        return f"This run already has the {name} profile's values, the smallest this chapter offers."
     values = profiles.as_python(name, chapter)
     return (f"On a CPU, the {name} profile is the size that fits: add the line\n"
             f"    from featlib import profiles; profiles.apply({name!r}, globals())\n"

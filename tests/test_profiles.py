@@ -50,6 +50,11 @@ def test_cpu_warning_in_a_notebook_says_how_to_apply_the_profile_there(monkeypat
                                   profile_hint="the small profile (--profile small)")
     assert "--profile" not in text
     assert 'profiles.apply(\'small\', globals())' in text and "    max_rounds = 4" in text
+    small = parameter_defaults(NOTEBOOK["04"]) | load_profile("small")["04_feat_on_colored_mnist"]
+    monkeypatch.setattr(profiles, "notebook_namespace", lambda: small)  # the profile is already applied
+    assert runtime.profile_advice("the small profile") == ("This run already has the small profile's values, the "
+                                                           "smallest this chapter offers.")
+    monkeypatch.setattr(profiles, "notebook_namespace", lambda: {})
     monkeypatch.setattr(profiles, "notebook_chapter", lambda namespace=None: None)  # a script: the command line
     assert "python -m featlib.notebooks --profile small" in runtime.profile_advice("the small profile")
 
