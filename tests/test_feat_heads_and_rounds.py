@@ -158,3 +158,16 @@ def test_table7_cells_under_each_choice_are_measured_against_the_papers_std():
     assert train.loc["sum", "z"] == pytest.approx(0.0, abs=1e-9) and train.loc["sum", "std"] == pytest.approx(0.96)
     assert train.loc["average", "z"] == pytest.approx(2.0)  # 2 x 0.96 points above, the paper's std 0.96
     assert TABLE7["cmnist025"]["train_acc"][1] == (71.87, 0.96)
+
+
+def test_the_early_stop_sentence_names_the_closest_seed_and_what_it_would_hand_on():
+    from featlib.experiments.cmnist_report import describe_early_stop
+
+    text = describe_early_stop({"usual_rounds": 3, "ood_usual": 0.85, "ood_one_earlier": 0.18, "closest_margin": 0.73,
+                                "closest_seed": 1, "n_early": 0, "n_seeds": 5})
+    assert "seed 1" in text and "0.73 points above the 130% threshold" in text
+    assert "round 2's features" in text and "18.0%" in text and "85.0%" in text and "None of the 5 seeds" in text
+    assert "2 of 10 seeds here did stop earlier" in describe_early_stop(
+        {"usual_rounds": 3, "ood_usual": 0.85, "ood_one_earlier": 0.18, "closest_margin": 0.1, "closest_seed": 4,
+         "n_early": 2, "n_seeds": 10})
+    assert "single round" in describe_early_stop(None)

@@ -210,6 +210,25 @@ def early_stop_consequence(rounds: pd.DataFrame, dataset: str, init: str = "ifea
             "n_early": int((margins["rounds_kept"] < usual).sum()), "n_seeds": len(margins)}
 
 
+def describe_early_stop(consequence: dict | None, threshold: float = 1.30) -> str:
+    """What a seed that stops one round early hands on, in one or two sentences (from
+    :func:`early_stop_consequence`); the closest seed's margin says how likely that is."""
+    if consequence is None:
+        return "Every seed kept a single round, so no seed could stop earlier."
+    k = consequence["usual_rounds"]
+    text = (f"Most seeds keep {k} rounds. The closest call is seed {consequence['closest_seed']}, whose round {k} "
+            f"scored {consequence['closest_margin']:.2f} points above the {100 * threshold:.0f}% threshold. A seed "
+            f"whose round {k} fell under it would hand round {k - 1}'s features to the OOD stage, whose head scores "
+            f"{100 * consequence['ood_one_earlier']:.1f}% worst-test accuracy against {100 * consequence['ood_usual']:.1f}% "
+            f"after round {k} (means over the seeds here), and Table 2's FeAT column would drop with it.")
+    n = consequence["n_early"]
+    if n:
+        text += f" {n} of {consequence['n_seeds']} seeds here did stop earlier; their rows are in the table above."
+    else:
+        text += f" None of the {consequence['n_seeds']} seeds here did."
+    return text
+
+
 def describe_stops(stops: pd.DataFrame, dataset: str, init: str) -> str:
     """One sentence: how many rounds each seed kept and the score of the discarded round, e.g.
     "kept 2 rounds in 5 of 5 seeds (seeds 1, 2, 3, 4, 5); the discarded round scored 127.1-128.9%"."""
