@@ -521,12 +521,13 @@ def test_case_13_a_wilds_checkpoint_of_other_content_starts_the_run_again(tmp_pa
     from featlib.experiments.wilds_experiment import VerifiedCheckpoint
 
     path = tmp_path / "learn-feat-s0.pt"
-    torch.save([1, 2, 3], path)  # readable by torch, not a checkpoint
     meta = {"key": "k", "seed": 0, "method": "feat"}
-    with pytest.warns(CacheWarning, match="learn-feat-s0.pt.*starting this run again"):
-        assert VerifiedCheckpoint(path, meta=meta).load() is None
-    VerifiedCheckpoint(path, meta=meta).save({"step": 3})
-    assert VerifiedCheckpoint(path, meta=meta).load() == {"step": 3}
+    for other in ([1, 2, 3], {"weights": [1.0]}):  # readable by torch, not a checkpoint of this run
+        torch.save(other, path)
+        with pytest.warns(CacheWarning, match="learn-feat-s0.pt.*starting this run again"):
+            assert VerifiedCheckpoint(path, meta=meta).load() is None
+    VerifiedCheckpoint(path, meta=meta).save({"method": "feat", "step": 3})
+    assert VerifiedCheckpoint(path, meta=meta).load() == {"method": "feat", "step": 3}
     with pytest.warns(CacheWarning, match="seed=0, not 1"):
         assert VerifiedCheckpoint(path, meta={**meta, "seed": 1}).load() is None
 

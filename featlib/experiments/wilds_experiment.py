@@ -191,6 +191,9 @@ class VerifiedCheckpoint(Checkpoint):
             state = load_torch(self.path, expect=expect)
             if not isinstance(state, dict):
                 raise CorruptFileError(self.path, f"it holds a {type(state).__name__}, not a checkpoint")
+            if "method" in self.meta and state.get("method") != self.meta["method"]:
+                raise CorruptFileError(self.path, f"it is not a checkpoint of {self.meta['method']!r} (its method: "
+                                                  f"{state.get('method')!r})")
         except CorruptFileError as err:
             warnings.warn(f"bad checkpoint {err}; starting this run again", CacheWarning, stacklevel=2)
             return None
