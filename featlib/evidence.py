@@ -33,6 +33,14 @@ def provenance_line(what: str, prov: Mapping[str, Any], size: str | None = None)
     if prov.get("device"):
         threads = f" ({prose.count(int(prov['threads']), 'thread')})" if prov.get("threads") and prov["device"] == "cpu" else ""
         parts.append(f"on {'a CPU' if prov['device'] == 'cpu' else prov['device']}{threads}")
+    runs = prov.get("runs") if isinstance(prov.get("runs"), list) and len(prov.get("runs")) > 1 else None
+    if runs:  # a folder several runs added to (run_rounds): every commit, and their summed wall time
+        commits = sorted({str(r.get("commit", ""))[:12] for r in runs if r.get("commit")})
+        if commits:
+            parts.append(f"commit{'s' if len(commits) > 1 else ''} {prose.listing(commits)}")
+        seconds = sum(float(r["wall_time_s"]) for r in runs if r.get("wall_time_s") is not None)
+        line = f"{what}: {', '.join(parts)}" if parts else what
+        return line + f" ({prose.count(len(runs), 'run')}, {prose.minutes(seconds)} of wall time in all)."
     if prov.get("commit"):
         parts.append(f"commit {str(prov['commit'])[:12]}")
     line = f"{what}: {', '.join(parts)}" if parts else what
@@ -43,8 +51,11 @@ def provenance_line(what: str, prov: Mapping[str, Any], size: str | None = None)
 
 def command_block(prov: Mapping[str, Any], summary: str = "The command that made them") -> str:
     """HTML: the recorded command (machine folders cut, :func:`featlib.prose.command`) in a
-    collapsed ``<details>`` block, shown as a shell command."""
-    command = html.escape(prose.command(str(prov.get("command", ""))))
+    collapsed ``<details>`` block, shown as a shell command; a folder several runs added to shows
+    each run's command, one per line."""
+    runs = prov.get("runs") if isinstance(prov.get("runs"), list) and len(prov.get("runs")) > 1 else None
+    commands = [str(r.get("command", "")) for r in runs] if runs else [str(prov.get("command", ""))]
+    command = "\n".join(html.escape(prose.command(c)) for c in commands)
     return (f'<details class="feat-provenance"><summary>{html.escape(summary)}</summary>'
             f'<div class="highlight-bash notranslate"><div class="highlight"><pre>{command}</pre></div></div></details>')
 

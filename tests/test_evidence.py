@@ -36,3 +36,16 @@ def test_termination_summary_counts_the_rule_and_the_cap():
         "The 130% check discarded a round, and the featurizer rolled back, in 2 of 3\u00a0seed-dataset runs of "
         "FeAT (iFeAT); 1 ran to the cap of 5\u00a0rounds.")
     assert evidence.termination_summary(stops[stops["init"] == "feat"], 5, init="ifeat") == "No rounds of FeAT (iFeAT) are recorded."
+
+
+def test_a_folder_that_runs_added_to_names_every_run_commit_and_the_summed_wall_time():
+    from featlib import evidence
+
+    prov = {"seeds": [1, 2], "datasets": ["cmnist01"], "device": "cpu", "threads": 2, "commit": "b" * 40,
+            "wall_time_s": 60.0,
+            "runs": [{"command": "python -m featlib.experiments.run_rounds --seeds 1", "commit": "a" * 40, "wall_time_s": 600.0},
+                     {"command": "python -m featlib.experiments.run_rounds --seeds 2", "commit": "b" * 40, "wall_time_s": 60.0}]}
+    line = evidence.provenance_line("Rounds", prov).replace("\xa0", " ")
+    assert "2 seeds" in line and "aaaaaaaaaaaa and bbbbbbbbbbbb" in line and "2 runs, 11 min of wall time in all" in line
+    block = evidence.command_block(prov)
+    assert "--seeds 1" in block and "--seeds 2" in block
