@@ -32,7 +32,8 @@ def temporary_sibling(path: str | Path, suffix: str = ".tmp") -> Path:
     return path.with_name(f".{path.name}.{host}.{os.getpid()}.{secrets.token_hex(4)}{suffix}")
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` of this host still exists (one of another user counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -55,7 +56,7 @@ def remove_stale_temporaries(path: str | Path) -> list[Path]:
         return removed
     for tmp in candidates:
         pid = tmp.name[len(prefix):].split(".", 1)[0]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             tmp.unlink(missing_ok=True)
             removed.append(tmp)
     return removed

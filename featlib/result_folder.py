@@ -40,6 +40,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .atomic import pid_alive
 from .cache import CorruptFileError
 from .csv_io import frame_to_csv, read_csv
 
@@ -66,16 +67,6 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), str(b))
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _remove_stale(parent: Path, name: str) -> None:
     """Tidy siblings left by runs of this host that were killed while committing: a folder renamed
     aside (``replaced``) while ``name`` is missing is put back first; the rest is deleted (every
@@ -86,7 +77,7 @@ def _remove_stale(parent: Path, name: str) -> None:
                 pid = int(path.name.rsplit("-", 2)[-2])
             except ValueError:
                 continue
-            if _pid_alive(pid):
+            if pid_alive(pid):
                 continue
             if kind == "replaced" and not (parent / name).exists():
                 os.rename(path, parent / name)

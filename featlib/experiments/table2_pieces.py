@@ -30,6 +30,7 @@ Chapter 04 shows the committed pieces as Table 2; ``python -m featlib.experiment
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -126,7 +127,6 @@ def read_piece(folder: Path, piece: Piece) -> tuple[pd.DataFrame, dict] | None:
         raise CorruptFileError(csv_path, "it is missing although its record is there", remedy) from None
     if len(data) != record.get("bytes") or _digest(data) != record.get("sha256"):
         raise CorruptFileError(csv_path, "its bytes do not match the checksum in its record", remedy)
-    import io
     frame = read_csv(io.StringIO(data.decode("utf-8")))
     if len(frame) != record.get("rows"):
         raise CorruptFileError(csv_path, f"it holds {len(frame)} rows where its record says {record.get('rows')}", remedy)
@@ -209,7 +209,7 @@ def merge_pieces(sources: Sequence[str | Path], into: str | Path) -> dict:
     cells = {}
     for piece, (_, record) in present.items():
         cells.setdefault(_cell(piece), (piece, record, str(into)))
-    plan = []
+    plan, identical = [], 0
     for source in map(Path, sources):
         if source.resolve() == into.resolve():
             raise ValueError(f"{source} is the folder merged into; name other folders to merge from")
@@ -228,6 +228,7 @@ def merge_pieces(sources: Sequence[str | Path], into: str | Path) -> dict:
                 if present[piece][1]["sha256"] != record["sha256"]:
                     raise ValueError(f"{source}: piece {piece} differs from the copy already in {into} "
                                      "(same protocol, other numbers); keep one of them")
+                identical += 1
                 continue
             present[piece] = (frame, record)
             plan.append((source, piece))
@@ -235,7 +236,7 @@ def merge_pieces(sources: Sequence[str | Path], into: str | Path) -> dict:
         for path in (piece.csv(source), piece.record(source)):  # CSV first: a record names a whole CSV
             target = piece.csv(into) if path.suffix == ".csv" else piece.record(into)
             atomic_write_text(target, path.read_text(encoding="utf-8"))
-    return {"added": len(plan), "identical": sum(1 for s in map(Path, sources) for p in list_pieces(s)) - len(plan)}
+    return {"added": len(plan), "identical": identical}
 
 
 def _piece_record(experiment: ColoredMNISTExperiment, preset: str, commit: str, seconds: float) -> dict:
