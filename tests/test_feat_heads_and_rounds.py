@@ -171,3 +171,17 @@ def test_the_early_stop_sentence_names_the_closest_seed_and_what_it_would_hand_o
         {"usual_rounds": 3, "ood_usual": 0.85, "ood_one_earlier": 0.18, "closest_margin": 0.1, "closest_seed": 4,
          "n_early": 2, "n_seeds": 10})
     assert "single round" in describe_early_stop(None)
+
+
+def test_the_choices_table_shows_no_spread_for_one_seed_and_rounds_in_table_7s_order():
+    import html
+
+    from featlib.experiments.cmnist_report import against_table7
+    from featlib.experiments.cmnist_views import table7_choices_table
+
+    frame = pd.DataFrame([{"dataset": "cmnist025", "init": "ifeat", "seed": 1, "round": 2, "train_acc": 0.7181,
+                           "retention_acc": 0.8515, "ood_acc": 0.7101}])
+    text = html.unescape(table7_choices_table(against_table7({"sum": frame}, "cmnist025"), "x")._repr_html_())
+    assert "±" not in text.split("paper")[0].split("sum (n = 1)")[1]  # one seed: the value alone
+    assert "−0.1 paper std" in text and "10⁻" not in text
+    assert text.index("training acc.") < text.index("retention acc.") < text.index("OOD acc.")

@@ -149,10 +149,12 @@ def table7_choices_table(comparison: pd.DataFrame, caption: str) -> Table:
     for _, r in comparison.iterrows():
         key = (int(r["round"]), r["metric"])
         row = rows.setdefault(key, {"round": str(key[0]), "quantity": _METRIC_LABELS.get(r["metric"], r["metric"])})
-        row[f"{r['choice']} (n = {int(r['n_seeds'])})"] = Stacked(
-            prose.mean_std(r["mean"], r["std"]), f"{prose.number(r['z'], 1, sign=True)} paper std")
+        ours = prose.mean_std(r["mean"], r["std"]) if r["n_seeds"] > 1 else prose.number(r["mean"])  # no spread of one seed
+        z = f"{r['z']:+.1f}".replace("-", "−")
+        row[f"{r['choice']} (n = {int(r['n_seeds'])})"] = Stacked(ours, f"{z} paper std")
         row["paper"] = prose.mean_std(r["paper_mean"], r["paper_std"])
-    frame = pd.DataFrame([rows[k] for k in sorted(rows)])
+    order = list(_METRIC_LABELS)
+    frame = pd.DataFrame([rows[k] for k in sorted(rows, key=lambda k: (k[0], order.index(k[1]) if k[1] in order else 9))])
     columns = ["round", "quantity"] + [c for c in frame.columns if c not in ("round", "quantity", "paper")] + ["paper"]
     return table(frame[columns], caption=caption,
                  note="Mean ± std over seeds (%); under it, (ours − paper) divided by the paper's std.")
