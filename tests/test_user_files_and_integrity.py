@@ -437,7 +437,7 @@ def test_case_10_a_misspelt_wilds_overrides_dataset_is_refused():
     from featlib.notebooks import list_notebooks
 
     nb = next(p for p in list_notebooks() if p.stem.startswith("06"))
-    with pytest.raises(ValueError, match="'camelyon', which is not among wilds_datasets"):
+    with pytest.raises(ValueError, match="'camelyon', which is not a WILDS dataset"):
         check_parameters(nb, {"wilds_datasets": ["camelyon17"], "wilds_overrides": {"camelyon": {"scale": 0.01}}})
 
 

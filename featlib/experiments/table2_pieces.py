@@ -270,7 +270,8 @@ def run_pieces(protocols: Sequence[CMNISTProtocol], folder: str | Path, *, prese
                cache_dir: str | Path | None = None, budget_s: float | None = None, mnist_source: str = "auto",
                device: torch.device | None = None, progress=print) -> dict:
     """Compute the missing pieces of ``protocols`` into ``folder`` until ``budget_s`` seconds have
-    passed (None: all); the piece in hand is always finished. Each piece is written as soon as it
+    passed (None: all); the piece in hand is always finished, and at least one piece is computed
+    however small the budget. Each piece is written as soon as it
     is done, so nothing finished is lost. Returns ``done`` (pieces written now), ``remaining``
     (pieces still missing) and ``wall_time_s``."""
     folder = Path(folder)
@@ -281,7 +282,8 @@ def run_pieces(protocols: Sequence[CMNISTProtocol], folder: str | Path, *, prese
     todo = missing_pieces(protocols, folder)
     done = 0
     for k, (protocol, piece) in enumerate(todo):
-        if budget_s is not None and time.perf_counter() - start >= budget_s:
+        # at least one piece per run, however small the budget: a sitting always makes progress
+        if done and budget_s is not None and time.perf_counter() - start >= budget_s:
             break
         experiment = experiments[protocol.dataset]
         t0 = time.perf_counter()

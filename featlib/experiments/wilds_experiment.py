@@ -206,15 +206,18 @@ class VerifiedCheckpoint(Checkpoint):
 def protocols_for(datasets, methods, overrides: dict) -> dict[str, WildsProtocol]:
     """A :class:`WildsProtocol` per dataset of ``datasets`` with ``methods``, each with the fields
     ``overrides[dataset]`` sets (chapter 06's ``wilds_overrides``). ValueError, naming the key,
-    for an override of a dataset that is not run (a misspelt name would otherwise be dropped and
-    the dataset run at full scale) or an unknown protocol field."""
+    for an override of a name that is no WILDS dataset (a misspelt name would otherwise be dropped
+    and the dataset run at full scale) or an unknown protocol field; an override of a dataset that
+    is not run now (a profile's values for a dataset the reader may add) is kept unused."""
     names = list(check_sequence("wilds_datasets", datasets, min_length=0, unique=True))
     if not isinstance(overrides, dict) or not all(isinstance(v, dict) for v in overrides.values()):
         raise ValueError(f"wilds_overrides must be a dict of dataset -> protocol fields; got {overrides!r}")
-    stray = [k for k in overrides if k not in names]
+    # A key that names no WILDS dataset is a misspelling (it would be dropped and the dataset run
+    # at full scale); an override of a known dataset that is not run now is kept for when it is.
+    stray = [k for k in overrides if k not in WILDS_DATASETS.names()]
     if stray:
-        raise ValueError(f"wilds_overrides names {', '.join(map(repr, stray))}, which is not among wilds_datasets "
-                         f"{names}; use the datasets' names: {', '.join(WILDS_DATASETS.names())}")
+        raise ValueError(f"wilds_overrides names {', '.join(map(repr, stray))}, which is not a WILDS dataset "
+                         f"(wilds_datasets is {names}); use the datasets' names: {', '.join(WILDS_DATASETS.names())}")
     fields = {f.name for f in dataclasses.fields(WildsProtocol)} - {"dataset", "methods"}
     for name, values in overrides.items():
         unknown = sorted(set(values) - fields)
