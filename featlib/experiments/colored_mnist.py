@@ -32,6 +32,7 @@ The protocol trains the MLP on the two-channel datasets only; the colour-patch v
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -243,12 +244,35 @@ class CMNISTProtocol:
             return [(0.0, 0)]
         return list(itertools.product(self.penalty_weights, self.pretrain_epochs))
 
-    #: Fields that change learned features, and those that change the OOD stage as well.
-    FEATURE_FIELDS = ("dataset", "hidden_dim", "n_train", "n_test", "epoch_scale", "max_rounds", "retain_weight",
-                      "termination", "termination_rule", "head_combination", "lr", "l2")
-    #: The path is in the key because it changes float32 rounding, which unstable runs amplify.
-    OOD_FIELDS = FEATURE_FIELDS + ("penalty_weights", "pretrain_epochs", "ood_steps", "eval_every", "env_reduction",
-                                   "warmup_penalty_weight", "objective_options", "precision", "ood_path")
+    #: What each kind of cached result leaves out of its key, and why. Keys are made by
+    #: exclusion: every other field of the protocol is in the key, so a field added later is in
+    #: every key until someone states here that a result does not depend on it (a stale result is
+    #: never reused for a new field; tests/test_cache_keys.py checks that every name here is a field).
+    PER_PIECE = {"seeds": "each piece is one seed and names it", "objectives": "each piece is one objective",
+                 "inits": "each piece is one learner"}
+    OOD_ONLY = {"penalty_weights": "OOD stage", "pretrain_epochs": "OOD stage", "ood_steps": "OOD stage",
+                "eval_every": "OOD stage", "env_reduction": "OOD stage", "warmup_penalty_weight": "OOD stage",
+                "objective_options": "OOD stage", "precision": "OOD stage (feature learning runs in fp32)",
+                "ood_path": "OOD stage"}
+    FEAT_ONLY = {"max_rounds": "FeAT/iFeAT only", "retain_weight": "FeAT/iFeAT only",
+                 "termination": "FeAT/iFeAT only", "termination_rule": "FeAT/iFeAT only",
+                 "head_combination": "FeAT/iFeAT only"}
+    KEY_EXCLUSIONS = {
+        # the learned features of one learner and seed (FeAT's fields kept for every learner:
+        # the keys of features cached before exclusion stay valid)
+        "features": {**PER_PIECE, **OOD_ONLY},
+        # an OOD-stage piece (objective, learner, seed): everything but what the piece names
+        "ood": dict(PER_PIECE),
+        # the oracle run: ERM on the colour-free data
+        "oracle": {**PER_PIECE, **OOD_ONLY, **FEAT_ONLY},
+    }
+
+    @classmethod
+    def key_fields(cls, kind: str) -> tuple[str, ...]:
+        """The fields in the key of a cached result of ``kind`` (a key of :data:`KEY_EXCLUSIONS`):
+        every field of the protocol that the kind does not explicitly exclude."""
+        excluded = cls.KEY_EXCLUSIONS[kind]
+        return tuple(f.name for f in dataclasses.fields(cls) if f.name not in excluded)
 
     def key(self, fields: Sequence[str], **extra) -> str:
         """A short hash of the named fields (and ``extra``) and of featlib's version: cached
@@ -271,6 +295,13 @@ class CMNISTProtocol:
     def n_runs(self) -> int:
         """OOD-stage runs of the whole protocol."""
         return len(self.seeds) * len(self.inits) * sum(len(self.configurations(o)) for o in self.objectives)
+
+
+
+#: The fields in each cached result's key (by exclusion, :meth:`CMNISTProtocol.key_fields`).
+CMNISTProtocol.FEATURE_FIELDS = CMNISTProtocol.key_fields("features")
+CMNISTProtocol.OOD_FIELDS = CMNISTProtocol.key_fields("ood")
+CMNISTProtocol.ORACLE_FIELDS = CMNISTProtocol.key_fields("oracle")
 
 
 @dataclass
@@ -518,9 +549,6 @@ class ColoredMNISTExperiment:
                                  what="cached OOD-stage piece"))
         return pd.concat(frames, ignore_index=True)
 
-    #: Fields the oracle run depends on: the ERM learner's options and the data.
-    ORACLE_FIELDS = ("dataset", "hidden_dim", "n_train", "n_test", "epoch_scale", "lr", "l2")
-
     def _oracle_row(self, seed: int) -> pd.DataFrame:
         p = self.protocol
         learned = FEATURE_LEARNERS.get("erm")(self.data(seed, oracle=True), seed, **p.learner_options("erm"))
@@ -535,7 +563,7 @@ class ColoredMNISTExperiment:
     def oracle_piece(self, seed: int) -> pd.DataFrame:
         """The oracle row of one seed (cached)."""
         p = self.protocol
-        key = p.key(self.ORACLE_FIELDS)
+        key = p.key(CMNISTProtocol.ORACLE_FIELDS)
         check = expect_keys(["dataset", "seed"], [(p.dataset, seed)])
         meta = self._meta(key, seed)
         return cached(self._path("oracle", f"oracle-seed{seed}-{key}.csv"),

@@ -1,0 +1,89 @@
+"""Cache keys are made by exclusion: every protocol field is in a cached result's key unless the
+protocol states that the result does not depend on it. A new field is in every key at once (no
+stale result is reused for it), and this file fails until the new field is given an other value
+below, which proves that the keys holding it change with it."""
+import dataclasses
+
+import pytest
+
+from featlib.experiments.colored_mnist import CMNISTProtocol
+from featlib.experiments.wilds_experiment import WildsProtocol
+
+SMALL = dict(n_train=1000, n_test=500, hidden_dim=8)
+
+#: For every field of CMNISTProtocol, a second valid value (keep one per field: see the docstring).
+CMNIST_OTHER = {
+    "dataset": "cmnist01", "seeds": (2,), "objectives": ("erm",), "inits": ("erm",), "penalty_weights": (3.0,),
+    "pretrain_epochs": (7,), "ood_steps": 11, "hidden_dim": 9, "n_train": 999, "n_test": 499, "epoch_scale": 0.5,
+    "max_rounds": 3, "retain_weight": 0.5, "termination": 1.2, "termination_rule": "undivided",
+    "head_combination": "sum", "lr": 2e-3, "l2": 2e-3, "eval_every": 7, "env_reduction": "sum",
+    "warmup_penalty_weight": 1.0, "objective_options": {"irmv1": {"steps": 5}}, "precision": "bf16",
+    "ood_path": "plain",
+}
+
+#: For every field of WildsProtocol, a second valid value.
+WILDS_OTHER = {
+    "dataset": "camelyon17", "methods": ("erm",), "objectives": ("erm",), "seeds": (3,), "penalty_weights": (5.0,),
+    "backbone": "small_cnn", "pretrained": False, "scale": 0.5, "rounds": 4, "batch_size": 7, "lr": 0.5,
+    "ood_epochs": 2, "resolution": 16, "max_examples": 50, "max_token_length": 16, "termination": "paper",
+    "head_combination": "sum", "dfr": False, "checkpoint_every": 9,
+}
+
+
+def _fields(cls) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+def test_every_cmnist_field_is_in_a_key_or_excluded_by_name_with_a_reason():
+    assert set(CMNIST_OTHER) == _fields(CMNISTProtocol), \
+        "a CMNISTProtocol field was added or renamed: give it an other value in CMNIST_OTHER"
+    for kind, excluded in CMNISTProtocol.KEY_EXCLUSIONS.items():
+        assert set(excluded) <= _fields(CMNISTProtocol), f"{kind} excludes fields that do not exist"
+        assert all(isinstance(why, str) and why for why in excluded.values())
+        assert set(CMNISTProtocol.key_fields(kind)) | set(excluded) == _fields(CMNISTProtocol)
+
+
+@pytest.mark.parametrize("kind,fields", [("features", "FEATURE_FIELDS"), ("ood", "OOD_FIELDS"),
+                                         ("oracle", "ORACLE_FIELDS")])
+def test_a_key_changes_with_each_field_it_holds_and_only_with_those(kind, fields):
+    base = CMNISTProtocol(dataset="cmnist025", **SMALL)
+    key_fields = getattr(CMNISTProtocol, fields)
+    assert key_fields == CMNISTProtocol.key_fields(kind)
+    for name, value in CMNIST_OTHER.items():
+        other = dataclasses.replace(base, **{name: value})
+        changed = other.key(key_fields) != base.key(key_fields)
+        assert changed == (name not in CMNISTProtocol.KEY_EXCLUSIONS[kind]), (kind, name)
+
+
+def test_a_field_added_later_is_in_every_key_at_once():
+    Extended = dataclasses.make_dataclass("Extended", [("new_knob", int, dataclasses.field(default=0))],
+                                          bases=(CMNISTProtocol,), frozen=True)
+    for kind in CMNISTProtocol.KEY_EXCLUSIONS:
+        fields = Extended.key_fields(kind)
+        assert "new_knob" in fields
+        assert Extended(**SMALL).key(fields) != Extended(**SMALL, new_knob=1).key(fields)
+
+
+def test_keys_made_before_exclusion_are_unchanged():
+    """The hand-kept lists that keys were built from before: caches made with them stay valid."""
+    feature = ("dataset", "hidden_dim", "n_train", "n_test", "epoch_scale", "max_rounds", "retain_weight",
+               "termination", "termination_rule", "head_combination", "lr", "l2")
+    ood = feature + ("penalty_weights", "pretrain_epochs", "ood_steps", "eval_every", "env_reduction",
+                     "warmup_penalty_weight", "objective_options", "precision", "ood_path")
+    oracle = ("dataset", "hidden_dim", "n_train", "n_test", "epoch_scale", "lr", "l2")
+    p = CMNISTProtocol(**SMALL)
+    assert p.key(CMNISTProtocol.FEATURE_FIELDS) == p.key(feature)
+    assert p.key(CMNISTProtocol.OOD_FIELDS) == p.key(ood)
+    assert p.key(CMNISTProtocol.ORACLE_FIELDS) == p.key(oracle)
+
+
+def test_every_wilds_field_is_in_its_keys_or_excluded_by_name():
+    assert set(WILDS_OTHER) == _fields(WildsProtocol), \
+        "a WildsProtocol field was added or renamed: give it an other value in WILDS_OTHER"
+    excluded = WildsProtocol.PER_PIECE_FIELDS + WildsProtocol.RUN_CONTROL_FIELDS
+    assert set(excluded + WildsProtocol.OOD_FIELDS) <= _fields(WildsProtocol)
+    base = WildsProtocol(dataset="civilcomments", seeds=(0,))
+    for name, value in WILDS_OTHER.items():
+        other = dataclasses.replace(base, **{name: value})
+        in_a_key = other.key() != base.key() or other.ood_key() != base.ood_key()
+        assert in_a_key == (name not in excluded), name
