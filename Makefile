@@ -23,10 +23,10 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 book: $(STAMP)
-	$(PY) -m featlib.book --profile small
+	$(PY) -m featbook.build --profile small
 
 notebooks: $(STAMP)
-	$(PY) -m featlib.notebooks --profile small --out _build/executed
+	$(PY) -m featbook.notebooks --profile small --out _build/executed
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -11,10 +11,10 @@ What it builds, as Colab would meet a chapter:
   layer's site-packages, as Colab's system packages sit below what a notebook installs), so that
   everything the install cell installs lands in an empty environment;
 * a **fake ``google.colab`` module**, imported at kernel start (IPython startup file), so that the
-  install cell's Colab branch runs, and ``featlib.runtime.in_colab()`` is true;
+  install cell's Colab branch runs, and ``featbook.runtime.in_colab()`` is true;
 * a **local git repository** (a bare clone holding the worktree's current state as one branch)
   passed as ``FEATLIB_REPOSITORY``: the install cell installs featlib from that git URL and
-  :mod:`featlib.committed` fetches the committed results from it;
+  :mod:`featbook.committed` fetches the committed results from it;
 * an **empty folder** holding only the ``.ipynb``, executed there by papermill with the kernel of
   the fresh environment and ``PYTHONPATH`` unset (the checkout is not importable).
 

@@ -10,7 +10,7 @@ torch.set_num_threads(min(2, torch.get_num_threads()))
 
 @pytest.fixture(scope="session")
 def repo_root():
-    from featlib.notebooks import REPO_ROOT
+    from featbook.notebooks import REPO_ROOT
 
     return REPO_ROOT
 
@@ -18,7 +18,7 @@ def repo_root():
 @pytest.fixture(scope="session")
 def executed(tmp_path_factory):
     """Every chapter notebook executed once per session with the small profile (a few minutes)."""
-    from featlib.notebooks import execute_all
+    from featbook.notebooks import execute_all
 
     out = tmp_path_factory.mktemp("executed")
     execute_all("small", out)
@@ -29,15 +29,15 @@ def executed(tmp_path_factory):
 def built_book(request, tmp_path_factory):
     """The book staged from ``executed`` and rendered once per session; its HTML directory.
     ``FEATLIB_BUILT_BOOK=_build/html`` checks a book already built instead (the browser test
-    on the output of ``python -m featlib.book``, without executing the notebooks again)."""
+    on the output of ``python -m featbook.build``, without executing the notebooks again)."""
     from pathlib import Path
 
-    from featlib.book import render, stage
+    from featbook.build import render, stage
 
     given = os.environ.get("FEATLIB_BUILT_BOOK")
     if given:
         if not (Path(given) / "index.html").is_file():
-            pytest.fail(f"FEATLIB_BUILT_BOOK={given} holds no built book (index.html); build it with python -m featlib.book",
+            pytest.fail(f"FEATLIB_BUILT_BOOK={given} holds no built book (index.html); build it with python -m featbook.build",
                         pytrace=False)
         return Path(given).resolve()
     executed = request.getfixturevalue("executed")

@@ -5,9 +5,9 @@ import shutil
 import pytest
 import yaml
 
-import featlib.book as book
-from featlib.notebooks import list_notebooks
-from featlib.sphinx_fixes import drop_duplicate_scripts
+import featbook.build as book
+from featbook.notebooks import list_notebooks
+from featbook.sphinx_fixes import drop_duplicate_scripts
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ On every page, at 1280 px, as a reader sees it: no table, figure, code block or 
 than the content column (a display equation or a code block may scroll inside its own box); every
 figure is shown at (nearly) the size it was drawn for, so its text (at least
 ``featlib.style.MIN_TEXT_PT``) measures at least 11 px; every figure has a caption; and the text
-shows no leaked code or template leftovers (:mod:`featlib.leaks`). At 1280 px and 390 px: no
+shows no leaked code or template leftovers (:mod:`featbook.leaks`). At 1280 px and 390 px: no
 visible code cell records, validates, preflights or assembles prose (``MACHINERY``), and the page
 never scrolls sideways. Full-page screenshots of every page are written to ``_build/screenshots``
 (``<page>.png`` at 1280 px, ``<page>-390.png`` at 390 px).
@@ -26,8 +26,8 @@ import pytest
 import yaml
 
 from featlib import style
-from featlib.leaks import SKIPPED, scan_text
-from featlib.notebooks import REPO_ROOT
+from featbook.leaks import SKIPPED, scan_text
+from featbook.notebooks import REPO_ROOT
 from test_notebooks import CHAPTERS, MIN_IMAGES
 
 try:
@@ -246,7 +246,7 @@ LAYOUT_JS = """(minTextPx) => {
   return {column: right - left, problems};
 }"""
 
-#: The text a reader reads: the article less code input, mathematics and navigation (featlib.leaks.SKIPPED).
+#: The text a reader reads: the article less code input, mathematics and navigation (featbook.leaks.SKIPPED).
 TEXT_JS = """(skipped) => {
   const article = (document.querySelector('article.bd-article') || document.querySelector('article')).cloneNode(true);
   for (const selector of skipped) article.querySelectorAll(selector).forEach(el => el.remove());
@@ -288,8 +288,8 @@ def test_page_text_shows_no_leaked_code(visit, path):
 
 
 #: What a code cell a reader sees must not be doing: recording values, validating parameters,
-#: preflight estimates, assembling the prose (featlib.results, featlib.validation, featlib.runtime,
-#: featlib.prose); such cells are tagged remove-cell / remove-input / hide-cell in the chapters.
+#: preflight estimates, assembling the prose (featbook.record, featlib.validation, featbook.runtime,
+#: featbook.prose); such cells are tagged remove-cell / remove-input / hide-cell in the chapters.
 MACHINERY = ("record(", "prose.say(", "runtime.preflight(", "preflight_text(", "check_int(", "check_bool(",
              "check_sequence(", "check_writable(", "check_positive(", "display(Markdown(")
 

@@ -1,6 +1,5 @@
 """The chapters' MyST sources and their notebooks: in sync, and the notebook Colab opens reads
 clean (no MyST roles in its markdown), with the install cell first."""
-import importlib.util
 import json
 import re
 import shutil
@@ -8,34 +7,32 @@ import shutil
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from featlib import chapters, quoted
-from featlib.notebooks import NOTEBOOK_DIR, REPO_ROOT, list_notebooks
+from featbook import chapters, quoted
+from featbook.notebooks import NOTEBOOK_DIR, REPO_ROOT, list_notebooks
 
 
 def sync_tool():
-    spec = importlib.util.spec_from_file_location("sync_chapters", REPO_ROOT / "tools" / "sync_chapters.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from featbook import sync
+
+    return sync
 
 
 def install_cell(chapter):
-    spec = importlib.util.spec_from_file_location("install_cell", REPO_ROOT / "tools" / "install_cell.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.install_cell_source(chapter)
+    from featbook.install_cell import install_cell_source
+
+    return install_cell_source(chapter)
 
 
 def test_every_chapter_is_one_myst_source_with_its_notebook_and_no_generators_remain():
     assert [p.stem for p in chapters.sources()] == [p.stem for p in list_notebooks()]
     for source in chapters.sources():
         assert source.read_text().startswith("---\njupytext:"), source.name
-    assert not list((REPO_ROOT / "tools").glob("make_ch*.py")) and not (REPO_ROOT / "tools" / "nbgen.py").exists()
+    assert not (REPO_ROOT / "tools").exists()  # the generator scripts (make_ch*.py, nbgen.py) are gone
 
 
 def test_committed_notebooks_are_in_sync_with_their_sources():
     stale, orphans = sync_tool().out_of_sync()
-    assert not stale, f"out of sync (run python tools/sync_chapters.py): {[p.name for p in stale]}"
+    assert not stale, f"out of sync (run python -m featbook.sync): {[p.name for p in stale]}"
     assert not orphans, f"notebooks without a source: {[p.name for p in orphans]}"
 
 
@@ -130,7 +127,7 @@ def test_quoted_text_fills_recorded_values_as_the_book_formats_them():
 
 
 def test_recorded_values_are_kept_for_the_quoted_text():
-    from featlib.results import RECORDED, record
+    from featbook.record import RECORDED, record
 
     record("test_chapters_value", 0.5)
     assert RECORDED["test_chapters_value"] == 0.5

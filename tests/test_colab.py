@@ -27,7 +27,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import colab_sim  # noqa: E402
 
-from featlib.notebooks import list_notebooks, load_profile  # noqa: E402
+from featbook.notebooks import list_notebooks, load_profile  # noqa: E402
 
 pytestmark = pytest.mark.colab
 NOTEBOOKS = {p.name[:2]: p for p in list_notebooks()}

@@ -1,4 +1,4 @@
-"""Committed results fetched by their manifest (featlib.committed, issue 25)."""
+"""Committed results fetched by their manifest (featbook.committed, issue 25)."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from featlib import committed, repository
+from featbook import committed, repository
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,11 +109,11 @@ def test_a_local_git_repository_serves_the_committed_files(tmp_path, monkeypatch
 
 def test_the_committed_manifest_lists_exactly_the_committed_results():
     differences = committed.manifest_differences(REPO_ROOT / "results")
-    assert not differences, f"results/manifest.json is stale ({differences[:3]}): run python -m featlib.committed"
+    assert not differences, f"results/manifest.json is stale ({differences[:3]}): run python -m featbook.committed"
 
 
 def test_manifest_command_rejects_a_missing_folder_and_reports_differences(tmp_path):
-    cmd = [sys.executable, "-m", "featlib.committed"]
+    cmd = [sys.executable, "-m", "featbook.committed"]
     bad = subprocess.run([*cmd, str(tmp_path / "nope")], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "does not exist" in bad.stderr
     (tmp_path / "r").mkdir()

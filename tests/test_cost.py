@@ -16,7 +16,7 @@ from featlib.cost import (
 from featlib.cost.recorder import LiveTensorBytes
 from featlib.data import make_colored_mnist
 from featlib.feature_learning import FEATURE_LEARNERS
-from featlib.profiling import recording, training_step
+from featlib.training.profiling import recording, training_step
 
 CPU = torch.device("cpu")
 MB = 2**20

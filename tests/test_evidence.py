@@ -1,7 +1,7 @@
-"""The committed full-scale evidence as the chapters show it (featlib.evidence)."""
+"""The committed full-scale evidence as the chapters show it (featbook.evidence)."""
 import pandas as pd
 
-from featlib import evidence, leaks
+from featbook import evidence, leaks
 
 PROV = {"command": "python -m featlib.experiments.run_rounds --out /tmp/runs/cmnist-rounds --cache-dir /work/main/_cache/cmnist",
         "commit": "1152ffb3e5bea8a9076293deb15e6cd881eed77c", "device": "cpu", "threads": 2,
@@ -39,7 +39,7 @@ def test_termination_summary_counts_the_rule_and_the_cap():
 
 
 def test_a_folder_that_runs_added_to_names_every_run_commit_and_the_summed_wall_time():
-    from featlib import evidence
+    from featbook import evidence
 
     prov = {"seeds": [1, 2], "datasets": ["cmnist01"], "device": "cpu", "threads": 2, "commit": "b" * 40,
             "wall_time_s": 60.0,

@@ -114,11 +114,11 @@ def test_rounds_accumulate_seed_by_seed_and_refuse_another_protocol(tmp_path, ca
     # rows that the manifest's jobs do not list are refused even with a matching checksum
     record = json.loads(before)
     record["jobs"] = [j for j in record["jobs"] if j[1] != "feat"]
-    from featlib.result_folder import ResultFolder
+    from featlib.io.result_folder import ResultFolder
     folder = ResultFolder(tmp_path / "edited")
     folder.add_csv("rounds-cmnist025.csv", rows)
     folder.commit({k: v for k, v in record.items() if k != "files"})
-    from featlib.cache import CorruptFileError
+    from featlib.io.cache import CorruptFileError
     with pytest.raises(CorruptFileError, match="pairs"):
         load_rounds(tmp_path / "edited")
 
@@ -177,7 +177,7 @@ def test_the_choices_table_shows_no_spread_for_one_seed_and_rounds_in_table_7s_o
     import html
 
     from featlib.experiments.cmnist_report import against_table7
-    from featlib.experiments.cmnist_views import table7_choices_table
+    from featbook.cmnist_views import table7_choices_table
 
     frame = pd.DataFrame([{"dataset": "cmnist025", "init": "ifeat", "seed": 1, "round": 2, "train_acc": 0.7181,
                            "retention_acc": 0.8515, "ood_acc": 0.7101}])

@@ -2,8 +2,7 @@
 choose, show no spread for one seed, and end in one sentence that says what the study shows."""
 import pandas as pd
 
-from featlib.experiments.cmnist_views import (erm_nf_erm_conclusion, frozen_steps_changes,
-                                              frozen_steps_conclusion, frozen_steps_table)
+from featbook.cmnist_views import erm_nf_erm_conclusion, frozen_steps_changes, frozen_steps_conclusion, frozen_steps_table
 
 
 def _frozen(n_seeds=3):

@@ -1,4 +1,4 @@
-"""The chapters' install cell (tools/install_cell.py, issue 25), executed with pip faked."""
+"""The chapters' install cell (featbook.install_cell, issue 25), executed with pip faked."""
 from __future__ import annotations
 
 import json
@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from featlib.notebooks import list_notebooks
-from featlib.repository import ENV, from_config
+from featbook.notebooks import list_notebooks
+from featbook.repository import ENV, from_config
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-from install_cell import install_cell_source  # noqa: E402
+from featbook.install_cell import install_cell_source
 
 CHAPTERS = ["01", "02", "03", "04", "05", "06", "07"]
 
@@ -88,4 +87,4 @@ def test_every_notebook_carries_its_chapters_install_cell():
     for path in notebooks:
         first = next(c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
         assert "".join(first["source"]) == install_cell_source(path.name[:2]), (
-            f"{path.name}: its install cell is stale; run python tools/sync_chapters.py")
+            f"{path.name}: its install cell is stale; run python -m featbook.sync")

@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from featlib.book import MATHJAX_ENTRY, mathjax_es5
-from featlib.linkcheck import find_broken_links, find_external_resources, is_internal
+from featbook.build import MATHJAX_ENTRY, mathjax_es5
+from featbook.linkcheck import find_broken_links, find_external_resources, is_internal
 
 
 def write(path, body):

@@ -7,8 +7,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from featlib.data.wilds_data import WildsDatasetNotFoundError
-from featlib.notebook_params import check_parameters, parameter_annotations, parameter_defaults
-from featlib.notebooks import execute_notebook, list_notebooks, load_profile
+from featbook.notebook_params import check_parameters, parameter_annotations, parameter_defaults
+from featbook.notebooks import execute_notebook, list_notebooks, load_profile
 
 
 def chapter(prefix):

@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from featlib.experiments.labels import INIT_LABELS
-from featlib.notebooks import execute_notebook, list_notebooks, load_profile
-from featlib.results import read_records
+from featbook.notebooks import execute_notebook, list_notebooks, load_profile
+from featbook.record import read_records
 
 pytestmark = pytest.mark.notebook
 
@@ -65,7 +65,7 @@ GLUE_ROLE = re.compile(r"\{glue:text\}`([^`:]+)(?::([^`]*))?`")
 
 def test_prose_quotes_only_formatted_values(executed):
     """Every value the text quotes is a number with a format (``{glue:text}`x:.3f```) or a
-    phrase made by featlib.prose: never a dict, a list or a bare float (its repr would show)."""
+    phrase made by featbook.prose: never a dict, a list or a bare float (its repr would show)."""
     for path in sorted(executed.glob("*.ipynb")):
         records = read_records(path)
         text = "".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "markdown")
@@ -76,7 +76,7 @@ def test_prose_quotes_only_formatted_values(executed):
                 assert isinstance(value, (int, float)) and not isinstance(value, bool), f"{path.name}: {name} = {value!r}"
             else:
                 assert isinstance(value, (str, int)) and not isinstance(value, bool), (
-                    f"{path.name}: {name} is quoted without a format but holds {value!r}; format it with featlib.prose")
+                    f"{path.name}: {name} is quoted without a format but holds {value!r}; format it with featbook.prose")
 
 
 def test_chapter_01_claims_hold_at_small_scale(executed):

@@ -15,8 +15,9 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from featlib import committed, estimate, leaks, prose, repository, style, tables  # noqa: E402
-from featlib.notebooks import REPO_ROOT, list_notebooks, load_profile  # noqa: E402
+from featlib import style  # noqa: E402
+from featbook import committed, estimate, leaks, prose, repository, tables
+from featbook.notebooks import REPO_ROOT, list_notebooks, load_profile  # noqa: E402
 
 
 # -- figures -----------------------------------------------------------------------------------
@@ -40,7 +41,7 @@ def test_book_figures_fit_the_column_and_keep_their_text_legible():
 
 
 def test_the_two_bit_figure_2_is_a_grid_that_fits_the_column():
-    from featlib.plotting import figure2
+    from featbook.plotting import figure2
 
     steps = pd.RangeIndex(0, 11)
     history = pd.DataFrame({"inv": np.linspace(0, 1, 11), "spu": np.linspace(0, 0.5, 11),
@@ -90,7 +91,7 @@ def test_paired_columns_become_one_cell_with_the_papers_value_under_ours():
 
 def test_table_2_is_one_table_per_dataset_narrow_enough_for_the_column():
     from featlib.experiments import cmnist_report as report
-    from featlib.experiments import cmnist_views as views
+    from featbook import cmnist_views as views
 
     rng = np.random.default_rng(0)
     rows = [{"dataset": d, "init": i, "objective": o, "seed": s, "penalty_weight": 1.0, "pretrain_epochs": 0,
@@ -108,7 +109,7 @@ def test_table_2_is_one_table_per_dataset_narrow_enough_for_the_column():
 def test_no_code_cell_ends_by_showing_a_recorded_value():
     """``prose.say(...)`` returns its text: as a cell's last expression the notebook would show
     its repr (a quoted string) on the page. ``record(...)`` returns nothing, so it may end a cell."""
-    from featlib.results import record
+    from featbook.record import record
 
     assert record("presentation_test_value", {"a": 1}) is None
     import ast
@@ -153,7 +154,7 @@ def test_the_scan_leaves_prose_numbers_and_math_alone():
       <p>ERM after 1,000 steps (ERM-NF, 2 seeds) on ColoredMNIST-025; 7.3 × 10⁻⁵; see results/cmnist-rounds.</p>
       <span class="math">\\(\\{x_1, x_2\\}\\)</span><div class="math">\\[ \\sum_{e} C^{e} \\]</div>
       <div class="cell_input"><pre>record("x", {"a": 1})</pre></div>
-      <p>Run <code class="literal">python -m featlib.book --executed _build/full</code>.</p>
+      <p>Run <code class="literal">python -m featbook.build --executed _build/full</code>.</p>
     </article></body></html>"""
     assert leaks.scan_html(html) == []
     assert leaks.scan_html(html.replace("</article>", "<div class='cell_output'><pre>{'a': 0.6666666666666666}"
@@ -191,7 +192,7 @@ def test_estimates_never_put_a_gpu_behind_a_cpu_and_count_fabricated_data_as_fab
 
 def _protocols(stem, params):
     """The configuration objects a chapter builds from ``params`` (its validate cells)."""
-    from featlib.notebook_params import parameter_defaults
+    from featbook.notebook_params import parameter_defaults
 
     values = parameter_defaults(next(p for p in list_notebooks() if p.stem == stem)) | params
     return values
@@ -251,7 +252,7 @@ def test_the_colab_profile_fits_a_colab_session_per_chapter_on_full_data():
 
 
 def test_every_profile_only_sets_parameters_each_notebook_accepts():
-    from featlib.notebook_params import check_parameters
+    from featbook.notebook_params import check_parameters
 
     for name in ("small", "colab"):
         for stem, params in load_profile(name).items():
@@ -355,7 +356,7 @@ def test_recorded_commands_lose_the_machines_folders_but_nothing_else():
 def test_the_bibliography_labels_entries_as_the_text_cites_them_and_links_them():
     from pybtex.database import parse_file
 
-    from featlib.sphinx_fixes import author_year_label, register_bibliography_style
+    from featbook.sphinx_fixes import author_year_label, register_bibliography_style
     from pybtex.plugin import find_plugin
 
     bib = parse_file(str(REPO_ROOT / "book" / "references.bib"))

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from featlib import profiles, runtime
-from featlib.estimate import Estimate
-from featlib.notebook_params import parameter_defaults
-from featlib.notebooks import list_notebooks, load_profile
+from featbook import profiles, runtime
+from featbook.estimate import Estimate
+from featbook.notebook_params import parameter_defaults
+from featbook.notebooks import list_notebooks, load_profile
 
 NOTEBOOK = {p.name[:2]: p for p in list_notebooks()}
 
@@ -56,7 +56,7 @@ def test_cpu_warning_in_a_notebook_says_how_to_apply_the_profile_there(monkeypat
                                                            "smallest this chapter offers.")
     monkeypatch.setattr(profiles, "notebook_namespace", lambda: {})
     monkeypatch.setattr(profiles, "notebook_chapter", lambda namespace=None: None)  # a script: the command line
-    assert "python -m featlib.notebooks --profile small" in runtime.profile_advice("the small profile")
+    assert "python -m featbook.notebooks --profile small" in runtime.profile_advice("the small profile")
 
 
 def test_drive_keeps_each_folder_at_its_own_relative_path():

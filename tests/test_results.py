@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from featlib import results
+from featbook import record as results
 
 
 def test_record_is_a_no_op_without_myst_nb(monkeypatch, capsys):

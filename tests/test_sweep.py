@@ -1,7 +1,7 @@
-"""Parameter sweeps (featlib.sweep): local subprocess workers, resume after a kill, failures, Ray.
+"""Parameter sweeps (featbook.sweep): local subprocess workers, resume after a kill, failures, Ray.
 
 The sweeps run a tiny notebook written here (parameters x, name, sleep); its parameters go
-through the real featlib.notebook_params.check_parameters, as do the book's chapters in the
+through the real featbook.notebook_params.check_parameters, as do the book's chapters in the
 bad-input tests.
 """
 import json
@@ -15,8 +15,8 @@ import nbformat
 import pandas as pd
 import pytest
 
-from featlib import sweep
-from featlib.notebooks import REPO_ROOT
+from featbook import sweep
+from featbook.notebooks import REPO_ROOT
 
 def write_tiny_notebook(directory):
     nb = nbformat.v4.new_notebook()
@@ -24,7 +24,7 @@ def write_tiny_notebook(directory):
     params.metadata["tags"] = ["parameters"]
     body = nbformat.v4.new_code_cell(
         "import time\ntime.sleep(sleep)\n"
-        'from featlib.results import record\nrecord("y", x * 2)\nrecord("stats", {"x": x, "name": name})'
+        'from featbook.record import record\nrecord("y", x * 2)\nrecord("stats", {"x": x, "name": name})'
     )
     nb.cells = [params, body]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -111,7 +111,7 @@ def _records_by_id(out):
 def test_a_killed_sweep_resumes_without_rerunning_finished_runs(tmp_path):
     notebook = write_tiny_notebook(tmp_path)
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "featlib.sweep", str(notebook), "-p", "x", "1", "2", "3", "4", "-p", "sleep", "1.0",
+    command = [sys.executable, "-m", "featbook.sweep", str(notebook), "-p", "x", "1", "2", "3", "4", "-p", "sleep", "1.0",
                "--out", str(out), "--workers", "1"]
     first = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60

@@ -55,7 +55,7 @@ def test_pieces_from_two_folders_merge_into_the_table_of_one_run(run, tmp_path):
 
 
 def test_merge_refuses_another_precision_a_damaged_piece_and_a_differing_copy(run, tmp_path):
-    from featlib.cache import CorruptFileError
+    from featlib.io.cache import CorruptFileError
 
     assert run("a", "--pieces", seeds=("1",), inits=("erm",)) == 0
     assert run("bf16", "--pieces", "--precision", "bf16", seeds=("2",), inits=("erm",)) == 0

@@ -31,8 +31,8 @@ import torch
 
 from featlib.experiments.colored_mnist import CMNISTProtocol, ColoredMNISTExperiment, select_best
 from featlib.experiments.wilds_experiment import WildsProtocol
-from featlib.notebook_params import check_parameters
-from featlib.notebooks import list_notebooks
+from featbook.notebook_params import check_parameters
+from featbook.notebooks import list_notebooks
 
 TINY = dict(seeds=(1, 2), objectives=("erm", "irmv1"), inits=("erm-nf", "erm"), penalty_weights=(1e2, 1e4),
             pretrain_epochs=(0, 5), ood_steps=10, hidden_dim=16, n_train=300, n_test=200, epoch_scale=0.1,
@@ -121,7 +121,7 @@ def test_1_a_cut_cost_record_is_reported_and_measured_again(tmp_path):
 WRITER = r"""
 import sys, time
 from pathlib import Path
-from featlib.atomic import atomic_write
+from featlib.io.atomic import atomic_write
 
 path, tag, go = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 
@@ -479,8 +479,8 @@ def test_7_cost_with_real_data_missing_names_its_download_flag(tmp_path):
 
 
 def test_7_a_malformed_profile_is_one_line_with_its_file(tmp_path, monkeypatch, capsys):
-    import featlib.notebooks as notebooks
-    import featlib.sweep as sweep
+    import featbook.notebooks as notebooks
+    import featbook.sweep as sweep
 
     (tmp_path / "broken.yaml").write_text("01_erm_feature_learning: {steps: [1, 2\n")
     monkeypatch.setattr(notebooks, "PROFILE_DIR", tmp_path)

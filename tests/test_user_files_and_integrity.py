@@ -36,7 +36,7 @@ import pandas as pd
 import pytest
 import torch
 
-from featlib.cache import CacheWarning, CorruptFileError
+from featlib.io.cache import CacheWarning, CorruptFileError
 from featlib.experiments.colored_mnist import CMNISTProtocol, ColoredMNISTExperiment
 
 TINY = dict(seeds=(1,), objectives=("erm",), inits=("erm-nf", "erm"), penalty_weights=(1e2,), pretrain_epochs=(0, 5),
@@ -223,7 +223,7 @@ def test_case_3_a_features_file_with_flipped_weight_bits_is_refused_and_recomput
 
 
 def test_case_3_an_embedding_with_flipped_floats_is_refused(tmp_path):
-    from featlib.cache import load_torch, piece_meta, save_torch
+    from featlib.io.cache import load_torch, piece_meta, save_torch
 
     emb = {"train": torch.randn(50, 8), "head": torch.nn.Linear(8, 2)}
     path = save_torch(tmp_path / "embed-erm-s0.pt", emb, piece_meta("k", 0, method="erm"))
@@ -283,7 +283,7 @@ def test_case_5_pretrained_auto_enters_the_wilds_key_as_what_was_loaded(tmp_path
 RACING_WRITER = r"""
 import sys, time
 import pandas as pd
-from featlib.result_folder import ResultFolder
+from featlib.io.result_folder import ResultFolder
 
 out, seconds = sys.argv[1], float(sys.argv[2])
 end, n = time.time() + seconds, 0
@@ -357,8 +357,8 @@ def test_case_7_committed_folders_have_manifests_and_chapters_read_through_the_c
         tmp_path, repo_root):
     from featlib.cost import load_cost_results
     from featlib.experiments import gap_studies
-    from featlib.notebooks import list_notebooks
-    from featlib.result_folder import read_folder
+    from featbook.notebooks import list_notebooks
+    from featlib.io.result_folder import read_folder
 
     for folder in ("results/cost/cpu-2core", "results/cmnist-gaps", "results/cmnist-rounds"):
         record, files = read_folder(repo_root / folder)
@@ -411,7 +411,7 @@ def test_case_8_gap_studies_verify_their_pieces_and_resume_byte_identically(tmp_
 
 # -- 9. sweeps of different profiles ---------------------------------------------------------------------
 def test_case_9_sweep_records_carry_their_profile_and_collect_refuses_mixes(tmp_path):
-    from featlib.sweep import _plan, _Recorder, collect
+    from featbook.sweep import _plan, _Recorder, collect
 
     class Bar:
         def set_postfix(self, **kwargs): ...
@@ -433,8 +433,8 @@ def test_case_9_sweep_records_carry_their_profile_and_collect_refuses_mixes(tmp_
 
 # -- 10. chapter 06's wilds_overrides ----------------------------------------------------------------------
 def test_case_10_a_misspelt_wilds_overrides_dataset_is_refused():
-    from featlib.notebook_params import check_parameters
-    from featlib.notebooks import list_notebooks
+    from featbook.notebook_params import check_parameters
+    from featbook.notebooks import list_notebooks
 
     nb = next(p for p in list_notebooks() if p.stem.startswith("06"))
     with pytest.raises(ValueError, match="'camelyon', which is not a WILDS dataset"):
@@ -470,8 +470,8 @@ def test_case_11_values_that_failed_late_are_refused_before_any_work(tmp_path, c
 
 @pytest.mark.parametrize("prefix", ["03", "04"])
 def test_case_11_an_mnist_source_typo_is_refused_by_the_chapters_checks(prefix):
-    from featlib.notebook_params import check_parameters
-    from featlib.notebooks import list_notebooks
+    from featbook.notebook_params import check_parameters
+    from featbook.notebooks import list_notebooks
 
     nb = next(p for p in list_notebooks() if p.stem.startswith(prefix))
     with pytest.raises(ValueError, match="mnist_source must be one of"):
@@ -493,8 +493,8 @@ def test_case_12_load_results_reads_a_run_without_learned_features(tmp_path):
 
 # -- 13. one line, or report and recompute ---------------------------------------------------------------
 def test_case_13_a_wrong_type_for_a_none_default_parameter_is_one_line(tmp_path):
-    from featlib.notebook_params import check_parameters
-    from featlib.notebooks import list_notebooks, load_profile
+    from featbook.notebook_params import check_parameters
+    from featbook.notebooks import list_notebooks, load_profile
 
     nb = next(p for p in list_notebooks() if p.stem.startswith("05"))
     with pytest.raises(ValueError) as err:
@@ -503,12 +503,12 @@ def test_case_13_a_wrong_type_for_a_none_default_parameter_is_one_line(tmp_path)
 
 
 def test_case_13_a_features_file_with_a_bad_rounds_entry_is_reported_and_recomputed(tmp_path):
-    from featlib.cache import load_torch, save_torch
+    from featlib.io.cache import load_torch, save_torch
 
     learned = experiment(tmp_path).features("erm", 1)
     path = next((tmp_path / "cmnist025" / "features").glob("erm-seed1-*.pt"))
     saved = load_torch(path)
-    from featlib.cache import _parse_header
+    from featlib.io.cache import _parse_header
 
     meta = _parse_header(path, path.read_bytes().split(b"\n", 1)[0], "bytes")[2]
     save_torch(path, {**saved, "rounds": {"a": [1, 2], "b": [1]}}, meta)  # columns of different lengths
@@ -537,7 +537,7 @@ import resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG, as on a full disk
 resource.setrlimit(resource.RLIMIT_FSIZE, (4000, 4000))
 import torch
-from featlib.cache import CacheWriteError, cached, save_torch
+from featlib.io.cache import CacheWriteError, cached, save_torch
 try:
     cached(sys.argv[1], lambda p: None, lambda: {"w": torch.zeros(5000)}, save_torch)
 except CacheWriteError as err:
@@ -580,7 +580,7 @@ def test_case_13_argument_errors_of_run_rounds_and_gap_studies_are_one_line(tmp_
 # -- 14. leftovers ---------------------------------------------------------------------------------------
 KILLED_WRITE = r"""
 import os, signal, sys
-from featlib.atomic import atomic_write
+from featlib.io.atomic import atomic_write
 
 def write(tmp):
     tmp.write_bytes(b"x" * 1000)
@@ -591,7 +591,7 @@ atomic_write(sys.argv[1], write)
 
 
 def test_case_14_a_temporary_left_by_a_killed_write_is_removed_by_the_next(tmp_path):
-    from featlib.atomic import atomic_write_text
+    from featlib.io.atomic import atomic_write_text
 
     target = tmp_path / "checkpoint.pt"
     killed = subprocess.run([sys.executable, "-c", KILLED_WRITE, str(target)], env=ENV, timeout=120)
@@ -623,8 +623,8 @@ def test_case_15_papermill_knows_every_chapter_parameter():
     from papermill.execute import _infer_parameters
     from papermill.iorw import load_notebook_node
 
-    from featlib.notebook_params import parameter_annotations, parameter_defaults
-    from featlib.notebooks import list_notebooks
+    from featbook.notebook_params import parameter_annotations, parameter_defaults
+    from featbook.notebooks import list_notebooks
 
     for nb in list_notebooks():
         known = {p.name for p in _infer_parameters(load_notebook_node(str(nb)), name="python3", language="python")}
@@ -638,7 +638,7 @@ def test_case_15_papermill_knows_every_chapter_parameter():
 # -- 16. a lock held by a stopped process ----------------------------------------------------------------
 HOLDER = r"""
 import os, signal, sys
-from featlib.cache import PieceLock
+from featlib.io.cache import PieceLock
 lock = PieceLock(sys.argv[1])
 lock.acquire()
 print("held", flush=True)
@@ -646,7 +646,7 @@ os.kill(os.getpid(), signal.SIGSTOP)  # a stopped process keeps its lock
 """
 WAITER = r"""
 import sys
-from featlib.cache import PieceLock
+from featlib.io.cache import PieceLock
 with PieceLock(sys.argv[1]):
     print("acquired", flush=True)
 """

@@ -31,9 +31,9 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..cache import cached, expect_keys, read_verified_csv, write_verified_csv
+from ..io.cache import cached, expect_keys, read_verified_csv, write_verified_csv
 from ..device import describe_device, get_device
-from ..profiling import recording
+from ..training.profiling import recording
 from ..registry import Registry
 from ..validation import check_bool, check_choice, check_fits_in_memory, check_int, check_sequence, check_writable
 from .recorder import StepRecorder

@@ -1,6 +1,6 @@
 """Per-step wall time and peak memory of real training steps (the measuring half of the cost benchmark, chapter 07).
 
-:class:`StepRecorder` plugs into :func:`featlib.profiling.recording`; every optimiser step of a
+:class:`StepRecorder` plugs into :func:`featlib.training.profiling.recording`; every optimiser step of a
 feature learner then passes through :meth:`StepRecorder.step` with its stage name. Per stage:
 
 * the first ``warmup`` steps run untouched (allocator warm-up, lazy initialisation, caches);
@@ -130,7 +130,7 @@ class PeakMemory:
 
 
 class StepRecorder:
-    """Times and measures the steps sent to it by :func:`featlib.profiling.training_step`."""
+    """Times and measures the steps sent to it by :func:`featlib.training.profiling.training_step`."""
 
     def __init__(self, warmup: int = 2, memory: bool = True):
         self.warmup = check_int("warmup", warmup, minimum=0)

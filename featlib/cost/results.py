@@ -1,7 +1,7 @@
 """Reading a cost benchmark's results folder back, checked (chapter 07's committed measurements).
 
 ``python -m featlib.cost --out <folder>`` commits ``raw.csv``, ``summary.csv``, ``targets.csv``,
-``schedule.csv`` and ``provenance.json`` with a manifest (:mod:`featlib.result_folder`).
+``schedule.csv`` and ``provenance.json`` with a manifest (:mod:`featlib.io.result_folder`).
 :func:`load_cost_results` reads each file once, checks it against the manifest and parses the
 checked bytes, so a changed summary is refused by name instead of printed as a measurement.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..result_folder import frame, read_folder
+from ..io.result_folder import frame, read_folder
 
 KIND = "featlib.cost"
 FILES = ("raw", "summary", "targets", "schedule")
@@ -18,7 +18,7 @@ FILES = ("raw", "summary", "targets", "schedule")
 def load_cost_results(directory: str | Path) -> dict | None:
     """``{"provenance", "raw", "summary", "targets", "schedule"}`` of a cost results folder (the
     ``round`` column read as text, as the report writes it), or None when the folder is absent or
-    empty; :class:`~featlib.cache.CorruptFileError` naming the file when one is not as recorded."""
+    empty; :class:`~featlib.io.cache.CorruptFileError` naming the file when one is not as recorded."""
     directory = Path(directory)
     remedy = (f"rerun the command in its provenance.json (`python -m featlib.cost --out {directory} ...`) "
               "or restore the folder from git")

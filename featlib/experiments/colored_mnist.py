@@ -19,7 +19,7 @@ How the runs are batched (see :mod:`featlib.models.stacked`):
 complete, so an interrupted run resumes where it stopped: learned features per (initialisation,
 seed), OOD-stage pieces per (objective, initialisation, seed), the oracle per seed. They are
 verified when read back, a damaged one is reported and recomputed, and processes sharing
-``cache_dir`` compute each piece once (:mod:`featlib.cache`).
+``cache_dir`` compute each piece once (:mod:`featlib.io.cache`).
 
 Reported OOD accuracy is the worst of the three test environments after the last step; for
 each (initialisation, objective) the table shows the configuration with the best mean over
@@ -46,10 +46,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import __version__
-from ..cache import (
-    MISSING, CorruptFileError, PieceLock, cached, expect_keys, file_state, load_torch, piece_meta, read_verified_csv,
-    save_torch, try_load, write_verified_csv,
-)
+from ..io.cache import MISSING, CorruptFileError, PieceLock, cached, expect_keys, file_state, load_torch, piece_meta, read_verified_csv, save_torch, try_load, write_verified_csv
 from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist
 from ..data.mnist import SOURCES
 from ..device import get_device
@@ -339,7 +336,7 @@ class ColoredMNISTExperiment:
         return None if self.cache_dir is None else self.cache_dir.joinpath(self.protocol.dataset, *parts)
 
     def _meta(self, key: str, seed: int, **extra) -> dict:
-        """What a piece records about what made it (:func:`featlib.cache.piece_meta`)."""
+        """What a piece records about what made it (:func:`featlib.io.cache.piece_meta`)."""
         return piece_meta(key, seed, device=self.device.type, **extra)
 
     def _ood_meta(self, objective: str, groups) -> dict:

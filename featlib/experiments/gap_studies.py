@@ -22,9 +22,9 @@ and records per-step histories so that one run answers "what if the reference st
     python -m featlib.experiments.gap_studies erm-nf-erm --seeds 1 2 --out results/cmnist-gaps
 
 writes ``<study>.csv`` and ``<study>-provenance.json`` to ``--out``, a result folder shared by the
-studies (:mod:`featlib.result_folder`: replaced as a whole, the other studies' files carried over,
+studies (:mod:`featlib.io.result_folder`: replaced as a whole, the other studies' files carried over,
 ``provenance.json`` listing every file). Each (study, seed) piece is cached in ``--cache-dir``
-with the shared cache code (:func:`featlib.cache.cached`: verified CSV with its study key and seed,
+with the shared cache code (:func:`featlib.io.cache.cached`: verified CSV with its study key and seed,
 one process per piece, exact floats), so a killed run resumes and writes the same bytes.
 """
 from __future__ import annotations
@@ -43,16 +43,16 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import __version__
-from ..cache import CacheWriteError, cached, piece_meta, read_verified_csv, write_verified_csv
-from ..cli import OneLineParser
+from ..io.cache import CacheWriteError, cached, piece_meta, read_verified_csv, write_verified_csv
+from ..io.cli import OneLineParser
 from ..data.colored_mnist import make_colored_mnist
 from ..device import get_device
 from ..feature_learning import FEATURE_LEARNERS
 from ..models.mlp import ColoredMNISTMLP
 from ..models.stacked import StackedHeads, StackedMLP
-from ..provenance import command_line, git_commit, provenance
+from ..io.provenance import command_line, git_commit, provenance
 from ..registry import Registry
-from ..result_folder import ResultFolder, check_out, read_folder
+from ..io.result_folder import ResultFolder, check_out, read_folder
 from ..validation import check_seed, check_sequence, check_writable
 from ..training.ood_stage import LabelledInputs, OODStageConfig, StackHistory, train_stack
 from .colored_mnist import CMNISTProtocol, schedule
@@ -153,7 +153,7 @@ def study_key(name: str) -> str:
 
 def run_study(name: str, seeds: list[int], cache_dir: Path | None, device: torch.device) -> pd.DataFrame:
     """Every seed of the study ``name``, each read from ``cache_dir`` when a finished, sound piece
-    made for this study key and seed is there (:func:`featlib.cache.cached`), else computed under
+    made for this study key and seed is there (:func:`featlib.io.cache.cached`), else computed under
     the piece's lock and written verified."""
     study = STUDIES.get(name)
     key = study_key(name)
@@ -188,9 +188,9 @@ def _remedy(folder: Path) -> str:
 
 def load_study(folder: str | Path, study: str) -> dict | None:
     """``{"frame", "provenance"}`` of a study committed to ``folder`` by :func:`main`, read from the
-    folder's files checked against its manifest (:func:`featlib.result_folder.read_folder`); None
+    folder's files checked against its manifest (:func:`featlib.io.result_folder.read_folder`); None
     when the folder is absent, empty, or holds no such study."""
-    from ..result_folder import frame
+    from ..io.result_folder import frame
 
     folder = Path(folder)
     found = read_folder(folder, _remedy(folder), kind=KIND)
@@ -201,7 +201,7 @@ def load_study(folder: str | Path, study: str) -> dict | None:
         return None
     name = f"{study}-provenance.json"
     if name not in files:
-        from ..cache import CorruptFileError
+        from ..io.cache import CorruptFileError
 
         raise CorruptFileError(folder / name, "it is not in provenance.json's manifest", _remedy(folder))
     return {"frame": frame(files, folder, f"{study}.csv", _remedy(folder)), "provenance": json.loads(files[name])}

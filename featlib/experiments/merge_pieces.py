@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..cache import CorruptFileError
+from ..io.cache import CorruptFileError
 from .table2_pieces import merge_pieces
 
 

@@ -11,9 +11,9 @@ shows these files beside the paper's numbers. Interrupted runs resume from ``--c
 
 Every argument is checked, and ``--out`` is checked writable and free to use (absent, empty or a
 previous ``run_cmnist`` folder: never the working directory, the cache or a folder of other
-files; :func:`featlib.result_folder.check_out`), before any work; a bad one stops the command
+files; :func:`featlib.io.result_folder.check_out`), before any work; a bad one stops the command
 with a one-line message and exit status 2. ``--out`` is replaced as a whole when the run
-finishes (:mod:`featlib.result_folder`): a run killed at any point leaves the previous results
+finishes (:mod:`featlib.io.result_folder`): a run killed at any point leaves the previous results
 untouched, never a mix of two runs.
 """
 from __future__ import annotations
@@ -27,11 +27,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..cache import CacheWriteError, CorruptFileError
+from ..io.cache import CacheWriteError, CorruptFileError
 from ..data.mnist import SOURCES
 from ..device import get_device
-from ..provenance import command_line, git_commit, provenance
-from ..result_folder import ResultFolder, check_out, frame, read_folder
+from ..io.provenance import command_line, git_commit, provenance
+from ..io.result_folder import ResultFolder, check_out, frame, read_folder
 from ..training import OOD_PATHS, PRECISIONS
 from ..validation import check_sequence, check_writable
 from .cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS
@@ -51,9 +51,9 @@ def load_results(directory: str | Path) -> dict | None:
     """The committed results (frames and provenance) in ``directory``, or None if absent or empty.
 
     Each file is read once and checked against the manifest in ``provenance.json``
-    (:func:`featlib.result_folder.read_folder`: a folder without one is refused), and the rows
+    (:func:`featlib.io.result_folder.read_folder`: a folder without one is refused), and the rows
     against the protocols it records (datasets and seeds): a folder mixing two runs raises
-    :class:`~featlib.cache.CorruptFileError` naming the file, instead of being reported as one run."""
+    :class:`~featlib.io.cache.CorruptFileError` naming the file, instead of being reported as one run."""
     directory = Path(directory)
     found = read_folder(directory, _remedy(directory), kind=KIND)
     if found is None:

@@ -36,11 +36,11 @@ from tqdm.auto import tqdm
 from ..data.mnist import SOURCES
 from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
 from ..feature_learning.termination import DEFAULT_TERMINATION, TERMINATION_RULES
-from ..cache import CacheWriteError, CorruptFileError
-from ..cli import OneLineParser
+from ..io.cache import CacheWriteError, CorruptFileError
+from ..io.cli import OneLineParser
 from ..device import get_device
-from ..provenance import command_line, git_commit, provenance
-from ..result_folder import ResultFolder, check_out, frame, read_folder
+from ..io.provenance import command_line, git_commit, provenance
+from ..io.result_folder import ResultFolder, check_out, frame, read_folder
 from ..validation import check_sequence, check_writable
 from .colored_mnist import LEARNED_INITS, SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
 

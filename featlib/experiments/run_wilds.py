@@ -14,8 +14,8 @@ into ``--root`` (for trying the pipeline without the real data), or repairs one 
 Every argument is checked, ``--out`` and ``--cache-dir`` are checked writable and the dataset is
 loaded before any training; a problem stops the command with a one-line message and exit status
 2. ``--out`` must be absent, empty or an earlier ``run_wilds`` folder
-(:func:`featlib.result_folder.check_out`) and is replaced as a whole at the end
-(:mod:`featlib.result_folder`); :func:`load_wilds_results` reads it back checked.
+(:func:`featlib.io.result_folder.check_out`) and is replaced as a whole at the end
+(:mod:`featlib.io.result_folder`); :func:`load_wilds_results` reads it back checked.
 """
 from __future__ import annotations
 
@@ -25,12 +25,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ..cache import CacheWriteError
-from ..cli import OneLineParser
+from ..io.cache import CacheWriteError
+from ..io.cli import OneLineParser
 from ..data.wilds_data import WILDS_DATASETS
 from ..device import get_device
-from ..provenance import command_line, git_commit, provenance
-from ..result_folder import ResultFolder, check_out, frame, read_folder
+from ..io.provenance import command_line, git_commit, provenance
+from ..io.result_folder import ResultFolder, check_out, frame, read_folder
 from ..validation import check_writable
 from .wilds_experiment import METHODS, WildsExperiment, WildsProtocol
 from .wilds_report import dfr_table, table3
@@ -42,7 +42,7 @@ FILES = ("ood", "dfr", "rounds", "table3", "dfr_table")
 def load_wilds_results(directory) -> dict | None:
     """The results a ``run_wilds`` committed to ``directory`` (``provenance`` and a frame per file
     of :data:`FILES`), each file read once and checked against the manifest; None when the folder
-    is absent or empty. :class:`~featlib.cache.CorruptFileError` naming the file otherwise."""
+    is absent or empty. :class:`~featlib.io.cache.CorruptFileError` naming the file otherwise."""
     directory = Path(directory)
     remedy = (f"rerun `python -m featlib.experiments.run_wilds --out {directory} ...` with the command in its "
               "provenance.json, or restore the folder from git")

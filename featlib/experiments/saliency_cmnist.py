@@ -44,7 +44,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import __version__
-from ..cache import CorruptFileError, cached, load_torch, piece_meta, save_torch
+from ..io.cache import CorruptFileError, cached, load_torch, piece_meta, save_torch
 from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist, patch_mask
 from ..feature_learning import FEATURE_LEARNERS
 from ..feature_learning.base import accuracy, worst_test_accuracy

@@ -41,9 +41,9 @@ import pandas as pd
 import torch
 
 from .. import __version__
-from ..atomic import atomic_write_text
-from ..cache import CorruptFileError
-from ..csv_io import frame_to_csv, read_csv
+from ..io.atomic import atomic_write_text
+from ..io.cache import CorruptFileError
+from ..io.csv_io import frame_to_csv, read_csv
 from ..device import describe_device, get_device
 from .colored_mnist import CMNISTProtocol, ColoredMNISTExperiment, select_best
 
@@ -316,7 +316,7 @@ def describe_remaining(remaining: list[tuple[CMNISTProtocol, Piece]]) -> str:
 def check_pieces_out(name: str, value, *, protect: dict | None = None):
     """``--out`` of a pieces run, before any work: absent, empty or a folder holding only
     ``pieces/`` (nothing else a user owns is ever touched; pieces are only added), and never the
-    working directory, a checkout or the cache (:func:`featlib.result_folder.check_out`)."""
-    from ..result_folder import check_out
+    working directory, a checkout or the cache (:func:`featlib.io.result_folder.check_out`)."""
+    from ..io.result_folder import check_out
 
     return check_out(name, value, "featlib.experiments.table2_pieces", protect=protect, keep=("pieces",))

@@ -18,7 +18,7 @@ recomputes nothing that is there. The key holds what changes the learned feature
 run-control options ``dfr`` and ``checkpoint_every``); the OOD stage's pieces also carry the key
 of its own options (penalty weights, epochs) in their names. Pieces are verified when read back
 (a damaged one is reported and recomputed) and each is computed by one process at a time
-(:mod:`featlib.cache`). ``scale`` multiplies Table 12's step counts (1.0 is the
+(:mod:`featlib.io.cache`). ``scale`` multiplies Table 12's step counts (1.0 is the
 paper's), so small CPU runs keep the protocol's shape.
 """
 from __future__ import annotations
@@ -35,10 +35,7 @@ import pandas as pd
 import torch
 
 from .. import __version__
-from ..cache import (
-    CacheWarning, CorruptFileError, PieceLock, cached, expect_keys, load_torch, piece_meta, read_verified_csv, save_torch,
-    write_verified_csv,
-)
+from ..io.cache import CacheWarning, CorruptFileError, PieceLock, cached, expect_keys, load_torch, piece_meta, read_verified_csv, save_torch, write_verified_csv
 from ..data.wilds_data import WILDS_DATASETS, WildsData, WildsSpec, load_wilds, require_local
 from ..device import get_device
 from ..evaluation.dfr import dfr_fit_predict, train_test_split_for_dfr
@@ -176,7 +173,7 @@ class WildsProtocol:
 
 class VerifiedCheckpoint(Checkpoint):
     """A feature-learning checkpoint written with its size, checksum and record (config key, seed,
-    method) (:func:`featlib.cache.save_torch`); one that is damaged, another run's, or not a
+    method) (:func:`featlib.io.cache.save_torch`); one that is damaged, another run's, or not a
     checkpoint dict is reported by path and the run starts again rather than resuming from it."""
 
     def __init__(self, path, every: int = 500, meta: dict | None = None):
@@ -316,7 +313,7 @@ class WildsExperiment:
 
     # ------------------------------------------------------------------ pieces
     def _meta(self, seed: int, **extra) -> dict:
-        """What a piece records about what made it (:func:`featlib.cache.piece_meta`)."""
+        """What a piece records about what made it (:func:`featlib.io.cache.piece_meta`)."""
         return piece_meta(self.protocol.key(), seed, device=self.device.type, **extra)
 
     def checkpoint(self, method: str, seed: int) -> Checkpoint:

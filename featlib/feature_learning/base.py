@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..models.mlp import ColoredMNISTMLP
-from ..profiling import training_step
+from ..training.profiling import training_step
 from ..registry import Registry
 from ..training.ood_stage import accuracy as batched_accuracy
 from ..training.ood_stage import per_run_squared_norm
@@ -55,7 +55,7 @@ def fit(
 ) -> None:
     """``epochs`` full-batch Adam steps on ``loss_fn() + l2 * sum ||theta||^2``; ``on_epoch(e)``
     is called after step ``e`` (1-based), e.g. to keep snapshots of a longer run. Each step runs
-    inside :func:`featlib.profiling.training_step`, labelled ``desc``, for the cost benchmark.
+    inside :func:`featlib.training.profiling.training_step`, labelled ``desc``, for the cost benchmark.
     ``lr`` and ``l2`` are checked before the first step (a NaN L2 weight trained on silently)."""
     check_positive("lr", lr)
     check_positive("l2", l2, allow_zero=True)

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from ..models.wilds_backbones import WildsModel, linear_head
 from ..objectives import per_sample_cross_entropy
-from ..profiling import training_step
+from ..training.profiling import training_step
 from ..registry import Registry
 from ..training.minibatch import (
     Checkpoint, DomainBatchSampler, autocast, make_optimizer, make_scheduler, stream_seed,

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..atomic import atomic_write
-from ..cache import CacheWarning, CorruptFileError, load_torch
+from ..io.atomic import atomic_write
+from ..io.cache import CacheWarning, CorruptFileError, load_torch
 from ..validation import check_choice, check_int, check_positive
 
 

@@ -1,0 +1,182 @@
+"""Build the Jupyter Book (1.x) from notebooks executed with a parameter profile.
+
+The book's source is the repository root (``_config.yml``, ``_toc.yml``, ``book/``,
+``notebooks/``). Each chapter is a MyST markdown notebook (``notebooks/NN_name.md``); the build
+makes the book's notebook of each from its source (MyST roles intact, no Colab install cell:
+:func:`featbook.notebooks.execute_all`), executes it through papermill (the ``small`` profile on
+CPU by default) and stages a copy of the book's source in ``_build/stage`` with those executed
+notebooks in place (the committed ``.ipynb`` are what Colab opens, not what the book renders), then renders ``_build/html`` with warnings as errors.
+A failing notebook fails the build, and so does a page that shows leaked code
+(:func:`check_pages`).
+
+MathJax is served with the book: the ``es5`` build of the ``mathjax`` Python package
+(``django-static-mathjax``) is copied into the staged source and ``mathjax_path`` points to it,
+so equations render offline. Without that package the pages load MathJax from a CDN.
+The staged ``_config.yml`` also loads ``book/featbook/sphinx_fixes.py`` as a local Sphinx extension and
+``book/featbook.css`` as the page stylesheet.
+
+    python -m featbook.build [--profile small|full] [--executed DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from featbook.notebooks import REPO_ROOT, execute_all, list_notebooks
+
+BOOK_SOURCES = ("_config.yml", "_toc.yml", "book")
+
+#: MathJax's combined component that the pages load (TeX and MathML input, CommonHTML output).
+MATHJAX_ENTRY = "tex-mml-chtml.js"
+#: Static folder of the staged book holding MathJax; Sphinx copies its content into ``_static``.
+#: Not ``_static`` itself: Jupyter Book would add every ``.js`` found there to every page.
+MATHJAX_STATIC = "_mathjax"
+#: The staged local Sphinx extension (a copy of ``book/featbook/sphinx_fixes.py``) and its folder.
+SPHINX_EXT, SPHINX_EXT_DIR = "featlib_sphinx_fixes", "_ext"
+#: The page stylesheet (``book/featbook.css``: nothing wider than the column, equations scroll in
+#: their own box, code wraps) and the static folder it is staged in. Not ``_static``: with a
+#: ``_static`` folder Jupyter Book adds every .js of every static folder (MathJax's too) to every page.
+PAGE_CSS, PAGE_CSS_DIR = "featbook.css", "_featbook"
+
+
+def mathjax_es5() -> Path | None:
+    """MathJax's ``es5`` folder from the installed ``mathjax`` package, or ``None`` if absent."""
+    spec = importlib.util.find_spec("mathjax")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        es5 = Path(location) / "static" / "mathjax" / "es5"
+        if (es5 / MATHJAX_ENTRY).is_file():
+            return es5
+    return None
+
+
+def _other_combined_components(directory: str, names: list[str]) -> set[str]:
+    """``copytree`` filter: the top-level combined components that the pages never load."""
+    if Path(directory).name != "es5":
+        return set()
+    return {n for n in names if n.endswith(".js") and n.startswith(("tex-", "mml-")) and n != MATHJAX_ENTRY}
+
+
+def vendor_mathjax(stage_dir: Path, sphinx_config: dict, es5: Path | None = None) -> bool:
+    """Serve MathJax from the staged book's static files; return whether it could.
+
+    Copies ``es5`` (less the combined components the pages never load) to
+    ``_mathjax/mathjax`` and points ``mathjax_path`` (relative to ``_static``) at it in
+    ``sphinx_config``. Without the ``mathjax`` package nothing changes: the pages load MathJax
+    from a CDN (printed notice).
+    """
+    es5 = es5 or mathjax_es5()
+    if es5 is None:
+        print("notice: the mathjax package (pip install --no-deps django-static-mathjax) is not installed; "
+              "the book's pages will load MathJax from a CDN", flush=True)
+        return False
+    static = stage_dir / MATHJAX_STATIC
+    if static.exists():
+        shutil.rmtree(static)
+    shutil.copytree(es5, static / "mathjax", ignore=_other_combined_components)
+    sphinx_config["html_static_path"] = [*sphinx_config.get("html_static_path", []), MATHJAX_STATIC]
+    sphinx_config["mathjax_path"] = f"mathjax/{MATHJAX_ENTRY}"
+    return True
+
+
+def configure_stage(stage_dir: Path) -> None:
+    """Adapt the staged ``_config.yml``: MathJax served locally, ``book/featbook/sphinx_fixes.py``
+    (one copy of each page script) as a local Sphinx extension, and the page stylesheet."""
+    config_path = stage_dir / "_config.yml"
+    config = yaml.safe_load(config_path.read_text())
+    sphinx = config.setdefault("sphinx", {})
+    sphinx_config = sphinx.setdefault("config", {})
+    ext_dir = stage_dir / SPHINX_EXT_DIR
+    ext_dir.mkdir(exist_ok=True)
+    shutil.copy2(Path(__file__).with_name("sphinx_fixes.py"), ext_dir / f"{SPHINX_EXT}.py")
+    sphinx["local_extensions"] = {**(sphinx.get("local_extensions") or {}), SPHINX_EXT: SPHINX_EXT_DIR}
+    vendor_mathjax(stage_dir, sphinx_config)
+    css_dir = stage_dir / PAGE_CSS_DIR
+    css_dir.mkdir(exist_ok=True)
+    shutil.copy2(stage_dir / "book" / PAGE_CSS, css_dir / PAGE_CSS)
+    sphinx_config["html_static_path"] = [*sphinx_config.get("html_static_path", []), PAGE_CSS_DIR]
+    sphinx_config["html_css_files"] = [*sphinx_config.get("html_css_files", []), PAGE_CSS]
+    config["exclude_patterns"] = [*config.get("exclude_patterns", []), MATHJAX_STATIC, SPHINX_EXT_DIR, PAGE_CSS_DIR]
+    config_path.write_text("# Staged by featbook.build from the repository's _config.yml.\n"
+                           + yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+
+
+def stage(executed_dir: Path, stage_dir: Path) -> None:
+    """Copy the book source to ``stage_dir``, with the executed notebooks in place."""
+    if stage_dir.exists():
+        shutil.rmtree(stage_dir)
+    stage_dir.mkdir(parents=True)
+    for name in BOOK_SOURCES:
+        src = REPO_ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, stage_dir / name)
+    (stage_dir / "notebooks").mkdir()
+    for nb in list_notebooks():
+        executed = executed_dir / nb.name
+        if not executed.exists():
+            raise FileNotFoundError(f"{executed} is missing: execute the notebooks first (python -m featbook.notebooks)")
+        shutil.copy2(executed, stage_dir / "notebooks" / nb.name)
+    configure_stage(stage_dir)
+
+
+def render(stage_dir: Path, out_root: Path) -> Path:
+    """Run ``jupyter-book build`` on the staged source; return the HTML directory."""
+    out_root.mkdir(parents=True, exist_ok=True)
+    cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(stage_dir), "--path-output", str(out_root),
+           "-W", "-n", "--keep-going"]
+    subprocess.run(cmd, check=True)
+    return out_root / "_build" / "html"
+
+
+class LeakedCodeError(ValueError):
+    """The rendered pages show code where a reader expects prose (see :mod:`featbook.leaks`)."""
+
+
+def check_pages(html: Path) -> None:
+    """Fail the build when a chapter or book page shows leaked code: a dict repr, ``{...}``
+    outside mathematics, an absolute path, a long float tail (:func:`featbook.leaks.scan_book`)."""
+    from featbook.leaks import report, scan_book
+
+    found = scan_book(html)
+    if found:
+        raise LeakedCodeError("the rendered pages show code to the reader (featbook.leaks):\n" + report(found))
+
+
+def build(profile: str | None = "small", executed_dir: Path | None = None, out_root: Path = REPO_ROOT) -> Path:
+    """Execute (unless ``executed_dir`` is given), stage and render, then check the pages for
+    leaked code (:func:`check_pages`); return the HTML directory."""
+    start = time.perf_counter()
+    if executed_dir is None:
+        executed_dir = out_root / "_build" / "executed"
+        execute_all(profile, executed_dir)
+    stage_dir = out_root / "_build" / "stage"
+    stage(executed_dir, stage_dir)
+    html = render(stage_dir, out_root)
+    check_pages(html)
+    print(f"book built in {time.perf_counter() - start:.1f} s: {html / 'index.html'}")
+    return html
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", default="small", help="parameter profile for the notebooks (small or full)")
+    parser.add_argument("--executed", type=Path, default=None, help="use notebooks already executed in DIR")
+    args = parser.parse_args(argv)
+    try:
+        build(args.profile, args.executed)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as err:
+        print(f"error: jupyter-book failed with exit code {err.returncode}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

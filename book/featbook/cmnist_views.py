@@ -1,0 +1,300 @@
+"""How the ColoredMNIST chapters (03, 04) show their results: figures in the book's style and
+tables that fit the column.
+
+The numbers come from :mod:`.cmnist_report` (Table 2, Table 7, the comparisons); this module
+only lays them out: one table per dataset instead of one table with every column, ours and the
+paper's value in one cell (ours on the first line, the paper's under it), labels instead of ids.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from featlib import style
+from featbook import prose
+from featbook.tables import Stacked, Table, Tables, paired, split_by, table
+from featlib.experiments import cmnist_report as report
+from featlib.experiments.labels import DATASET_LABELS, INIT_LABELS, OBJECTIVE_LABELS
+
+
+def data_grid(data, per_env: int = 8):
+    """A few training images of each environment (red = channel 0, green = channel 1) with
+    their noisy labels, and how often colour agrees with the label in each environment."""
+    envs = list(data.train)
+    fig, axes = style.subplots(len(envs), per_env, panel_height=0.95, extra_height=0.2)
+    for e, env in enumerate(envs):
+        images = env.images()[:per_env]
+        for j, ax in enumerate(axes[e]):
+            rgb = np.zeros((images.shape[-2], images.shape[-1], 3))
+            rgb[..., 0], rgb[..., 1] = images[j, 0].cpu().numpy(), images[j, 1].cpu().numpy()
+            ax.imshow(rgb)
+            ax.set_title(f"y = {int(env.y[j])}", fontsize=8)
+            ax.axis("off")
+        agree = (env.colour == env.y.long()).float().mean().item()
+        axes[e, 0].text(-0.15, 0.5, f"env {e + 1}\ncolour = label\n{prose.percent(agree, 0)}",
+                        transform=axes[e, 0].transAxes, ha="right", va="center", fontsize=8)
+    return fig
+
+
+def pretraining_figure(nf_results: pd.DataFrame, feat_best: pd.DataFrame | None, feat_epochs, title: str):
+    """Fig. 1(b): OOD accuracy against ERM pre-training epochs per objective; FeAT as stars."""
+    fig, axes = style.subplots(1, 1, panel_height=3.2, extra_height=1.0)
+    ax = axes[0, 0]
+    report.plot_pretraining_curves(ax, nf_results, feat_best, feat_epochs)
+    ax.get_legend().remove()
+    ax.set_title(title)
+    style.legend_below(fig, ax, ncol=4)
+    return fig
+
+
+def pretraining_summary(summary: pd.DataFrame) -> Table:
+    """Per objective: the best penalty weight's mean OOD accuracy without pre-training, at the
+    best and at the worst pre-training length, their difference, and on FeAT's features (%)."""
+    frame = pd.DataFrame({
+        "objective": [OBJECTIVE_LABELS.get(o, o) for o in summary.index],
+        "no pre-training": [prose.number(100 * v, 1) for v in summary["first"]],
+        "best length": [prose.number(100 * v, 1) for v in summary["max"]],
+        "worst length": [prose.number(100 * v, 1) for v in summary["min"]],
+        "best − worst (points)": [prose.number(100 * v, 1) for v in summary["spread"]],
+        "on FeAT's features": [prose.number(100 * v, 1) for v in summary["feat"]],
+    })
+    return table(frame, caption="OOD accuracy (%, worst test environment) of each objective")
+
+
+def pretraining_findings(nf_runs: pd.DataFrame, feat_best: pd.DataFrame | None) -> tuple[float, float, int | None, int]:
+    """What Fig. 1(b) says, in numbers: the mean over penalised objectives of best minus worst
+    pre-training length (points, each at its best penalty weight); the mean seed-to-seed std of
+    those curves (points); how many penalised objectives score higher on FeAT's features than
+    at their best length (None without FeAT); how many penalised objectives there are."""
+    curves = report.best_over_weights(nf_runs)
+    penalised = curves[curves["objective"] != "erm"]
+    by_objective = penalised.groupby("objective")["mean"]
+    spread = 100 * float((by_objective.max() - by_objective.min()).mean())
+    noise = 100 * float(penalised["std"].mean())
+    beats = None
+    if feat_best is not None and len(feat_best):
+        feat_mean = feat_best.set_index("objective")["mean"]
+        beats = sum(bool(feat_mean.get(o, -1.0) > best) for o, best in by_objective.max().items())
+    return spread, noise, beats, by_objective.ngroups
+
+
+def _column_order(columns) -> list:
+    rank = {label: i for i, label in enumerate(INIT_LABELS.values())}
+    return sorted(columns, key=lambda c: rank.get(c, len(rank)))
+
+
+def table2(frame: pd.DataFrame, caption: str, note: str | None = None) -> Tables:
+    """Table 2 (the frame of :func:`.cmnist_report.table2`) as one table per dataset: rows the
+    objectives, columns the feature initialisations, each cell ours with the paper's under it."""
+    out = []
+    parts = split_by(frame, level=0)
+    for i, (dataset, part) in enumerate(parts.items()):
+        cells = paired(part, paper_prefix="") if isinstance(part.columns, pd.MultiIndex) else part
+        cells = cells[_column_order(cells.columns)]
+        cells.index.name = "objective"
+        last = i == len(parts) - 1
+        out.append(table(cells, index=True, caption=f"{caption}: {dataset}", note=note if last else None))
+    return Tables(out)
+
+
+def comparison(wins: pd.DataFrame, feat: str = "ifeat") -> Table:
+    """Best mean OOD accuracy (%) per dataset and objective of ERM's, Bonsai's and FeAT's
+    frozen features, with labels."""
+    order = {d: i for i, d in enumerate(DATASET_LABELS)} | {o: i for i, o in enumerate(OBJECTIVE_LABELS)}
+    wins = wins.sort_values(["dataset", "objective"], key=lambda c: c.map(order))
+    frame = pd.DataFrame({
+        "dataset": [DATASET_LABELS.get(d, d) for d in wins["dataset"]],
+        "objective": [OBJECTIVE_LABELS.get(o, o) for o in wins["objective"]],
+        INIT_LABELS["erm"]: [prose.number(100 * v, 1) for v in wins["erm"]],
+        INIT_LABELS["bonsai"]: [prose.number(100 * v, 1) for v in wins["bonsai"]],
+        INIT_LABELS[feat]: [prose.number(100 * v, 1) for v in wins[feat]],
+    })
+    return table(frame, caption="Best mean OOD accuracy (%) on frozen features")
+
+
+def round_table(frame: pd.DataFrame, caption: str) -> Table:
+    """Table 7 (the frame of :func:`.cmnist_report.round_table`) turned so that it fits: one row
+    per round, one column per quantity, ours with the paper's under it."""
+    cells = paired(frame, paper_prefix="")
+    turned = cells.T
+    turned.index.name = "round"
+    with_paper = any(isinstance(c, Stacked) and c.sub for c in turned.to_numpy().ravel())
+    note = "Mean ± std over the seeds that reached the round (%)" + (
+        "; the second, grey line is the paper's Table 7 where it prints a value." if with_paper else ".")
+    return table(turned, index=True, caption=caption, note=note)
+
+
+def stop_margin_table(margins: pd.DataFrame, caption: str) -> Table:
+    """The stop, seed by seed (the frame of :func:`.cmnist_report.stop_margins`)."""
+    frame = pd.DataFrame({
+        "seed": margins["seed"].astype(int),
+        "rounds kept": margins["rounds_kept"].astype(int),
+        "last kept round: score − threshold (points)": [prose.number(v, 2, sign=True) for v in margins["kept_margin"]],
+        "discarded round": [prose.MISSING if r is None or pd.isna(r) else str(int(r)) for r in margins["discarded_round"]],
+        "its score − threshold (points)": [prose.number(v, 2, sign=True) for v in margins["discarded_margin"]],
+        "OOD accuracy of the kept features (%)": [prose.number(100 * v, 1) for v in margins["ood_acc_of_kept"]],
+    })
+    return table(frame, caption=caption,
+                 note="Score: training accuracy + retention accuracy (Table 7's, divided by k−1); a round is "
+                      "kept when its score reaches the threshold of 130%. Round 1 is always kept (nothing is retained yet).")
+
+
+_METRIC_LABELS = {"train_acc": "training acc.", "retention_acc": "retention acc. (÷ (k−1))", "ood_acc": "OOD acc."}
+
+
+def table7_choices_table(comparison: pd.DataFrame, caption: str) -> Table:
+    """The frame of :func:`.cmnist_report.against_table7` as a table: one row per Table 7 cell,
+    one column per choice (mean ± std over seeds, and the distance to the paper in its stds under
+    it), and the paper's value."""
+    rows = {}
+    for _, r in comparison.iterrows():
+        key = (int(r["round"]), r["metric"])
+        row = rows.setdefault(key, {"round": str(key[0]), "quantity": _METRIC_LABELS.get(r["metric"], r["metric"])})
+        ours = prose.mean_std(r["mean"], r["std"]) if r["n_seeds"] > 1 else prose.number(r["mean"])  # no spread of one seed
+        z = f"{r['z']:+.1f}".replace("-", "−")
+        row[f"{r['choice']} (n = {int(r['n_seeds'])})"] = Stacked(ours, f"{z} paper std")
+        row["paper"] = prose.mean_std(r["paper_mean"], r["paper_std"])
+    order = list(_METRIC_LABELS)
+    frame = pd.DataFrame([rows[k] for k in sorted(rows, key=lambda k: (k[0], order.index(k[1]) if k[1] in order else 9))])
+    columns = ["round", "quantity"] + [c for c in frame.columns if c not in ("round", "quantity", "paper")] + ["paper"]
+    return table(frame[columns], caption=caption,
+                 note="Mean ± std over seeds (%); under it, (ours − paper) divided by the paper's std.")
+
+
+def set_sizes_figure(rounds: pd.DataFrame, datasets, init: str = "ifeat"):
+    """|D^a_k| and |D^r_k| after each accepted round, one panel per dataset."""
+    fig, axes = style.panels(len(datasets), max_columns=2, extra_height=0.8)
+    for ax, d in zip(axes, datasets):
+        shown = rounds[(rounds["init"] == init) & (rounds["dataset"] == d)]
+        report.plot_set_sizes(ax, shown, f"{INIT_LABELS[init]}, {DATASET_LABELS[d]}")
+        if ax.get_legend():
+            ax.get_legend().remove()
+    style.legend_below(fig, axes, ncol=2)
+    return fig
+
+
+def _weight(w: float) -> str:
+    """A penalty weight as the paper writes it: 1e4, or 5e3."""
+    mantissa, exponent = f"{w:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _over(n_seeds: int) -> str:
+    """What a gap-study cell is: one seed's value, or the mean ± std over seeds."""
+    return "one seed (no spread to show)" if n_seeds == 1 else f"mean ± std over {prose.count(n_seeds, 'seed')}"
+
+
+def _ours(row) -> str:
+    """Mean ± std over seeds in %, or the single value when one seed ran (no spread to show)."""
+    return prose.mean_std(100 * row.mean, 100 * row.std) if row.n_seeds > 1 else prose.number(100 * row.mean)
+
+
+def paper_cell(dataset: str, objective: str, init: str) -> str:
+    """The paper's Table 2 value of a cell as the prose writes it ("17.14 ± 0.73")."""
+    from featlib.experiments.paper_values import TABLE2
+
+    mean, std = TABLE2[dataset][objective][init]
+    return prose.mean_std(mean, std)
+
+
+def erm_nf_erm_table(summary: pd.DataFrame, n_seeds: int) -> Table:
+    """The ERM-NF x ERM cell of ColoredMNIST-025 under each ERM risk and length
+    (:func:`.gap_studies.erm_nf_erm_summary`), the paper's value beside it."""
+    risks = {"sum": "sum over environments (Eq. 2; featlib preset)", "mean": "pooled mean (reference code)"}
+    rows = [{"ERM risk": risks.get(r.risk, r.risk), "steps": int(r.step),
+             "worst test acc. (%)": _ours(r)} for r in summary.itertuples()]
+    return table(pd.DataFrame(rows), caption=f"ERM-NF with the ERM objective, {DATASET_LABELS['cmnist025']}",
+                 note=f"Ours: {_over(n_seeds)}, full data. The paper's Table 2: "
+                      f"{paper_cell('cmnist025', 'erm', 'erm-nf')}.", wrap=["ERM risk"])
+
+
+#: The penalty weights of the Table 2 protocol (Appendix F.1); a gap study's best weight outside
+#: them is flagged, since the protocol could not have picked it.
+PROTOCOL_WEIGHTS = (1e1, 1e2, 1e3, 1e4, 1e5)
+
+
+def _grid_weight(w: float) -> str:
+    return _weight(w) if any(np.isclose(w, g) for g in PROTOCOL_WEIGHTS) else f"{_weight(w)} (outside the protocol's grid)"
+
+
+def frozen_steps_changes(summary: pd.DataFrame, short: int = 1000, long: int = 5000) -> pd.DataFrame:
+    """The frozen-steps study one change at a time: per objective, the length of the OOD stage
+    (``short`` -> ``long`` steps) at the protocol's head L2, then the head's L2 (on -> off) at
+    ``long`` steps. Each row: the change, the best mean before and after (fractions), the
+    difference, the best weights and the number of seeds."""
+    def cell(objective, l2_on, step):
+        rows = summary[(summary["objective"] == objective) & ((summary["head_l2"] > 0) == l2_on)]
+        if rows.empty:
+            return None
+        return rows.iloc[(rows["step"] - step).abs().argmin()]
+    out = []
+    for objective in summary["objective"].unique():
+        for change, before, after in ((f"steps {short:,} → {long:,}, head L2 on", (True, short), (True, long)),
+                                      (f"head L2 on → off, {long:,} steps", (True, long), (False, long))):
+            a, b = cell(objective, *before), cell(objective, *after)
+            if a is None or b is None:
+                continue
+            out.append({"objective": objective, "change": change, "before": a["mean"], "after": b["mean"],
+                        "difference": b["mean"] - a["mean"], "weight_before": a["penalty_weight"],
+                        "weight_after": b["penalty_weight"], "n_seeds": int(min(a["n_seeds"], b["n_seeds"]))})
+    return pd.DataFrame(out)
+
+
+def frozen_steps_conclusion(changes: pd.DataFrame) -> str:
+    """The study's one sentence: what each change alone moves, and whether the best weights lie
+    outside the protocol's grid."""
+    if changes.empty:
+        return "The study holds no cell to compare."
+    parts = []
+    for change, rows in changes.groupby("change", sort=False):
+        moves = ", ".join(f"{OBJECTIVE_LABELS.get(r.objective, r.objective)} by "
+                          f"{prose.number(100 * r.difference, 1, sign=True)} points" for r in rows.itertuples())
+        parts.append(f"{change} alone moves {moves}")
+    outside = sorted({_weight(w) for w in pd.concat([changes["weight_before"], changes["weight_after"]])
+                      if not any(np.isclose(w, g) for g in PROTOCOL_WEIGHTS)})
+    n = int(changes["n_seeds"].min())
+    tail = (f"; the best weight is {', '.join(outside)} in some cells, outside the protocol's grid, so Table 2's "
+            "protocol could not choose it" if outside else "")
+    seeds = "one seed, so this gives a direction, not a size" if n == 1 else f"{prose.count(n, 'seed')}"
+    return "; ".join(parts) + tail + f" ({seeds})."
+
+
+def erm_nf_erm_conclusion(summary: pd.DataFrame) -> str:
+    """The ERM-NF x ERM study's one sentence: the length alone (our summed risk) and the risk alone
+    (at the longer length) each moved the cell by how much, against the paper's value."""
+    cells = {(r.risk, int(r.step)): r for r in summary.itertuples()}
+    steps = sorted({s for _, s in cells})
+    if len(steps) < 2 or not all((risk, st) in cells for risk in ("sum", "mean") for st in steps[:2]):
+        return "The study holds no pair of cells to compare."
+    short, long = steps[0], steps[-1]
+    length = cells["sum", short].mean - cells["sum", long].mean
+    risk = cells["mean", long].mean - cells["sum", long].mean
+    n = int(summary["n_seeds"].min())
+    seeds = "one seed, so this gives a direction, not a size" if n == 1 else prose.count(n, "seed")
+    return (f"With our summed risk, stopping at step {short:,} instead of {long:,} alone moves the cell by "
+            f"{prose.number(100 * length, 1, sign=True)} points; at {long:,} steps, the pooled mean instead of the sum "
+            f"alone moves it by {prose.number(100 * risk, 1, sign=True)}; both together (the reference code's ERM) give "
+            f"{prose.number(100 * cells['mean', short].mean, 1)}% against the paper's "
+            f"{paper_cell('cmnist025', 'erm', 'erm-nf')} ({seeds}).")
+
+
+def frozen_steps_table(summary: pd.DataFrame, n_seeds: int) -> Table:
+    """V-REx and Fishr heads on frozen ERM features of ColoredMNIST-01 after each number of steps,
+    with and without L2 on the head (:func:`.gap_studies.frozen_steps_summary`), the paper's
+    value beside each objective."""
+    rows = [{"objective": OBJECTIVE_LABELS.get(r.objective, r.objective),
+             "L2 on the head": "yes (featlib)" if r.head_l2 > 0 else "no",
+             "steps": int(r.step), "best penalty weight": _grid_weight(r.penalty_weight),
+             "worst test acc. (%)": _ours(r),
+             "paper (Table 2)": paper_cell("cmnist01", r.objective, "erm")}
+            for r in summary.sort_values(["objective", "head_l2", "step"], ascending=[False, False, True]).itertuples()]
+    return table(pd.DataFrame(rows), caption=f"Frozen ERM features, {DATASET_LABELS['cmnist01']}: V-REx and Fishr by "
+                                             "length of the OOD stage",
+                 note=f"Ours: the best penalty weight of 1e1-1e6 at each length (no warm-up), {_over(n_seeds)}, full data.")
+
+
+def presets_table(presets) -> Table:
+    """The protocol presets (:data:`.cmnist_presets.PROTOCOL_PRESETS`): name, what it sets, source."""
+    rows = [{"preset": name, "what it sets": presets.get(name).description, "source": presets.get(name).source}
+            for name in presets.names()]
+    return table(pd.DataFrame(rows), caption="Protocol presets of ColoredMNIST", wrap=["what it sets", "source"])

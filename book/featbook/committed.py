@@ -1,0 +1,248 @@
+"""Committed full-scale results, in a checkout or fetched from the repository (Colab).
+
+Chapters read the results committed under ``results/`` (``../results/cmnist`` and so on,
+relative to ``notebooks/``). In a checkout they are on disk. A notebook opened in Colab has no
+checkout: there, when the ``results`` folder is absent, :func:`locate` fetches the files of the
+requested folder from the book's repository (:func:`featbook.repository.repository`, the same
+setting the install cell uses) into a local folder and returns it, saying so.
+
+What is fetched is listed by the results folder's own manifest, ``results/manifest.json``
+(:data:`MANIFEST`: the size and SHA-256 of every committed file under ``results/``, written by
+``python -m featbook.committed``; a test keeps it equal to the files), never by GitHub's API, which
+rate-limits the shared addresses of Colab. Every file is checked against its entry before it is
+used: a file fetched earlier is kept only if it still matches, and one that an interrupted fetch
+left short or damaged is fetched again. Files come from GitHub's raw file server, or, for a
+``file://`` repository (tests, a local mirror), from git itself. The result folders written by
+:class:`featlib.io.result_folder.ResultFolder` also list their files in their ``provenance.json``,
+which their loaders check.
+
+In a checkout that has a ``results`` folder nothing is fetched: a missing sub-folder means
+that nothing is committed there, and :func:`locate` returns ``None``.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from featbook.repository import Repository, repository
+
+#: Where fetched results go (relative to the working directory), unless told otherwise.
+FETCH_DIR = Path("_cache/committed")
+TIMEOUT_S = 30
+#: The manifest of the committed results: its path in the repository.
+MANIFEST = "results/manifest.json"
+#: A fetched folder's copy of its manifest entries (what it was checked against).
+LOCAL_MANIFEST = ".manifest.json"
+#: Downloads of one file before a mismatch with the manifest is reported.
+ATTEMPTS = 2
+RETRY_ADVICE = ("In Colab, check that the runtime is connected to the internet and run this cell again; "
+                "until then the chapter shows this run's results only.")
+
+
+@dataclass
+class Located:
+    """Where a chapter's committed results are: ``path`` (``None``: there are none, or they
+    could not be fetched: ``failed``) and a sentence for the reader saying where they came from."""
+
+    path: Path | None
+    note: str
+    fetched: bool = False
+    failed: bool = False
+
+    def __bool__(self) -> bool:
+        return self.path is not None
+
+
+class FetchError(OSError):
+    """A committed file could not be fetched intact."""
+
+
+def _get(url: str) -> bytes:
+    request = urllib.request.Request(url, headers={"User-Agent": "featlib"})
+    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310 (https URLs we build)
+        return response.read()
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def matches(data: bytes, entry: dict) -> bool:
+    """Whether ``data`` is the file a manifest ``entry`` (``bytes``, ``sha256``) describes."""
+    return len(data) == entry.get("bytes") and _digest(data) == entry.get("sha256")
+
+
+def reader(repo: Repository, get=_get):
+    """A function ``path -> bytes`` reading a file of ``repo`` at its branch: GitHub's raw files
+    (through ``get``) or, for a ``file://`` URL, ``git show``."""
+    if repo.github is not None:
+        return lambda path: get(repo.raw_url(path))
+    if repo.url.startswith("file://"):
+        git_dir = repo.url[len("file://"):]
+
+        def read(path: str) -> bytes:
+            done = subprocess.run(["git", "--git-dir", git_dir, "show", f"{repo.branch}:{path}"], capture_output=True)
+            if done.returncode != 0:
+                raise FetchError(f"git could not read {path} of {repo.url} ({done.stderr.decode().strip()})")
+            return done.stdout
+        return read
+    raise ValueError(f"committed results are fetched from GitHub or a file:// git repository; got {repo.url}")
+
+
+def results_subpath(path: str | Path) -> str:
+    """``"../results/cmnist"`` -> ``"results/cmnist"``: the folder's path in the repository."""
+    parts = Path(path).as_posix().split("/")
+    if "results" not in parts:
+        raise ValueError(f"committed results live under results/; got {path}")
+    return "/".join(parts[parts.index("results"):])
+
+
+# -- the manifest ---------------------------------------------------------------------------------
+def build_manifest(results_dir: str | Path) -> dict:
+    """The manifest of a ``results`` folder: size and SHA-256 of every file below it (paths as
+    the repository names them, ``results/...``), the manifest itself excepted."""
+    results_dir = Path(results_dir)
+    files = {}
+    for path in sorted(p for p in results_dir.rglob("*") if p.is_file()):
+        rel = path.relative_to(results_dir).as_posix()
+        if rel == Path(MANIFEST).name or any(part.startswith(".") for part in Path(rel).parts):
+            continue
+        data = path.read_bytes()
+        files[f"results/{rel}"] = {"bytes": len(data), "sha256": _digest(data)}
+    return {"files": files}
+
+
+def manifest_differences(results_dir: str | Path) -> list[str]:
+    """How ``results_dir/manifest.json`` differs from the files (empty: it lists them exactly)."""
+    path = Path(results_dir) / Path(MANIFEST).name
+    if not path.exists():
+        return [f"{path} does not exist"]
+    written = json.loads(path.read_text()).get("files", {})
+    actual = build_manifest(results_dir)["files"]
+    return ([f"{p} is not listed" for p in sorted(set(actual) - set(written))]
+            + [f"{p} is listed but absent" for p in sorted(set(written) - set(actual))]
+            + [f"{p} changed" for p in sorted(set(actual) & set(written)) if actual[p] != written[p]])
+
+
+def write_manifest(results_dir: str | Path) -> Path:
+    path = Path(results_dir) / Path(MANIFEST).name
+    path.write_text(json.dumps(build_manifest(results_dir), indent=1, sort_keys=True) + "\n")
+    return path
+
+
+# -- fetching ------------------------------------------------------------------------------------
+def _fetch_file(read, path: str, entry: dict, target: Path) -> None:
+    """Fetch ``path`` into ``target`` (atomically) once it matches ``entry``; retried, then
+    :class:`FetchError`."""
+    for _ in range(ATTEMPTS):
+        data = read(path)
+        if matches(data, entry):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
+            partial.write_bytes(data)
+            os.replace(partial, target)
+            return
+    raise FetchError(f"{path} arrived as {len(data)} bytes that do not match results/manifest.json "
+                     f"({entry.get('bytes')} bytes) after {ATTEMPTS} attempts")
+
+
+def _verified(dest: Path) -> bool:
+    """Whether ``dest`` holds a complete earlier fetch: every file of its saved manifest, intact."""
+    saved = dest / LOCAL_MANIFEST
+    try:
+        entries = json.loads(saved.read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(entries) and all((dest / rel).is_file() and matches((dest / rel).read_bytes(), entry)
+                                 for rel, entry in entries.items())
+
+
+def fetch(sub: str, repo: Repository, dest: Path, get=_get) -> tuple[list[str], int]:
+    """Bring every committed file under ``sub`` (e.g. ``results/cmnist``) of ``repo`` into ``dest``
+    (keeping the layout below ``sub``), each checked against the manifest; the repository paths
+    listed, and how many had to be downloaded (the others were already there, intact)."""
+    read = reader(repo, get)
+    try:
+        manifest = json.loads(read(MANIFEST))
+    except ValueError as err:
+        raise FetchError(f"{MANIFEST} of {repo.url} is not valid JSON ({err})") from None
+    prefix = sub.rstrip("/") + "/"
+    entries = {path: entry for path, entry in manifest.get("files", {}).items() if path.startswith(prefix)}
+    downloaded = 0
+    for path, entry in entries.items():
+        target = dest / path[len(prefix):]
+        if target.is_file() and matches(target.read_bytes(), entry):
+            continue
+        _fetch_file(read, path, entry, target)
+        downloaded += 1
+    if entries:
+        (dest / LOCAL_MANIFEST).write_text(json.dumps({p[len(prefix):]: e for p, e in entries.items()}, indent=1))
+    return sorted(entries), downloaded
+
+
+def locate(path: str | Path | None, fetch_dir: str | Path = FETCH_DIR, get=_get) -> Located:
+    """The committed results folder ``path`` (e.g. ``"../results/cmnist"``): on disk in a
+    checkout; fetched from the repository when the ``results`` folder itself is absent."""
+    if not path:
+        return Located(None, "No committed results were asked for (the parameter is None).")
+    path = Path(path)
+    sub = results_subpath(path)
+    root = Path(*path.parts[:path.parts.index("results") + 1])
+    if root.is_dir():  # a checkout: what is committed is here
+        if path.exists() and any(path.iterdir()):
+            return Located(path, f"Read from the repository's `{sub}`.")
+        return Located(None, f"Nothing is committed in the repository's `{sub}` yet.")
+    repo = repository()
+    if repo is None:
+        return Located(None, f"This runtime has no `{root}` folder and no repository is set, so the committed results "
+                             "could not be fetched. In Colab, run the notebook's first cell (it sets FEATLIB_REPOSITORY), "
+                             "or run `%env FEATLIB_REPOSITORY=https://github.com/<owner>/<name>@<branch>` and this cell "
+                             "again.", failed=True)
+    dest = Path(fetch_dir) / sub
+    source = f"{repo.url} (branch {repo.branch})"
+    try:
+        files, downloaded = fetch(sub, repo, dest, get=get)
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        if _verified(dest):
+            return Located(dest, f"Fetched earlier from `{sub}` of {source} into `{dest}` and checked against its "
+                                 f"manifest (the repository could not be reached now: {err}).", fetched=True)
+        return Located(None, f"This runtime has no `{root}` folder, and fetching `{sub}` from {source} failed ({err}). "
+                             f"{RETRY_ADVICE}", failed=True)
+    if not files:
+        return Located(None, f"Nothing is committed in `{sub}` of {source} yet.")
+    how = (f"{downloaded} of them fetched now, the others fetched earlier" if 0 < downloaded < len(files)
+           else "fetched earlier" if downloaded == 0 else "fetched")
+    return Located(dest, f"This runtime has no checkout of the repository, so the {len(files)} committed files of "
+                         f"`{sub}` come from {source}: {how} into `{dest}`, each checked against the "
+                         f"repository's `{MANIFEST}`.", fetched=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Write (or --check) results/manifest.json, the list of committed "
+                                                 "results that Colab fetches.")
+    parser.add_argument("results", nargs="?", type=Path, default=Path(__file__).resolve().parents[2] / "results")
+    parser.add_argument("--check", action="store_true", help="only report how the manifest differs from the files")
+    args = parser.parse_args(argv)
+    if not args.results.is_dir():
+        print(f"error: results folder {args.results} does not exist; pass the repository's results/ folder",
+              file=sys.stderr)
+        return 2
+    if args.check:
+        differences = manifest_differences(args.results)
+        for line in differences:
+            print(line)
+        return 1 if differences else 0
+    print(f"wrote {write_manifest(args.results)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

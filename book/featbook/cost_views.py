@@ -1,0 +1,124 @@
+"""How chapter 07 shows the cost benchmark: tables that fit the book's column, the figure in its
+style. The numbers come from :mod:`.report`; this module formats and labels them."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from featlib import style
+from featbook import prose
+from featlib.experiments.labels import DATASET_LABELS, INIT_LABELS
+from featlib.experiments.paper_values import TABLE14_TIME_UNIT
+from featbook.tables import Stacked, Table, Tables, table
+from featlib.cost.report import plot_costs
+
+BENCHMARK_LABELS = {"cmnist": "ColoredMNIST", "wilds": "WILDS"}
+METHOD_LABELS = {"erm": "ERM", "bonsai": "Bonsai", "feat": "FeAT", "ifeat": "iFeAT"}
+
+
+def summary_table(summary: pd.DataFrame, caption: str) -> Tables:
+    """One table per benchmark: per method and round, the median step time (its min-max over
+    repeats under it), the ratio to ERM, the peak memory and its ratio to ERM."""
+    return Tables([_summary_table(part, f"{caption}: {BENCHMARK_LABELS.get(bench, bench)}")
+                   for bench, part in summary.groupby("benchmark", sort=False)])
+
+
+def _summary_table(summary: pd.DataFrame, caption: str) -> Table:
+    frame = pd.DataFrame({
+        "method": [METHOD_LABELS.get(m, m) for m in summary["method"]],
+        "round": summary["round"].astype(str),
+        "step time": [Stacked(f"{prose.number(r.step_ms, 1)} ms",
+                              f"{prose.number(r.step_ms_min, 1)}–{prose.number(r.step_ms_max, 1)}")
+                      for r in summary.itertuples()],
+        "time / ERM": [prose.ratio(v) for v in summary["time_x_erm"]],
+        "peak memory": [prose.MISSING if not np.isfinite(v) else f"{prose.number(v, 0)} MB" for v in summary["peak_mb"]],
+        "memory / ERM": [prose.ratio(v) if np.isfinite(v) else prose.MISSING for v in summary["memory_x_erm"]],
+    })
+    return table(frame, caption=caption, note="Step time: median over repeats, its min–max over repeats under it.")
+
+
+def targets_table(targets: pd.DataFrame, caption: str) -> Table:
+    """The iFeAT targets and FeAT's linearity, measured value against the limit."""
+    frame = pd.DataFrame({
+        "benchmark": [BENCHMARK_LABELS.get(b, b) for b in targets["benchmark"]],
+        "target": targets["target"],
+        "measured": [prose.number(v, 3) for v in targets["value"]],
+        "limit": [prose.number(v, 2) for v in targets["limit"]],
+        "met": ["yes" if m else "no" for m in targets["met"]],
+    })
+    return table(frame, caption=caption, wrap=["target"])
+
+
+def schedule_table(estimate: pd.DataFrame, caption: str) -> Table:
+    """The paper's schedule at our measured step times."""
+    frame = pd.DataFrame({
+        "benchmark": [BENCHMARK_LABELS.get(b, b) for b in estimate["benchmark"]],
+        "method": [METHOD_LABELS.get(m, m) for m in estimate["method"]],
+        "paper's steps": [prose.integer(v) for v in estimate["paper_steps"]],
+        "rounds": estimate["rounds"],
+        "estimated time": [prose.minutes(v) for v in estimate["estimated_s"]],
+        "time / ERM": [prose.ratio(v) for v in estimate["time_x_erm"]],
+    })
+    return table(frame, caption=caption)
+
+
+def table14(paper: pd.DataFrame, ours_time: pd.Series, ours_memory: pd.Series, ours_dataset: str) -> Table:
+    """The paper's Table 14 with its ratios to ERM, ours (this run's schedule estimate and peak
+    memory) on the first line where this run measured the same dataset."""
+    rows = []
+    for r in paper.itertuples():
+        ours = "ifeat" if r.method == "feat" else r.method
+        same = r.dataset == ours_dataset and ours in ours_time.index
+        unit = TABLE14_TIME_UNIT.get(r.dataset, "")
+        rows.append({
+            "dataset": DATASET_LABELS.get(r.dataset, r.dataset),
+            "method": "FeAT (iFeAT)" if r.method == "feat" else INIT_LABELS.get(r.method, r.method),
+            "time / ERM": Stacked(prose.ratio(ours_time[ours]) if same else prose.MISSING, f"paper {prose.ratio(r.time_x_erm)}"),
+            "memory / ERM": Stacked(prose.ratio(ours_memory[ours]) if same else prose.MISSING,
+                                    f"paper {prose.ratio(r.memory_x_erm)}"),
+            "paper: time": f"{prose.number(r.time, 2)} {unit}".strip(),
+            "paper: memory": f"{prose.number(r.memory_pct, 2)}% of the GPU",
+        })
+    return table(pd.DataFrame(rows), caption="Table 14 of the paper beside this run",
+                 note="Ratios to ERM: ours on the first line (a dash where this run did not measure that dataset), "
+                      "the paper's under it.")
+
+
+def cost_figure(summary: pd.DataFrame):
+    """Step time and peak memory per round as multiples of ERM's, one row of two panels per benchmark."""
+    benches = list(dict.fromkeys(summary["benchmark"]))
+    fig, axes = style.subplots(len(benches), 2, extra_height=0.8)
+    plot_costs(summary, axes=axes)
+    for ax in axes.flat:
+        if ax.get_legend():
+            ax.get_legend().remove()
+        bench = ax.get_title().split(":")[0]
+        ax.set_title(ax.get_title().replace(bench, BENCHMARK_LABELS.get(bench, bench), 1))
+    style.legend_below(fig, axes.flat, ncol=5)
+    return fig
+
+
+def phrase(values: dict[str, float], what: str = "", fmt=prose.ratio) -> str:
+    """``{"cmnist": 1.43, "wilds": 1.2}``, "ERM's step time" -> "1.43× ERM's step time on
+    ColoredMNIST and 1.20× on WILDS"."""
+    parts = [f"{fmt(v)}{' ' + what if i == 0 and what else ''} on {BENCHMARK_LABELS.get(b, b)}"
+             for i, (b, v) in enumerate(values.items())]
+    return prose.listing(parts)
+
+
+def memory_from_round_2(folders) -> str:
+    """A phrase on FeAT's peak memory from round 2 on, relative to ERM's, in the committed
+    full-size measurements: "the committed measurements cpu-2core, FeAT's step needs 1.28× ERM's
+    memory from round 2 on with ColoredMNIST and 1.03× with WILDS"."""
+    from pathlib import Path
+
+    parts = []
+    for folder in folders:
+        frame = pd.read_csv(Path(folder) / "summary.csv", dtype={"round": str})
+        later = frame[(frame["method"] == "feat") & (frame["round"] != "1") & (frame["round"] != "synthesis")]
+        ratios = later.groupby("benchmark")["memory_x_erm"].max().to_dict()
+        if ratios:
+            each = prose.listing(f"{prose.ratio(v)} on {BENCHMARK_LABELS.get(b, b)}" for b, v in ratios.items())
+            parts.append(f"the committed full-size measurements {Path(folder).name}, FeAT's step from round 2 on "
+                         f"needs {each} (ERM's peak memory = 1)")
+    return prose.listing(parts, empty="the committed full-size measurements (none are committed yet) the same holds")

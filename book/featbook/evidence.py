@@ -1,0 +1,100 @@
+"""Committed full-scale evidence as a chapter shows it: one provenance line, the command folded.
+
+An empirical chapter leads with the results committed under ``results/`` (made at the paper's
+size, on some device, by a recorded command) and only then runs its own, smaller version. Each
+committed folder holds a ``provenance.json`` (command, commit, device, wall time, seeds...). The
+page states it in one short line, :func:`provenance_line`, and folds the command into a
+collapsed block, :func:`command_block`; :func:`show` displays both. Where nothing full-scale is
+committed, :func:`nothing_committed` says so once, plainly.
+
+The run of the build comes after, as "run it yourself": :func:`run_it_yourself` is the one
+sentence that introduces it, and it claims nothing a small run cannot carry (no ranking).
+"""
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from typing import Any
+
+from featbook import prose
+
+
+def provenance_line(what: str, prov: Mapping[str, Any], size: str | None = None) -> str:
+    """"<what>: <size>, <n> seeds, on <device>, commit <12 hex> (<wall time>)." in one line.
+
+    ``size`` is the data size in words ("50,000 training images"); seeds, device, commit and wall
+    time come from the provenance record ``prov`` (each left out when it does not record it)."""
+    parts = [size] if size else []
+    seeds = prov.get("seeds")
+    if seeds:
+        datasets = prov.get("datasets") or []
+        per = " per dataset" if len(datasets) > 1 else ""
+        parts.append(prose.count(len(seeds), "seed") + per)
+    if prov.get("device"):
+        threads = f" ({prose.count(int(prov['threads']), 'thread')})" if prov.get("threads") and prov["device"] == "cpu" else ""
+        parts.append(f"on {'a CPU' if prov['device'] == 'cpu' else prov['device']}{threads}")
+    runs = prov.get("runs") if isinstance(prov.get("runs"), list) and len(prov.get("runs")) > 1 else None
+    if runs:  # a folder several runs added to (run_rounds): every commit, and their summed wall time
+        commits = sorted({str(r.get("commit", ""))[:12] for r in runs if r.get("commit")})
+        if commits:
+            parts.append(f"commit{'s' if len(commits) > 1 else ''} {prose.listing(commits)}")
+        seconds = sum(float(r["wall_time_s"]) for r in runs if r.get("wall_time_s") is not None)
+        line = f"{what}: {', '.join(parts)}" if parts else what
+        return line + f" ({prose.count(len(runs), 'run')}, {prose.minutes(seconds)} of wall time in all)."
+    if prov.get("commit"):
+        parts.append(f"commit {str(prov['commit'])[:12]}")
+    line = f"{what}: {', '.join(parts)}" if parts else what
+    if prov.get("wall_time_s") is not None:
+        line += f" ({prose.minutes(float(prov['wall_time_s']))} of wall time)"
+    return line + "."
+
+
+def command_block(prov: Mapping[str, Any], summary: str = "The command that made them") -> str:
+    """HTML: the recorded command (machine folders cut, :func:`featbook.prose.command`) in a
+    collapsed ``<details>`` block, shown as a shell command; a folder several runs added to shows
+    each run's command, one per line."""
+    runs = prov.get("runs") if isinstance(prov.get("runs"), list) and len(prov.get("runs")) > 1 else None
+    commands = [str(r.get("command", "")) for r in runs] if runs else [str(prov.get("command", ""))]
+    command = "\n".join(html.escape(prose.command(c)) for c in commands)
+    return (f'<details class="feat-provenance"><summary>{html.escape(summary)}</summary>'
+            f'<div class="highlight-bash notranslate"><div class="highlight"><pre>{command}</pre></div></div></details>')
+
+
+def nothing_committed(what: str, command: str) -> str:
+    """The one plain sentence of a chapter whose full-scale results are not committed yet."""
+    return (f"No full-scale {what} is committed yet: `{command}` on a GPU makes it, and this section shows it "
+            "once it is under `results/`.")
+
+
+def run_it_yourself(run_summary: str) -> str:
+    """The sentence that introduces a chapter's own run: its size, and what a run that size can
+    and cannot show."""
+    return (f"The run below is this page's own ({run_summary}). It shows that every step of the "
+            "protocol runs and what each table looks like. At this size differences of a few points "
+            "between methods can be seed-to-seed noise, so the page ranks nothing on it; the "
+            "parameters cell sets the size, and its full-scale values are the ones behind the "
+            "evidence above.")
+
+
+def show(what: str, prov: Mapping[str, Any], size: str | None = None) -> None:
+    """Display :func:`provenance_line` as Markdown and :func:`command_block` as HTML."""
+    from IPython.display import HTML, Markdown, display
+
+    display(Markdown(provenance_line(what, prov, size)))
+    display(HTML(command_block(prov)))
+
+
+def termination_summary(stops, max_rounds: int, init: str = "ifeat", label: str = "FeAT (iFeAT)") -> str:
+    """How the rounds of ``init`` ended, from :func:`featlib.experiments.cmnist_report.stop_rounds`'s
+    frame (one row per dataset and seed, ``discarded_round`` NaN when no round was discarded):
+    how many runs the 130% check stopped, and how many ran to the cap of ``max_rounds``."""
+    rows = stops[stops["init"] == init]
+    if rows.empty:
+        return f"No rounds of {label} are recorded."
+    by_rule = int(rows["discarded_round"].notna().sum())
+    at_cap = int((rows["discarded_round"].isna() & (rows["rounds_kept"] >= max_rounds)).sum())
+    text = (f"The 130% check discarded a round, and the featurizer rolled back, in {by_rule} of "
+            f"{prose.count(len(rows), 'seed-dataset run')} of {label}")
+    if at_cap:
+        text += f"; {at_cap} ran to the cap of {prose.count(max_rounds, 'round')}"
+    return text + "."

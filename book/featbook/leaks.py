@@ -1,0 +1,110 @@
+"""Find code that leaked into the pages a reader sees: reprs, braces, paths, long float tails.
+
+A reader should meet prose, tables and figures. What gives a page away as unedited output:
+
+* ``{`` ... ``}`` pairs outside mathematics: an f-string that was not formatted, a dict repr;
+* ``dict(``-like reprs: ``dict(``, ``OrderedDict(``, ``Name(field=``, ``<... object at 0x...>``;
+* absolute paths of the machine that built the page (``/home/...``, ``site-packages``);
+* long float tails (``0.6666666666666666``, ``0.925000``) and ``NaN``;
+* references to the project's issue tracker ("issue 3", "this book's issue tracker");
+* template leftovers (:data:`TEMPLATE`): a phrase repeated inside its own parenthesis ("the
+  committed rounds (the committed rounds (5 seeds ...))"), "seed(s)", a parameter's name in the
+  prose ("after probe_step steps"), a number in code's "e-05" notation.
+
+:func:`scan_html` reads a rendered page, drops what is code or mathematics by nature (the
+code cells' input, MathJax, scripts, the navigation) and scans what is left, prose and
+outputs alike; :func:`scan_book` does every page of a built book. ``featbook.build`` fails the
+build on a finding, and the browser test runs the same scan on the text the browser shows.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+#: (kind, pattern) of each leak; the first group, if any, is what is reported.
+PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
+    ("braces", re.compile(r"\{[^{}]{0,300}\}")),
+    ("repr", re.compile(r"\b(?:dict|OrderedDict|defaultdict|array|tensor|Series|DataFrame)\(")),
+    ("repr", re.compile(r"\b[A-Z]\w*\((?:[a-z_]\w*)=")),
+    ("repr", re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>")),
+    ("path", re.compile(r"(?<![\w.:/])/(?:home|usr|tmp|root|content|opt|var|work|Users|private|mnt|srv)/[\w./-]+")),
+    ("path", re.compile(r"site-packages|dist-packages|[A-Z]:\\\\?[\w]")),
+    ("float tail", re.compile(r"(?<![\w.])\d+\.\d{6,}(?!\d*%)")),
+    ("NaN", re.compile(r"\b(?:NaN|nan)\b")),
+    ("tracker", re.compile(r"(?i)\bissue tracker\b|\bissues? #?\d+\b")),
+)
+
+#: (kind, pattern) of template leftovers in prose: what an unedited f-string template writes.
+TEMPLATE: tuple[tuple[str, re.Pattern], ...] = (
+    ("doubled phrase", re.compile(r"\b((?:\w[\w-]*\s+){2,8}\w[\w-]*)\s*[(,:]?\s*\(?\s*\1\b", re.I)),
+    ("plural placeholder", re.compile(r"\w\(s\)")),
+    ("parameter name", re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w./-])")),
+    ("e-notation", re.compile(r"\d[eE][−+-]?0\d")),
+)
+
+#: Elements whose text is code or mathematics by nature (CSS selectors for BeautifulSoup).
+SKIPPED = ("script", "style", "noscript", "nav", "header", "footer", ".cell_input", ".math", "mjx-container",
+           ".headerlink", ".bd-sidebar-primary", ".bd-sidebar-secondary", ".bd-header-article",
+           ".prev-next-area", "div.highlight-python", "div.highlight-bash", "div.highlight-text",
+           "div.highlight-ipython3", "div.highlight-default", "div.highlight-yaml", "div.highlight-console",
+           "code.literal", ".citation-label")
+
+
+@dataclass(frozen=True)
+class Leak:
+    kind: str
+    text: str
+    context: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.text!r} in ...{self.context}..."
+
+
+def scan_text(text: str) -> list[Leak]:
+    """Every leak in ``text`` (plain text, as a reader reads it)."""
+    found = []
+    for kind, pattern in PATTERNS + TEMPLATE:
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            context = " ".join(text[max(0, start - 40):end + 40].split())
+            found.append(Leak(kind, match.group(0), context))
+    return found
+
+
+def page_text(html: str) -> str:
+    """The text a reader reads on a rendered page: the article, less code input, mathematics,
+    literal code in the prose and the navigation."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(html, "html.parser")
+    article = soup.select_one("article") or soup.select_one("main") or soup.body or soup
+    for selector in SKIPPED:
+        for element in article.select(selector):
+            element.decompose()
+    return article.get_text(" ")
+
+
+def scan_html(html: str) -> list[Leak]:
+    """The leaks of one rendered page."""
+    return scan_text(page_text(html))
+
+
+def scan_book(html_dir: str | Path, pages: list[str] | None = None) -> dict[str, list[Leak]]:
+    """Leaks per page (path relative to ``html_dir``) of a built book's chapter and book pages;
+    pages without leaks are left out."""
+    html_dir = Path(html_dir)
+    if pages is None:
+        pages = sorted(str(p.relative_to(html_dir)) for sub in ("notebooks", "book")
+                       for p in (html_dir / sub).glob("*.html"))
+    found = {}
+    for page in pages:
+        leaks = scan_html((html_dir / page).read_text(encoding="utf-8"))
+        if leaks:
+            found[page] = leaks
+    return found
+
+
+def report(found: dict[str, list[Leak]]) -> str:
+    """A readable list of the leaks, page by page."""
+    return "\n".join(f"{page}:\n" + "\n".join(f"  {leak}" for leak in leaks) for page, leaks in found.items())

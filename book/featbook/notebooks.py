@@ -1,0 +1,143 @@
+"""Execute the book's notebooks with a parameter profile (papermill).
+
+Each notebook's ``parameters`` cell holds the full-scale (paper) defaults. A profile,
+``notebooks/profiles/<name>.yaml``, maps notebook names (file stems) to the parameters that
+override them, e.g. the ``small`` profile that CI and the CPU book build use.
+
+A chapter is written as a MyST markdown notebook (``notebooks/NN_name.md``, see
+:mod:`featbook.chapters`); the committed ``NN_name.ipynb`` beside it is the notebook Colab and
+papermill open. :func:`execute_all` runs the book's version of each chapter, made from its
+source (MyST roles intact, for the book to render), unless ``from_sources=False``.
+
+    python -m featbook.notebooks --profile small --out _build/executed
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]  # book/featbook/notebooks.py
+NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+PROFILE_DIR = NOTEBOOK_DIR / "profiles"
+
+
+def list_notebooks(directory: Path = NOTEBOOK_DIR) -> list[Path]:
+    """The chapter notebooks, in chapter order (their names start with the chapter number)."""
+    return sorted(p for p in directory.glob("[0-9][0-9]_*.ipynb"))
+
+
+def available_profiles() -> list[str]:
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+
+
+def load_profile(name: str | None) -> dict[str, dict]:
+    """Parameters per notebook stem for the profile ``name`` (``None`` or ``full``: no overrides)."""
+    if name in (None, "full"):
+        return {}
+    path = PROFILE_DIR / f"{name}.yaml"
+    if not path.exists():
+        raise ValueError(f"profile must be one of {['full'] + available_profiles()}; got {name!r}")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ValueError(f"profile {name!r} ({path}) is not valid YAML{at}: {problem}; fix the file") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ValueError(f"profile {name!r} ({path}) must map notebook names to their parameters "
+                         "(`01_erm_feature_learning: {steps: 300}`); fix the file")
+    known = {p.stem for p in list_notebooks()}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"profile {name!r} names notebooks that do not exist: {unknown}; known: {sorted(known)}")
+    return data
+
+
+def execute_notebook(notebook: Path, output: Path, parameters: dict | None = None, cwd: Path | None = None) -> float:
+    """Run ``notebook`` through papermill into ``output``; return the wall time in seconds.
+
+    Parameters are checked first (:func:`featbook.notebook_params.check_parameters`): unknown
+    names, wrong types and out-of-range values raise before papermill starts. A failing cell
+    raises (papermill's ``PapermillExecutionError``) after the partly executed notebook has
+    been written, so the error is visible in ``output``.
+    """
+    import papermill as pm
+
+    from featbook.notebook_params import check_parameters
+
+    check_parameters(notebook, parameters or {}, cwd or notebook.parent)  # reject bad values before a kernel starts
+    output.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    pm.execute_notebook(
+        str(notebook), str(output), parameters=parameters or {}, cwd=str(cwd or notebook.parent),
+        kernel_name="python3", progress_bar=False, log_output=False,
+    )
+    return time.perf_counter() - start
+
+
+def book_notebooks(out_dir: Path, notebooks: list[Path]) -> list[Path]:
+    """The book's notebook of each chapter (:func:`featbook.chapters.book_notebook`), made from the
+    chapter's MyST source into ``out_dir``; their paths, in the order of ``notebooks``."""
+    from featbook.chapters import book_notebook, write_text
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    made = []
+    for nb in notebooks:
+        source = nb.with_suffix(".md")
+        if not source.exists():
+            raise ValueError(f"{nb.name} has no MyST source {source.name}; write the chapter as {source.name}")
+        path = out_dir / nb.name
+        path.write_text(write_text(book_notebook(source)), encoding="utf-8")
+        made.append(path)
+    return made
+
+
+def execute_all(profile: str | None, out_dir: Path, names: list[str] | None = None,
+                from_sources: bool = True) -> dict[str, float]:
+    """Execute every chapter (or those named) with ``profile`` into ``out_dir``; wall time per
+    chapter. ``from_sources``: run the book's notebooks made from the MyST sources (what the
+    book renders) rather than the committed ``.ipynb`` (what Colab opens)."""
+    params = load_profile(profile)
+    notebooks = list_notebooks()
+    if names:
+        by_stem = {p.stem: p for p in notebooks}
+        missing = [n for n in names if n not in by_stem]
+        if missing:
+            raise ValueError(f"notebook must be one of {sorted(by_stem)}; got {missing}")
+        notebooks = [by_stem[n] for n in names]
+    if from_sources:
+        notebooks = book_notebooks(out_dir / "_sources", notebooks)
+    from featbook.notebook_params import check_parameters
+
+    for nb in notebooks:  # every notebook's parameters, before the first one runs
+        check_parameters(nb, params.get(nb.stem, {}), NOTEBOOK_DIR)
+    times = {}
+    for nb in notebooks:
+        times[nb.stem] = execute_notebook(nb, out_dir / nb.name, params.get(nb.stem, {}), cwd=NOTEBOOK_DIR)
+        print(f"executed {nb.name} with profile {profile or 'full'} in {times[nb.stem]:.1f} s", flush=True)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("notebooks", nargs="*", help="notebook names (file stems); default: all")
+    parser.add_argument("--profile", default="small", help="parameter profile: full, or a file in notebooks/profiles")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "_build" / "executed")
+    parser.add_argument("--ipynb", action="store_true",
+                        help="run the committed .ipynb (what Colab opens) instead of the book's notebooks made from the .md")
+    args = parser.parse_args(argv)
+    try:
+        execute_all(args.profile, args.out, args.notebooks, from_sources=not args.ipynb)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""Numbers and values as the book's prose writes them: the one formatting helper of the pages.
+
+A chapter's text quotes values that its code recorded (:func:`featbook.record.record`). Glued
+raw, a dict shows as ``{'cmnist': 1.426, 'wilds': 1.202}`` and a float as
+``0.6666666666666666``. Every value that a page's prose quotes goes through these functions
+instead, and :func:`say` records the finished phrase under a name the text quotes with
+``{glue:text}`name```:
+
+    say("ifeat_time_text", by_label(ifeat_time, ratio, {"cmnist": "ColoredMNIST", "wilds": "WILDS"}))
+    # -> "1.43× on ColoredMNIST and 1.20× on WILDS"
+
+Every function returns plain text: no braces, no reprs, no paths, at most a few decimals.
+``featbook.leaks`` scans the rendered book for anything that slipped through.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+#: What a missing value reads as, in tables and prose.
+MISSING = "–"
+#: Non-breaking space: keeps "21.10 ± 0.60" and "3 seeds" on one line.
+NBSP = "\u00a0"
+
+
+def _is_missing(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def number(x: float | None, digits: int = 2, sign: bool = False) -> str:
+    """``x`` with ``digits`` decimals ("0.93"); very small or large magnitudes in scientific
+    notation ("3.2e-05"); a leading "+" with ``sign``."""
+    if _is_missing(x):
+        return MISSING
+    x = float(x)
+    if x != 0 and (abs(x) < 10 ** -digits or abs(x) >= 1e6):
+        return scientific(x, max(1, digits - 1), sign)
+    text = f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
+    return text.replace("-", "−")  # a minus sign, not a hyphen
+
+
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def scientific(x: float | None, digits: int = 1, sign: bool = False) -> str:
+    """``x`` as a reader writes a very small or large number: 7.3e-05 -> "7.3 × 10⁻⁵" (never the
+    "e-05" of code); "0" for zero; a leading "+" with ``sign``."""
+    if _is_missing(x):
+        return MISSING
+    x = float(x)
+    if x == 0:
+        return "0"
+    mantissa, exponent = f"{x:.{digits}e}".split("e")
+    if sign and not mantissa.startswith("-"):
+        mantissa = "+" + mantissa
+    power = str(int(exponent)).translate(_SUPERSCRIPT)
+    return f"{mantissa.replace('-', '−')}{NBSP}×{NBSP}10{power}"
+
+
+def integer(n: int | None) -> str:
+    """An integer with thousands separators ("50,000")."""
+    return MISSING if _is_missing(n) else f"{int(n):,}"
+
+
+def percent(x: float | None, digits: int = 1) -> str:
+    """A fraction as a percentage: 0.7057 -> "70.6%"."""
+    return MISSING if _is_missing(x) else number(100 * float(x), digits) + "%"
+
+
+def points(x: float | None, digits: int = 1, sign: bool = True) -> str:
+    """A difference of two fractions in percentage points: 0.012 -> "+1.2 points"."""
+    return MISSING if _is_missing(x) else f"{number(100 * float(x), digits, sign)}{NBSP}points"
+
+
+def ratio(x: float | None, digits: int = 2) -> str:
+    """A multiple: 1.426 -> "1.43×"."""
+    return MISSING if _is_missing(x) else number(x, digits) + "×"
+
+
+def mean_std(mean: float | None, std: float | None, digits: int = 2, scale: float = 1.0) -> str:
+    """"mean ± std" on one line (non-breaking spaces); ``scale=100`` for fractions shown as %."""
+    if _is_missing(mean):
+        return MISSING
+    if _is_missing(std):
+        return number(scale * float(mean), digits)
+    return f"{number(scale * float(mean), digits)}{NBSP}±{NBSP}{number(scale * float(std), digits)}"
+
+
+def minutes(seconds: float | None) -> str:
+    """A duration: "45 s", "12 min", "3.5 h"."""
+    if _is_missing(seconds):
+        return MISSING
+    s = float(seconds)
+    if s < 1:
+        return f"under 1{NBSP}s"
+    if s < 90:
+        return f"{s:.0f}{NBSP}s"
+    if s < 90 * 60:
+        return f"{s / 60:.0f}{NBSP}min"
+    return f"{s / 3600:.1f}{NBSP}h"
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """"1 seed", "3 seeds"."""
+    return f"{integer(n)}{NBSP}{noun if n == 1 else (plural or noun + 's')}"
+
+
+def listing(items: Iterable[Any], conjunction: str = "and", empty: str = "none") -> str:
+    """"a", "a and b", "a, b and c"."""
+    items = [str(i) for i in items]
+    if not items:
+        return empty
+    if len(items) == 1:
+        return items[0]
+    return f"{', '.join(items[:-1])} {conjunction} {items[-1]}"
+
+
+def by_label(values: Mapping[str, Any], fmt: Callable[[Any], str] = number,
+             labels: Mapping[str, str] | None = None, pattern: str = "{value} on {label}") -> str:
+    """A mapping as a phrase: ``{"cmnist": 1.426, "wilds": 1.202}`` -> "1.43× on ColoredMNIST and
+    1.20× on WILDS" (with ``fmt=ratio`` and labels). Keys without a label are shown as they are."""
+    labels = labels or {}
+    return listing(pattern.format(value=fmt(v), label=labels.get(k, k)) for k, v in values.items())
+
+
+def command(text: str) -> str:
+    """A recorded command line as a page shows it: every absolute path of the machine that ran it
+    (``/work/main/_cache/cmnist``) cut to its last two parts (``…/_cache/cmnist``), since the
+    folders above those say nothing to a reader; relative paths and the rest stay as recorded."""
+    return " ".join("…/" + "/".join(t.rstrip("/").split("/")[-2:]) if t.startswith("/") and t.count("/") > 2 else t
+                    for t in text.split(" "))
+
+
+def made_by(record: Mapping[str, Any]) -> str:
+    """"`<command>` at commit `<12 hex>` on <device>": what produced a committed result, from its
+    provenance record (the command shortened by :func:`command`)."""
+    return f"`{command(record['command'])}` at commit `{record['commit'][:12]}` on {record['device']}"
+
+
+def say(name: str, text: str) -> str:
+    """Record ``text``, a finished phrase of the prose, under ``name`` (quoted in the text as
+    ``{glue:text}`name```); returns it. Only strings: format values with the functions above."""
+    from featbook.record import record
+
+    if not isinstance(text, str):
+        raise TypeError(f"say() records the text the prose quotes; format {name!r} first (got {type(text).__name__})")
+    record(name, text)
+    return text

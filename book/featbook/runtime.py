@@ -1,0 +1,124 @@
+"""Before a long run: what it will cost, on which device, and where its cache survives.
+
+Every chapter calls :func:`preflight` after its parameters are checked and before anything
+long starts. It prints
+
+* the device this runtime has, and the run's estimated time on a Colab T4 GPU and on a 2-core
+  CPU (:mod:`featbook.estimate`; estimates, not measurements, and it says so);
+* on a machine without a GPU, when the run is long: a warning, and how to get a GPU in Colab
+  (Runtime > Change runtime type > T4 GPU) or which profile fits a CPU, said the way a notebook
+  user applies it: in a chapter notebook (its first cell names the chapter), the one line that
+  applies the profile (:func:`featbook.profiles.apply`) and its values as Python to paste into the
+  parameters cell; elsewhere the ``--profile`` option of ``python -m featbook.notebooks``;
+* in Colab: that ``/content`` is wiped when the runtime is recycled, and that the chapter's
+  ``cache_on_drive`` parameter keeps the caches in Google Drive instead.
+
+:func:`cache_location` moves a cache folder to Google Drive when asked (Colab only).
+"""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path, PurePosixPath
+
+from featbook import prose
+from featbook.estimate import Estimate
+
+#: Runs longer than this on a CPU get the warning.
+CPU_WARNING_S = 15 * 60
+#: Where ``cache_on_drive`` puts caches (Google Drive mounted by Colab at /content/drive).
+DRIVE_MOUNT = "/content/drive"
+DRIVE_ROOT = DRIVE_MOUNT + "/MyDrive/feat-book"
+
+GPU_HOWTO = ("In Colab, choose Runtime > Change runtime type > T4 GPU (or a faster GPU), save, and run the "
+             "notebook again from the top.")
+
+
+def in_colab() -> bool:
+    return "google.colab" in sys.modules
+
+
+def has_gpu() -> bool:
+    from featlib.device import get_device
+
+    return get_device().type == "cuda"
+
+
+def preflight(estimate: Estimate, *, profile_hint: str = "the small profile", cache_dirs: list | None = None,
+              drive: bool = False) -> None:
+    """Print what the reader should know before the run starts (:func:`preflight_text`)."""
+    print(preflight_text(estimate, profile_hint=profile_hint, cache_dirs=cache_dirs, drive=drive))
+
+
+def preflight_text(estimate: Estimate, *, profile_hint: str = "the small profile", cache_dirs: list | None = None,
+                   drive: bool = False) -> str:
+    """The device, the estimated time, a warning on a CPU when the run is long (with how to get
+    a GPU in Colab), and in Colab where the caches survive."""
+    from featlib.device import describe_device
+
+    lines = [f"Device: {describe_device()}.",
+             f"Estimated time of this run: {estimate.describe()}."]
+    gpu = has_gpu()
+    if not gpu and estimate.cpu_s > CPU_WARNING_S:
+        lines.append(f"WARNING: this runtime has no GPU, and on a CPU this run needs about "
+                     f"{prose.minutes(estimate.cpu_s)}. {GPU_HOWTO} {profile_advice(profile_hint)}")
+    elif not gpu and in_colab():
+        lines.append(f"This runtime has no GPU; this run is short enough for a CPU. {GPU_HOWTO}")
+    if in_colab() and cache_dirs and not drive:
+        lines.append("Caches are kept under /content, which Colab deletes when the runtime is recycled; set "
+                     "cache_on_drive = True in the parameters cell to keep them in Google Drive "
+                     f"({DRIVE_ROOT}), so that a stopped run resumes in a later session.")
+    return "\n".join(lines)
+
+
+def profile_advice(profile_hint: str = "the small profile", chapter: str | None = None) -> str:
+    """How to run the profile ``profile_hint`` names ("the small profile ..."): in a chapter
+    notebook (``chapter``, else the one its first cell named) the line that applies it and its
+    values as Python for the parameters cell (or, when the notebook already has them, says so);
+    elsewhere the command-line option."""
+    from featbook import profiles
+
+    match = re.search(r"the (\w+) profile", profile_hint)
+    name = match.group(1) if match else "small"
+    namespace = profiles.notebook_namespace()
+    chapter = chapter or profiles.notebook_chapter(namespace)
+    if chapter is None:
+        return f"On a CPU, the {name} profile is the size that fits (python -m featbook.notebooks --profile {name})."
+    if profiles.in_use(name, chapter, namespace):
+        return f"This run already has the {name} profile's values, the smallest this chapter offers."
+    values = profiles.as_python(name, chapter)
+    return (f"On a CPU, the {name} profile is the size that fits: add the line\n"
+            f"    from featbook import profiles; profiles.apply({name!r}, globals())\n"
+            "at the end of the parameters cell and run the notebook again"
+            + (", or paste its values there:\n" + "\n".join(f"    {line}" for line in values.splitlines())
+               if values else "."))
+
+
+def drive_path(path: str) -> Path:
+    """Where :func:`cache_location` keeps ``path`` in Google Drive: the same relative path under
+    :data:`DRIVE_ROOT` (``_cache/wilds`` and ``data/wilds`` stay apart; ``..`` parts dropped), an
+    absolute path by its last component."""
+    posix = PurePosixPath(Path(path).as_posix())
+    if posix.is_absolute():
+        return Path(DRIVE_ROOT) / posix.name
+    return Path(DRIVE_ROOT, *[part for part in posix.parts if part not in ("..", ".")])
+
+
+def cache_location(path: str | None, on_drive: bool) -> str | None:
+    """``path`` itself, or with ``on_drive`` in Colab the same folder under :data:`DRIVE_ROOT`
+    in Google Drive (mounted here if needed; :func:`drive_path`). Outside Colab ``on_drive``
+    changes nothing. Two chapters that name the same folder share it there, so chapter 06 finds
+    the models (and the data) that chapter 05 left."""
+    if path is None or not on_drive:
+        return path
+    if not in_colab():
+        print("cache_on_drive only applies in Colab; keeping the cache at", path)
+        return path
+    from google.colab import drive  # noqa: F401 (Colab only)
+
+    if not Path(DRIVE_MOUNT, "MyDrive").exists():
+        drive.mount(DRIVE_MOUNT)
+    moved = drive_path(path)
+    moved.mkdir(parents=True, exist_ok=True)
+    print(f"cache: {moved} (Google Drive)")
+    return str(moved)
