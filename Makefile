@@ -1,12 +1,12 @@
 # The two commands of the README:
 #   make book   set up .venv, execute every notebook (small profile) and render _build/html
-#   make test   set up .venv and run the whole test suite
+#   make test   set up .venv and run the whole test suite (make test-fast: the inner loop)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: book test notebooks clean
+.PHONY: book test test-fast notebooks clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,8 +28,14 @@ book: $(STAMP)
 notebooks: $(STAMP)
 	$(PY) -m featbook.notebooks --profile small --out _build/executed
 
+# The whole suite (CI): every notebook, the book build and the browser test included; the 25
+# slowest tests are listed at the end.
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=25
+
+# The inner loop: library unit tests, a few minutes on 2 cores (tests/conftest.py: SLOW_TESTS).
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow" --durations=10
 
 clean:
 	rm -rf _build

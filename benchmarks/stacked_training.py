@@ -1,4 +1,4 @@
-"""Benchmark: the stacked OOD stage (ColoredMNIST) against the hardware's limit (issues 3 and 14).
+"""Benchmark: the stacked OOD stage (ColoredMNIST) against the hardware's limit.
 
 Prints, measured in one run on one device:
 

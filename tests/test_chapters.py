@@ -53,6 +53,19 @@ def test_sync_check_fails_on_an_edited_source_and_writing_brings_the_pair_back(t
     assert any("## Both coefficients grow together" in "".join(c["source"]) for c in nb["cells"])
 
 
+def test_sync_check_fails_on_a_notebook_without_its_source(tmp_path, capsys):
+    tool = sync_tool()
+    copy = tmp_path / "notebooks"
+    copy.mkdir()
+    for path in sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.*")):
+        shutil.copy2(path, copy / path.name)
+    (copy / "07_cost_of_feature_learning.md").unlink()
+    assert tool.main(["--check", "--dir", str(copy)]) == 1
+    assert "07_cost_of_feature_learning.ipynb has no source" in capsys.readouterr().err
+    assert tool.main(["--dir", str(copy)]) == 0  # writing reports the orphan and leaves it alone
+    assert (copy / "07_cost_of_feature_learning.ipynb").exists()
+
+
 def test_sync_refuses_a_folder_without_sources(tmp_path, capsys):
     assert sync_tool().main(["--check", "--dir", str(tmp_path / "nowhere")]) == 2
     assert "holds no chapter sources" in capsys.readouterr().err
@@ -110,6 +123,20 @@ def test_plain_markdown_writes_citations_figure_and_chapter_references_out():
         chapters.plain_markdown("{eq}`e1`", context, 2)
     with pytest.raises(ValueError, match="which no chapter's figure is called"):
         chapters.plain_markdown("{numref}`fig-none`", context, 2)
+
+
+def test_figure_references_in_a_row_are_said_once_in_the_colab_text():
+    figure = lambda name: new_code_cell("plot()", metadata={"mystnb": {"figure": {"caption": "c", "name": name}}})
+    context = context_for([figure("fig-a"), figure("fig-b"), new_markdown_cell("x"), figure("fig-c")])
+    plain = lambda text: chapters.plain_markdown(text, context, 2)
+    assert plain("({numref}`fig-a`, {numref}`fig-b`)") == "(the figures above)"
+    assert plain("({numref}`fig-a`\nand {numref}`fig-b`)") == "(the figures above)"
+    assert plain("{numref}`fig-a`, {numref}`fig-b` and {numref}`fig-c`") == "the figures above and the figure below"
+    assert plain("{numref}`fig-irmv1-sweep` and {numref}`fig-irmv1-short`") == "figures of chapter 02"
+    assert plain("see {numref}`fig-a`; and then {numref}`fig-c`") == "see the figure above; and then the figure below"
+    for path in list_notebooks():  # no committed notebook repeats a figure reference
+        text = " ".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"])
+        assert not re.search(r"(the figures? (?:above|below))(?:,| and) \1", text), path.name
 
 
 def test_a_paragraph_quoting_values_becomes_a_collapsed_cell_and_the_rest_stays_markdown():

@@ -1,4 +1,4 @@
-"""The cost benchmark (issue 6): its memory count, its step hook, its ratios and its targets.
+"""The cost benchmark: its memory count, its step hook, its ratios and its targets.
 
 No test here asserts a timing: speed targets are printed by the benchmark, not tested."""
 import subprocess

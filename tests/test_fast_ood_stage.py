@@ -1,4 +1,4 @@
-"""The fast OOD stage (issue 14) computes what the plain one does.
+"""The fast OOD stage computes what the plain one does.
 
 * Closed forms against autograd's double backward (float64): IRMv1's scale derivative for the
   logistic and cross-entropy risks and its gradient (also against the hand-derived formula),
@@ -413,7 +413,7 @@ def tiny_protocol(**overrides):
 
 
 def test_experiment_fast_path_equals_plain_path_at_table_level():
-    """In float32 single ERM-NF runs are chaotic (issue 19: rounding in the fused Adam moved one
+    """In float32 single ERM-NF runs are chaotic (rounding in the fused Adam moved one
     full-size run by 17 points while float64 agrees to 2e-12, as the float64 tests above check
     run by run): what must agree at float32 is Table 2, the best configuration per cell with its
     mean over seeds."""

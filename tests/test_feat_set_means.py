@@ -1,5 +1,5 @@
 """FeATRounds.loss (Eq. 7) by one segmented reduction over the set memberships equals the
-per-set masked means it replaced (issue 14), values and gradients, full batch and minibatches."""
+per-set masked means it replaced, values and gradients, full batch and minibatches."""
 import pytest
 import torch
 from torch import nn
@@ -11,7 +11,7 @@ N = 97
 
 
 def reference_loss(rounds: FeATRounds, per_sample, retained_per_sample, index=None):
-    """Eq. (7) written as before issue 14: one masked mean per set, empty sets left out."""
+    """Eq. (7) written as it was before the segmented reduction: one masked mean per set, empty sets left out."""
     def members(mask):
         return (mask if index is None else mask[index]).to(per_sample.dtype)
 

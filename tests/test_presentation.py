@@ -143,6 +143,8 @@ def test_no_code_cell_ends_by_showing_a_recorded_value():
     ("a run with 2 seed(s)", "plural placeholder"),
     ("ERM for pretrain_steps steps", "parameter name"),
     ("final |C^e| <= 7.3e-05", "e-notation"),
+    ("Estimated time of this run: about 2.9 h on a Colab T4 GPU", "estimate"),
+    ("(estimated from step times measured on an H100 and on a 2-core CPU, not measured on a T4)", "estimate"),
 ])
 def test_the_scan_finds_leaked_code(text, kind):
     assert kind in {leak.kind for leak in leaks.scan_text(f"Some prose: {text}. More prose.")}
@@ -159,6 +161,52 @@ def test_the_scan_leaves_prose_numbers_and_math_alone():
     assert leaks.scan_html(html) == []
     assert leaks.scan_html(html.replace("</article>", "<div class='cell_output'><pre>{'a': 0.6666666666666666}"
                                                     "</pre></div></article>"))
+
+
+def test_the_scan_finds_an_estimate_printed_by_a_cell_whose_input_is_removed():
+    from featbook.estimate import Estimate
+    from featbook.runtime import preflight_text
+
+    printed = preflight_text(Estimate(t4_s=600.0, cpu_s=3600.0))
+    # a remove-input cell: its input is gone from the page, its output is not
+    page = f"<html><body><article><p>Prose.</p><div class='cell tag_remove-input'><div class='cell_output'><pre>{printed}</pre></div></div></article></body></html>"
+    assert "estimate" in {leak.kind for leak in leaks.scan_html(page)}
+    assert leaks.PREFLIGHT.search(printed)
+
+
+def test_the_scan_finds_a_parameter_name_in_inline_code_where_its_value_belongs():
+    names = leaks.parameter_names('pretrain_steps = 1000  # ERM steps\nprobe_step = 20\nn_attribution: int = 1000\n'
+                                  'cache_dir: "Optional[str]" = "_cache"\n')
+    assert names == {"pretrain_steps", "probe_step", "n_attribution", "cache_dir"}
+    for text in ("(a, b) ERM for `pretrain_steps` steps, then IRMv1", "early in training (after `probe_step` steps)",
+                 "over the first `n_attribution` OOD test images", "stop after `probe_step`."):
+        assert [leak.kind for leak in leaks.bare_parameters(text, names)] == ["parameter name"], text
+    for text in ("`cache_dir` keeps finished pieces, so a stopped run resumes",  # naming a parameter to explain it
+                 "set `pretrain_steps` to 0 to skip it", "ERM for 1,000 steps", "ERM for `other_steps` steps"):
+        assert leaks.bare_parameters(text, names) == [], text
+    # on a rendered page: the names come from its parameters cell, the text from its prose and outputs
+    page = """<html><body><article>
+      <div class="cell tag_parameters"><div class="cell_input"><pre>pretrain_steps = 1000
+probe_step = 20</pre></div></div>
+      <p>Two runs: (a, b) ERM for <code class="literal"><span class="pre">{}</span></code> steps, then IRMv1.</p>
+      <p>Set <code class="literal"><span class="pre">pretrain_steps</span></code> to change it.</p>
+    </article></body></html>"""
+    assert leaks.scan_html(page.format("1,000").replace('<code class="literal"><span class="pre">1,000</span></code>',
+                                                        "1,000")) == []
+    found = leaks.scan_html(page.format("pretrain_steps"))
+    assert [(leak.kind, leak.text) for leak in found] == [("parameter name", "pretrain_steps")]
+    assert leaks.scan_html(page.format("pretrain_steps").replace("tag_parameters", "tag_other")) == []
+
+
+def test_no_chapter_writes_a_parameter_name_where_its_value_belongs():
+    from featbook import chapters
+
+    for source in chapters.sources():
+        nb = chapters.read_source(source)
+        params = [c.source for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+        prose_text = "\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        found = leaks.bare_parameters(prose_text, leaks.parameter_names(params[0]))
+        assert not found, f"{source.name}: write the value (a glued number):\n" + "\n".join(map(str, found))
 
 
 # -- run-time estimates and the colab profile --------------------------------------------------

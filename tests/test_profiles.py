@@ -1,4 +1,4 @@
-"""Profiles from inside a notebook, Colab-shaped advice and chapter 05 -> 06 reuse (issue 25)."""
+"""Profiles from inside a notebook, Colab-shaped advice and chapter 05 -> 06 reuse."""
 from __future__ import annotations
 
 import pytest
@@ -49,14 +49,17 @@ def test_cpu_warning_in_a_notebook_says_how_to_apply_the_profile_there(monkeypat
     text = runtime.preflight_text(Estimate(t4_s=600, cpu_s=10 * 3600),
                                   profile_hint="the small profile (--profile small)")
     assert "--profile" not in text
-    assert 'profiles.apply(\'small\', globals())' in text and "    max_rounds = 4" in text
+    assert '    from featbook import profiles; profiles.apply("small", globals())\n' in text
+    assert "    max_rounds = 4" in text
     small = parameter_defaults(NOTEBOOK["04"]) | load_profile("small")["04_feat_on_colored_mnist"]
     monkeypatch.setattr(profiles, "notebook_namespace", lambda: small)  # the profile is already applied
     assert runtime.profile_advice("the small profile") == ("This run already has the small profile's values, the "
                                                            "smallest this chapter offers.")
     monkeypatch.setattr(profiles, "notebook_namespace", lambda: {})
     monkeypatch.setattr(profiles, "notebook_chapter", lambda namespace=None: None)  # a script: the command line
-    assert "python -m featbook.notebooks --profile small" in runtime.profile_advice("the small profile")
+    advice = runtime.profile_advice("the small profile")
+    assert "python -m featbook.notebooks --profile small" in advice
+    assert '`from featbook import profiles; profiles.apply("small", globals())`' in advice  # and the notebook line
 
 
 def test_drive_keeps_each_folder_at_its_own_relative_path():

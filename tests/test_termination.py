@@ -112,7 +112,7 @@ def test_committed_rounds_are_read_back_and_checked(tmp_path):
     import pandas as pd
 
     from featlib.io.cache import CorruptFileError
-    from featlib.experiments.run_rounds import load_rounds
+    from featlib.experiments.results import load_rounds
     from featlib.io.result_folder import ResultFolder
 
     assert load_rounds(tmp_path / "none") is None

@@ -1,4 +1,4 @@
-"""Issue 15: results you can trust after a crash, a second process or a bad file.
+"""Results you can trust after a crash, a second process or a bad file.
 
 One section per numbered case of the issue, each on fabricated or small data:
 
@@ -259,7 +259,7 @@ sys.exit(run_cmnist.main(["--out", out, "--datasets", "cmnist025", "cmnist01", "
 
 @pytest.mark.parametrize("kill_at", [1, 6])  # after the first CSV; after all six, before provenance.json
 def test_3_a_run_killed_between_result_files_leaves_the_previous_results_whole(tmp_path, repo_root, kill_at):
-    from featlib.experiments.run_cmnist import load_results
+    from featlib.experiments.results import load_results
 
     out = tmp_path / "results" / "cmnist"
 
@@ -282,7 +282,7 @@ def test_3_a_run_killed_between_result_files_leaves_the_previous_results_whole(t
 
 
 def test_3_load_results_refuses_a_folder_mixing_two_runs(tmp_path, repo_root):
-    from featlib.experiments.run_cmnist import load_results
+    from featlib.experiments.results import load_results
 
     folders = {}
     for seeds in (("1", "2"), ("3",)):

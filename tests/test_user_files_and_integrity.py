@@ -1,4 +1,4 @@
-"""Issue 22: nothing a user owns is ever deleted, and no check can be bypassed by a damaged or mixed file.
+"""Nothing a user owns is ever deleted, and no check can be bypassed by a damaged or mixed file.
 
 One test (or a parametrised group) per numbered case of the issue, the case number in its name,
 on fabricated or small data, with real subprocesses and signals where the case has them:
@@ -147,7 +147,7 @@ def test_case_1_out_guard_refuses_what_a_run_would_delete(tmp_path, case, repo_r
 
 
 def test_case_1_a_rerun_replaces_its_own_folder_and_keeps_what_the_user_put_there(tmp_path):
-    from featlib.experiments.run_cmnist import load_results
+    from featlib.experiments.results import load_results
 
     out = tmp_path / "results" / "cmnist"
     assert fabricated_run("--out", out, "--datasets", "cmnist025", "--seeds", 1, 2, "--cache-dir",
@@ -299,7 +299,7 @@ print(n)
 
 
 def test_case_6_a_reader_racing_commits_sees_one_whole_run_every_time(tmp_path, repo_root):
-    from featlib.experiments.run_cmnist import load_results
+    from featlib.experiments.results import load_results
 
     out = tmp_path / "cmnist"
     subprocess.run([sys.executable, "-c", RACING_WRITER, str(out), "0.5"], env=ENV, check=True, cwd=repo_root)
@@ -322,7 +322,7 @@ def test_case_6_a_reader_racing_commits_sees_one_whole_run_every_time(tmp_path, 
 # -- 7. a manifest is required -----------------------------------------------------------------------------
 @pytest.mark.parametrize("tamper", ["no-files", "empty-files", "null-files", "no-provenance", "unlisted-dataset"])
 def test_case_7_a_folder_whose_manifest_is_removed_or_incomplete_is_refused(tmp_path, tamper):
-    from featlib.experiments.run_cmnist import load_results
+    from featlib.experiments.results import load_results
 
     out = tmp_path / "cmnist"
     assert fabricated_run("--out", out, "--datasets", "cmnist025", "--seeds", 1, 2, "--cache-dir",
@@ -356,15 +356,20 @@ def test_case_7_a_folder_whose_manifest_is_removed_or_incomplete_is_refused(tmp_
 def test_case_7_committed_folders_have_manifests_and_chapters_read_through_the_checking_loaders(
         tmp_path, repo_root):
     from featlib.cost import load_cost_results
-    from featlib.experiments import gap_studies
+    from featlib.experiments.results import load_study
     from featbook.notebooks import list_notebooks
     from featlib.io.result_folder import read_folder
 
-    for folder in ("results/cost/cpu-2core", "results/cmnist-gaps", "results/cmnist-rounds"):
-        record, files = read_folder(repo_root / folder)
+    folders = sorted(p.parent for p in (repo_root / "results").rglob("provenance.json"))
+    # every committed folder that holds results has its manifest (a new one without it fails here)
+    holding = {p.parent for p in (repo_root / "results").rglob("*.csv") if "records" not in p.parts}
+    assert holding <= set(folders), f"result folders without provenance.json: {sorted(holding - set(folders))}"
+    assert {"cpu-2core", "cmnist-gaps", "cmnist-rounds", "cmnist-head-sum"} <= {f.name for f in folders}
+    for folder in folders:
+        record, files = read_folder(folder)
         assert files and set(files) <= {p.name for p in (repo_root / folder).iterdir()}
     assert load_cost_results(repo_root / "results/cost/cpu-2core")["summary"]["step_ms"].notna().all()
-    assert len(gap_studies.load_study(repo_root / "results/cmnist-gaps", "erm-nf-erm")["frame"])
+    assert len(load_study(repo_root / "results/cmnist-gaps", "erm-nf-erm")["frame"])
     copy = tmp_path / "cpu-2core"
     shutil.copytree(repo_root / "results/cost/cpu-2core", copy)
     summary = (copy / "summary.csv").read_text()
@@ -386,6 +391,7 @@ def _tiny_study(seed: int, device, steps: int = 3) -> pd.DataFrame:
 
 def test_case_8_gap_studies_verify_their_pieces_and_resume_byte_identically(tmp_path, monkeypatch):
     from featlib.experiments import gap_studies
+    from featlib.experiments.results import load_study
 
     if "tiny-test-study" not in gap_studies.STUDIES.names():
         gap_studies.STUDIES.register("tiny-test-study")(_tiny_study)
@@ -405,7 +411,7 @@ def test_case_8_gap_studies_verify_their_pieces_and_resume_byte_identically(tmp_
         assert gap_studies.main(["tiny-test-study", "--seeds", "1", "2", "--out", str(out), "--cache-dir",
                                  str(cache)]) == 0  # resumed from the cache
     assert (out / "tiny-test-study.csv").read_bytes() == first
-    study = gap_studies.load_study(out, "tiny-test-study")
+    study = load_study(out, "tiny-test-study")
     assert sorted(set(study["frame"]["seed"])) == [1, 2] and study["provenance"]["seeds"] == [1, 2]
 
 
@@ -480,7 +486,7 @@ def test_case_11_an_mnist_source_typo_is_refused_by_the_chapters_checks(prefix):
 
 # -- 12. an empty rounds file ----------------------------------------------------------------------------
 def test_case_12_load_results_reads_a_run_without_learned_features(tmp_path):
-    from featlib.experiments.run_cmnist import load_results
+    from featlib.experiments.results import load_results
 
     out = tmp_path / "cmnist"
     result = fabricated_run("--out", out, "--datasets", "cmnist025", "--seeds", 1, "--inits", "erm-nf", "erm",
@@ -555,7 +561,7 @@ def test_case_13_a_cache_write_on_a_full_disk_is_one_line(tmp_path):
 
 
 def test_case_13_a_malformed_manifest_entry_is_named(tmp_path):
-    from featlib.experiments.run_cmnist import load_results
+    from featlib.experiments.results import load_results
 
     out = tmp_path / "cmnist"
     assert fabricated_run("--out", out, "--datasets", "cmnist025", "--seeds", 1, "--cache-dir", tmp_path / "cache",
@@ -602,7 +608,7 @@ def test_case_14_a_temporary_left_by_a_killed_write_is_removed_by_the_next(tmp_p
 
 
 def test_case_14_a_symlinked_out_stays_a_link_to_the_new_results(tmp_path):
-    from featlib.experiments.run_cmnist import load_results
+    from featlib.experiments.results import load_results
 
     real = tmp_path / "storage" / "cmnist-results"
     real.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""WILDS' grouped averages in plain torch (featlib.data.wilds_groups, issue 25)."""
+"""WILDS' grouped averages in plain torch (featlib.data.wilds_groups)."""
 from __future__ import annotations
 
 import sys

@@ -10,7 +10,8 @@ Each chapter is written once, as a MyST markdown notebook (``notebooks/NN_name.m
   what Colab, papermill batch runs and sweeps open. Its first code cell installs featlib (given
   by the caller: ``featbook.install_cell``) and its markdown shows no MyST syntax, since Colab
   renders plain Markdown: citations become author-year text with links
-  (:func:`plain_markdown`), figure references "the figure above/below", chapter references
+  (:func:`plain_markdown`), figure references "the figure above/below" (several in a row said
+  once: "the figures above"), chapter references
   links to that chapter's notebook, and a paragraph that quotes recorded values becomes a
   collapsed cell that shows it with this run's numbers (:mod:`featbook.quoted`).
 
@@ -36,6 +37,12 @@ KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python
 ROLE = re.compile(r"\{([a-z]+(?::[a-z]+)?)\}`([^`]*)`")
 #: Roles the Colab notebook may not show (every role: Colab renders plain Markdown).
 GLUE = "glue:text"
+#: Two or more ``{numref}`` roles in a row, joined by commas, "and" or "&": written out together,
+#: so that two figures above read "the figures above", not "the figure above and the figure above".
+NUMREF = re.compile(r"\{numref\}`([^`]*)`")
+NUMREF_RUN = re.compile(r"\{numref\}`[^`]*`(?:(?:\s*,\s*(?:and\s+)?|\s+and\s+|\s*&\s*)\{numref\}`[^`]*`)+")
+#: The plural of each way :meth:`Context.figure` names one figure.
+PLURAL = {"the figure above": "the figures above", "the figure below": "the figures below"}
 
 
 def sources(directory: Path = NOTEBOOK_DIR) -> list[Path]:
@@ -140,6 +147,14 @@ class Context:
             return f"a figure of chapter {self.other_figures[name][:2]}"
         raise ValueError(f"{self.stem}: {{numref}} names {name!r}, which no chapter's figure is called")
 
+    def several_figures(self, names: list[str], cell_index: int) -> str:
+        """Several figures referred to together: each place said once ("the figures above", "the
+        figure above and the figure below", "figures of chapter 02")."""
+        places = [self.figure(name, cell_index) for name in names]
+        said = [(PLURAL.get(p) or re.sub(r"^a figure of", "figures of", p)) if places.count(p) > 1 else p
+                for p in dict.fromkeys(places)]
+        return said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
+
     def chapter(self, target: str) -> str:
         stem = Path(target).stem
         if stem not in self.titles:
@@ -175,6 +190,7 @@ def plain_markdown(text: str, context: Context, cell_index: int) -> str:
             return context.chapter(content)
         raise ValueError(f"{context.stem}: the role {{{role}}} has no plain-Markdown form; "
                          "write it out or teach featbook.chapters.plain_markdown")
+    text = NUMREF_RUN.sub(lambda m: context.several_figures(NUMREF.findall(m.group(0)), cell_index), text)
     return ROLE.sub(replace, text)
 
 

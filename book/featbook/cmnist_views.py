@@ -298,3 +298,82 @@ def presets_table(presets) -> Table:
     rows = [{"preset": name, "what it sets": presets.get(name).description, "source": presets.get(name).source}
             for name in presets.names()]
     return table(pd.DataFrame(rows), caption="Protocol presets of ColoredMNIST", wrap=["what it sets", "source"])
+
+
+def feat_epochs(rounds: pd.DataFrame, init: str = "feat", dataset: str | None = None) -> int | None:
+    """The epochs a feature learner's accepted rounds took, summed per seed and averaged over the
+    seeds (where Fig. 1(b) puts FeAT's stars); None when ``rounds`` holds no accepted round of
+    ``init`` (of ``dataset``, when given)."""
+    if rounds is None or not len(rounds):
+        return None
+    picked = rounds[rounds["accepted"].astype(bool)]
+    if "init" in picked:
+        picked = picked[picked["init"] == init]
+    if dataset is not None and "dataset" in picked:
+        picked = picked[picked["dataset"] == dataset]
+    if picked.empty:
+        return None
+    return int(round(picked.groupby("seed")["epochs"].sum().mean()))
+
+
+def _fig1b_sentence(spread: float, noise: float) -> str:
+    return (f"across the pre-training lengths, an objective's OOD accuracy moves by {prose.number(spread, 1)} points "
+            f"on average (best minus worst length, each at its best penalty weight), against a seed-to-seed standard "
+            f"deviation of {prose.number(noise, 1)} points.")
+
+
+def _feat_sentence(beats: int | None, n_objectives: int) -> str:
+    if beats is None:
+        return " These results hold no run on FeAT's features."
+    return (f" On FeAT's features {beats} of the {prose.count(n_objectives, 'penalised objective')} beat their best "
+            "pre-training length.")
+
+
+def pretraining_what_we_see(run, findings: tuple, committed: tuple | None = None,
+                            committed_note: str | None = None, fetch_failed: bool = False) -> str:
+    """Chapter 03's "What we see", from the numbers of :func:`pretraining_findings`: the
+    committed full-scale results when there are some (``committed``, with ``committed_note``
+    saying where they come from); else this run's, ranked only when ``run`` (a
+    :class:`featbook.run_scale.RunScale`) is large enough to compare methods; else what a small
+    run can and cannot show. ``fetch_failed``: the committed results could not be fetched or read
+    (:attr:`featbook.committed.Located.failed`), so the text does not claim that none are committed."""
+    spread, noise, beats, n_objectives = findings
+    if committed is not None:
+        f_spread, f_noise, f_beats, f_n = committed
+        where = f" ({committed_note.rstrip('.')})" if committed_note else ""
+        return (f"**From the committed full-scale results**{where}: " + _fig1b_sentence(f_spread, f_noise)
+                + _feat_sentence(f_beats, f_n))
+    if run.can_compare_methods:
+        return (f"**This run** ({run.summary}): " + _fig1b_sentence(spread, noise) + _feat_sentence(beats, n_objectives)
+                + (" The committed full-scale results could not be read in this runtime (the note in the full-scale "
+                   "section says what to do)." if fetch_failed else " No full-scale results are committed yet."))
+    return (f"**This run is {run.summary}.** What it can show: every objective trains at every pre-training length "
+            f"and the curves are drawn. The pre-training length moves an objective's accuracy by "
+            f"{prose.number(spread, 1)} points on average, against a seed-to-seed standard deviation of "
+            f"{prose.number(noise, 1)} points, so even at this size *when* the penalty is switched on matters. What "
+            "it cannot show: with this few images and steps most cells sit near chance on the worst test "
+            "environment, so the order of the objectives, and whether FeAT's features beat the best pre-training "
+            "length, are not readable here. The colab profile (`from featbook import profiles; "
+            "profiles.apply(\"colab\", globals())` at the end of the parameters cell) or the full protocol shows "
+            "them, and the full-scale "
+            "section at the top of this page shows the committed results "
+            + ("once they can be fetched (its note says what to do)." if fetch_failed
+               else "once the repository has them."))
+
+
+def feat_what_we_see(termination: str | None, table2_committed: bool, table2_failed: bool = False) -> str:
+    """Chapter 04's "What we see": what stops FeAT (``termination``, the sentence of
+    :func:`featbook.evidence.termination_summary` on the committed rounds, or None when none are
+    committed) and where Table 2 is to be read (``table2_committed``; ``table2_failed``: the committed
+    Table 2 could not be fetched or read, which is not the same as none committed)."""
+    parts = []
+    if termination is not None:
+        parts.append("**What stops FeAT** at full size is the termination check with the paper's retention "
+                     "accuracy. " + termination)
+    parts.append("**Table 2** is read beside the paper's from the committed full-scale results."
+                 if table2_committed else
+                 "**Table 2** at the paper's scale could not be read in this runtime (the note above Table 2 says what "
+                 "to do); this page's own run only shows the protocol working." if table2_failed else
+                 "**Table 2** at the paper's scale is not committed yet; this page's own run only shows the protocol "
+                 "working.")
+    return "\n\n".join(parts)

@@ -12,21 +12,31 @@ What is fetched is listed by the results folder's own manifest, ``results/manife
 rate-limits the shared addresses of Colab. Every file is checked against its entry before it is
 used: a file fetched earlier is kept only if it still matches, and one that an interrupted fetch
 left short or damaged is fetched again. Files come from GitHub's raw file server, or, for a
-``file://`` repository (tests, a local mirror), from git itself. The result folders written by
+``file://`` repository (tests, a local mirror), from git itself. A download that the network cuts
+(a connection reset or cut mid-file, a timeout) is tried again a few times after a short pause
+(:data:`NETWORK_ATTEMPTS`, :data:`BACKOFF_S`); if it still fails, :func:`locate` returns a failed
+:class:`Located` whose note says what to do in Colab, never a traceback. The result folders written by
 :class:`featlib.io.result_folder.ResultFolder` also list their files in their ``provenance.json``,
 which their loaders check.
 
 In a checkout that has a ``results`` folder nothing is fetched: a missing sub-folder means
 that nothing is committed there, and :func:`locate` returns ``None``.
+
+Chapters read a located folder through :func:`load`: a fetched file that its loader finds damaged
+(:class:`~featlib.io.cache.CorruptFileError`) is dropped and reported with what to do in Colab (run
+the cell again, which fetches it again), rather than with the loader's command-line remedy; and
+:func:`featbook.evidence.missing` says why nothing is shown: the fetch failed, or nothing is committed.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
+import http.client
 import json
 import os
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -43,8 +53,15 @@ MANIFEST = "results/manifest.json"
 LOCAL_MANIFEST = ".manifest.json"
 #: Downloads of one file before a mismatch with the manifest is reported.
 ATTEMPTS = 2
+#: Tries of one download that the network cuts (reset, cut mid-file, timed out) before it is reported,
+#: and the pauses between them (seconds).
+NETWORK_ATTEMPTS = 3
+BACKOFF_S = (1.0, 3.0)
 RETRY_ADVICE = ("In Colab, check that the runtime is connected to the internet and run this cell again; "
                 "until then the chapter shows this run's results only.")
+#: What a Colab reader does about a fetched file that does not load (instead of a loader's command line).
+REFETCH_ADVICE = ("In Colab, run this cell again: it fetches that file again from the repository, checked against "
+                  f"`{MANIFEST}`; until then the chapter shows this run's results only.")
 
 
 @dataclass
@@ -69,6 +86,30 @@ def _get(url: str) -> bytes:
     request = urllib.request.Request(url, headers={"User-Agent": "featlib"})
     with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310 (https URLs we build)
         return response.read()
+
+
+def _transient(err: BaseException) -> bool:
+    """Whether ``err`` is the network failing (worth another try): a connection reset, refused or
+    cut mid-file (``http.client.IncompleteRead``), a timeout, a server error; not a missing file."""
+    if isinstance(err, urllib.error.HTTPError):
+        return err.code in (408, 429) or err.code >= 500
+    return isinstance(err, (http.client.HTTPException, ConnectionError, TimeoutError, urllib.error.URLError))
+
+
+def _read_retrying(read, path: str) -> bytes:
+    """``read(path)``, tried again after a short pause (:data:`BACKOFF_S`) when the network cuts it,
+    :data:`NETWORK_ATTEMPTS` times in all; then :class:`FetchError` saying so."""
+    for attempt in range(NETWORK_ATTEMPTS):
+        try:
+            return read(path)
+        except Exception as err:  # noqa: BLE001 (only the network's failures are retried)
+            if not _transient(err):
+                raise
+            if attempt == NETWORK_ATTEMPTS - 1:
+                raise FetchError(f"the connection failed {NETWORK_ATTEMPTS} times while fetching {path} "
+                                 f"(last: {type(err).__name__}: {err})") from err
+            time.sleep(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
+    raise AssertionError("unreachable")
 
 
 def _digest(data: bytes) -> str:
@@ -143,7 +184,7 @@ def _fetch_file(read, path: str, entry: dict, target: Path) -> None:
     """Fetch ``path`` into ``target`` (atomically) once it matches ``entry``; retried, then
     :class:`FetchError`."""
     for _ in range(ATTEMPTS):
-        data = read(path)
+        data = _read_retrying(read, path)
         if matches(data, entry):
             target.parent.mkdir(parents=True, exist_ok=True)
             partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
@@ -171,7 +212,7 @@ def fetch(sub: str, repo: Repository, dest: Path, get=_get) -> tuple[list[str], 
     listed, and how many had to be downloaded (the others were already there, intact)."""
     read = reader(repo, get)
     try:
-        manifest = json.loads(read(MANIFEST))
+        manifest = json.loads(_read_retrying(read, MANIFEST))
     except ValueError as err:
         raise FetchError(f"{MANIFEST} of {repo.url} is not valid JSON ({err})") from None
     prefix = sub.rstrip("/") + "/"
@@ -210,7 +251,7 @@ def locate(path: str | Path | None, fetch_dir: str | Path = FETCH_DIR, get=_get)
     source = f"{repo.url} (branch {repo.branch})"
     try:
         files, downloaded = fetch(sub, repo, dest, get=get)
-    except (urllib.error.URLError, OSError, ValueError) as err:
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as err:
         if _verified(dest):
             return Located(dest, f"Fetched earlier from `{sub}` of {source} into `{dest}` and checked against its "
                                  f"manifest (the repository could not be reached now: {err}).", fetched=True)
@@ -223,6 +264,36 @@ def locate(path: str | Path | None, fetch_dir: str | Path = FETCH_DIR, get=_get)
     return Located(dest, f"This runtime has no checkout of the repository, so the {len(files)} committed files of "
                          f"`{sub}` come from {source}: {how} into `{dest}`, each checked against the "
                          f"repository's `{MANIFEST}`.", fetched=True)
+
+
+def load(located: Located, loader, *args, **kwargs):
+    """``loader(located.path, *args, **kwargs)`` (a checking loader of committed results), or None
+    when nothing is located. When a *fetched* file does not load
+    (:class:`~featlib.io.cache.CorruptFileError`), the file is removed (so that the next
+    :func:`locate` fetches it again), ``located`` becomes a failed one whose note says what to do in
+    Colab (:data:`REFETCH_ADVICE`), and the result is None. In a checkout the error is raised as it is:
+    its remedy (rerun the command, restore the folder from git) is the one that applies there."""
+    from featlib.io.cache import CorruptFileError
+
+    if not located:
+        return None
+    try:
+        return loader(located.path, *args, **kwargs)
+    except CorruptFileError as err:
+        if not located.fetched:
+            raise
+        where = Path(located.path)
+        damaged = Path(err.path)
+        try:
+            damaged.resolve().relative_to(where.resolve())
+            damaged.unlink(missing_ok=True)
+        except (ValueError, OSError):
+            pass
+        (where / LOCAL_MANIFEST).unlink(missing_ok=True)  # no longer an intact earlier fetch
+        located.path, located.failed = None, True
+        located.note = (f"The committed results fetched into `{where}` did not load: `{damaged.name}`: {err.reason}. "
+                        f"{REFETCH_ADVICE}")
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -106,19 +106,35 @@ def phrase(values: dict[str, float], what: str = "", fmt=prose.ratio) -> str:
     return prose.listing(parts)
 
 
-def memory_from_round_2(folders) -> str:
+def load_committed(root) -> dict:
+    """Every device folder of a committed ``results/cost`` folder ``root`` (those holding a
+    ``provenance.json``), by path, each read and checked by
+    :func:`featlib.cost.load_cost_results`: what :func:`featbook.committed.load` is given."""
+    from pathlib import Path
+
+    from featlib.cost import load_cost_results
+
+    return {folder: load_cost_results(folder) for folder in sorted(p.parent for p in Path(root).glob("*/provenance.json"))}
+
+
+def memory_from_round_2(committed: dict, failed: bool = False) -> str:
     """A phrase on FeAT's peak memory from round 2 on, relative to ERM's, in the committed
-    full-size measurements: "the committed measurements cpu-2core, FeAT's step needs 1.28× ERM's
-    memory from round 2 on with ColoredMNIST and 1.03× with WILDS"."""
+    full-size measurements ``committed`` (folder -> results as :func:`load_committed` read and
+    checked them): "the committed measurements cpu-2core, FeAT's step needs 1.28× ERM's memory
+    from round 2 on with ColoredMNIST and 1.03× with WILDS". With none it says that none are
+    committed, or (``failed``: the fetch failed) that they could not be read here."""
     from pathlib import Path
 
     parts = []
-    for folder in folders:
-        frame = pd.read_csv(Path(folder) / "summary.csv", dtype={"round": str})
+    for folder, results in committed.items():
+        frame = results["summary"].astype({"round": str})
         later = frame[(frame["method"] == "feat") & (frame["round"] != "1") & (frame["round"] != "synthesis")]
         ratios = later.groupby("benchmark")["memory_x_erm"].max().to_dict()
         if ratios:
             each = prose.listing(f"{prose.ratio(v)} on {BENCHMARK_LABELS.get(b, b)}" for b, v in ratios.items())
             parts.append(f"the committed full-size measurements {Path(folder).name}, FeAT's step from round 2 on "
                          f"needs {each} (ERM's peak memory = 1)")
+    if failed:
+        return prose.listing(parts, empty="the committed full-size measurements (which could not be read in this "
+                                          "runtime: see the note above) the same should hold")
     return prose.listing(parts, empty="the committed full-size measurements (none are committed yet) the same holds")

@@ -5,7 +5,8 @@ size, on some device, by a recorded command) and only then runs its own, smaller
 committed folder holds a ``provenance.json`` (command, commit, device, wall time, seeds...). The
 page states it in one short line, :func:`provenance_line`, and folds the command into a
 collapsed block, :func:`command_block`; :func:`show` displays both. Where nothing full-scale is
-committed, :func:`nothing_committed` says so once, plainly.
+shown, :func:`missing` says why, once, plainly: the committed results could not be fetched (in
+Colab: what to do), or nothing is committed (:func:`nothing_committed`).
 
 The run of the build comes after, as "run it yourself": :func:`run_it_yourself` is the one
 sentence that introduces it, and it claims nothing a small run cannot carry (no ranking).
@@ -64,6 +65,24 @@ def nothing_committed(what: str, command: str) -> str:
     """The one plain sentence of a chapter whose full-scale results are not committed yet."""
     return (f"No full-scale {what} is committed yet: `{command}` on a GPU makes it, and this section shows it "
             "once it is under `results/`.")
+
+
+def _failed(located) -> Any:
+    """The first of ``located`` (one :class:`featbook.committed.Located` or several) whose fetch or
+    load failed, else None."""
+    many = located if isinstance(located, (list, tuple)) else [located]
+    return next((one for one in many if getattr(one, "failed", False)), None)
+
+
+def missing(located, what: str, command: str) -> str:
+    """Why a chapter shows no full-scale ``what``: when the committed results could not be fetched
+    (or a fetched file did not load), that, with what to do in Colab (the located note); otherwise
+    :func:`nothing_committed`. ``located`` is what :func:`featbook.committed.locate` returned, or a
+    list of them when the section reads several folders (the first failed one is reported)."""
+    failed = _failed(located)
+    if failed is not None:
+        return f"The committed full-scale {what} cannot be shown here. {failed.note}"
+    return nothing_committed(what, command)
 
 
 def run_it_yourself(run_summary: str) -> str:

@@ -7,13 +7,19 @@ A reader should meet prose, tables and figures. What gives a page away as unedit
 * absolute paths of the machine that built the page (``/home/...``, ``site-packages``);
 * long float tails (``0.6666666666666666``, ``0.925000``) and ``NaN``;
 * references to the project's issue tracker ("issue 3", "this book's issue tracker");
+* the preflight's run-time estimate (:data:`PREFLIGHT`), printed by a cell whose output shows;
 * template leftovers (:data:`TEMPLATE`): a phrase repeated inside its own parenthesis ("the
   committed rounds (the committed rounds (5 seeds ...))"), "seed(s)", a parameter's name in the
-  prose ("after probe_step steps"), a number in code's "e-05" notation.
+  prose ("after probe_step steps"), a number in code's "e-05" notation;
+* a name of the chapter's parameters cell written as inline code where its value belongs
+  (:func:`bare_parameters`: "ERM for `pretrain_steps` steps", "the first `n_attribution` test
+  images"). Other inline code is left out of the scan: naming a parameter to explain it
+  ("`cache_dir` keeps finished pieces") is fine.
 
 :func:`scan_html` reads a rendered page, drops what is code or mathematics by nature (the
 code cells' input, MathJax, scripts, the navigation) and scans what is left, prose and
-outputs alike; :func:`scan_book` does every page of a built book. ``featbook.build`` fails the
+outputs alike, then looks for the names of the page's parameters cell in the inline code of its
+prose and outputs; :func:`scan_book` does every page of a built book. ``featbook.build`` fails the
 build on a finding, and the browser test runs the same scan on the text the browser shows.
 """
 from __future__ import annotations
@@ -33,7 +39,12 @@ PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     ("float tail", re.compile(r"(?<![\w.])\d+\.\d{6,}(?!\d*%)")),
     ("NaN", re.compile(r"\b(?:NaN|nan)\b")),
     ("tracker", re.compile(r"(?i)\bissue tracker\b|\bissues? #?\d+\b")),
+    ("estimate", re.compile(r"Estimated time of this run|not measured on a T4|WARNING: this runtime has no GPU")),
 )
+
+#: What the preflight (``featbook.runtime.preflight``) prints: for someone about to run the
+#: notebook, never for the page (a ``remove-input`` cell would still show it).
+PREFLIGHT = PATTERNS[-1][1]
 
 #: (kind, pattern) of template leftovers in prose: what an unedited f-string template writes.
 TEMPLATE: tuple[tuple[str, re.Pattern], ...] = (
@@ -49,6 +60,17 @@ SKIPPED = ("script", "style", "noscript", "nav", "header", "footer", ".cell_inpu
            ".prev-next-area", "div.highlight-python", "div.highlight-bash", "div.highlight-text",
            "div.highlight-ipython3", "div.highlight-default", "div.highlight-yaml", "div.highlight-console",
            "code.literal", ".citation-label")
+
+#: Inline code that holds a parameter's name stands where the value belongs when a counted noun
+#: follows it within two words ("`pretrain_steps` steps", "`n_attribution` OOD test images") or a
+#: word that asks for a number comes right before it ("after `probe_step`", "the first `n`").
+COUNTED = (r"(?:steps?|epochs?|images?|examples?|seeds?|rounds?|runs?|samples?|iterations?|batches|pixels|tokens|"
+           r"minutes|seconds|hours)")
+QUANTITY_AFTER = re.compile(rf"^\s+(?:[\w-]+\s+){{0,2}}?{COUNTED}\b", re.I)
+QUANTITY_BEFORE = re.compile(r"\b(?:after|for|first|last|every|only)\s+$", re.I)
+INLINE_CODE = re.compile(r"`\s*([A-Za-z_]\w*)\s*`")
+#: Cells whose input is the page's parameters (its own, and the overrides papermill injects).
+PARAMETER_CELLS = (".tag_parameters .cell_input", ".tag_injected-parameters .cell_input")
 
 
 @dataclass(frozen=True)
@@ -72,13 +94,62 @@ def scan_text(text: str) -> list[Leak]:
     return found
 
 
-def page_text(html: str) -> str:
-    """The text a reader reads on a rendered page: the article, less code input, mathematics,
-    literal code in the prose and the navigation."""
+def parameter_names(source: str) -> set[str]:
+    """The names a parameters cell's source assigns (``name = ...`` and ``name: type = ...``)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names = {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
+    return names | {node.target.id for node in tree.body if isinstance(node, ast.AnnAssign)
+                    and isinstance(node.target, ast.Name)}
+
+
+def bare_parameters(text: str, names) -> list[Leak]:
+    """Every parameter name of ``names`` written as inline code (in backticks in ``text``) where
+    its value belongs: "ERM for `pretrain_steps` steps" (:data:`QUANTITY_AFTER`,
+    :data:`QUANTITY_BEFORE`). Write the number instead (a glued value)."""
+    found = []
+    for match in INLINE_CODE.finditer(text):
+        if match.group(1) not in names:
+            continue
+        start, end = match.span()
+        if QUANTITY_AFTER.match(text[end:end + 80]) or QUANTITY_BEFORE.search(text[max(0, start - 20):start]):
+            context = " ".join(text[max(0, start - 40):end + 40].split())
+            found.append(Leak("parameter name", match.group(1), context))
+    return found
+
+
+def _article(html: str):
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(html, "html.parser")
-    article = soup.select_one("article") or soup.select_one("main") or soup.body or soup
+    return soup.select_one("article") or soup.select_one("main") or soup.body or soup
+
+
+def page_text(html: str) -> str:
+    """The text a reader reads on a rendered page: the article, less code input, mathematics,
+    literal code in the prose and the navigation."""
+    article = _article(html)
+    for selector in SKIPPED:
+        for element in article.select(selector):
+            element.decompose()
+    return article.get_text(" ")
+
+
+def page_parameters(html: str) -> set[str]:
+    """The names of the rendered page's parameters cell (and of the parameters papermill injected)."""
+    article = _article(html)
+    return {n for selector in PARAMETER_CELLS for cell in article.select(selector) for n in parameter_names(cell.get_text())}
+
+
+def inline_code_text(html: str) -> str:
+    """The page's text as :func:`page_text` has it, but with the inline code kept, in backticks."""
+    article = _article(html)
+    for code in article.select("code.literal"):
+        code.replace_with(f"`{code.get_text()}`")
     for selector in SKIPPED:
         for element in article.select(selector):
             element.decompose()
@@ -86,8 +157,11 @@ def page_text(html: str) -> str:
 
 
 def scan_html(html: str) -> list[Leak]:
-    """The leaks of one rendered page."""
-    return scan_text(page_text(html))
+    """The leaks of one rendered page: in its text (:func:`scan_text`), and the names of its
+    parameters cell where their values belong in the inline code of its prose (:func:`bare_parameters`)."""
+    found = scan_text(page_text(html))
+    names = page_parameters(html)
+    return found + (bare_parameters(inline_code_text(html), names) if names else [])
 
 
 def scan_book(html_dir: str | Path, pages: list[str] | None = None) -> dict[str, list[Leak]]:

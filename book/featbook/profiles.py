@@ -92,7 +92,7 @@ def apply(name: str, namespace: dict, chapter: str | None = None) -> dict:
     unknown = sorted(set(values) - set(namespace))
     if unknown:
         raise ValueError(f"profile {name!r} sets {unknown}, which this notebook does not define: run the parameters "
-                         f"cell first, then profiles.apply({name!r}, globals())")
+                         f"cell first, then profiles.apply(\"{name}\", globals())")
     namespace.update(values)
     shown = "; ".join(f"{k} = {v!r}" for k, v in values.items()) or "nothing (this chapter runs its defaults)"
     print(f"The {name} profile of {stem}: {shown}")

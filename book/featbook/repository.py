@@ -33,8 +33,10 @@ class Repository:
 
     @property
     def github(self) -> tuple[str, str] | None:
-        """``(owner, name)`` for a GitHub URL, else ``None``."""
-        match = re.fullmatch(r"https?://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?", self.url)
+        """``(owner, name)`` for a GitHub URL (``https://github.com/o/r``, or the SSH forms
+        ``git@github.com:o/r.git`` and ``ssh://git@github.com/o/r``), else ``None``."""
+        match = (re.fullmatch(r"https?://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?", self.url)
+                 or re.fullmatch(r"(?:ssh://)?git@github\.com[:/]([^/]+)/([^/]+?)(?:\.git)?/?", self.url))
         return (match.group(1), match.group(2)) if match else None
 
     def raw_url(self, path: str) -> str:
@@ -57,8 +59,22 @@ def from_config(path: str | Path = CONFIG) -> Repository:
 
 
 def parse(value: str) -> Repository:
-    """``<url>`` or ``<url>@<branch>`` -> :class:`Repository`."""
-    url, _, branch = value.strip().rpartition("@") if "@" in value.split("//", 1)[-1] else (value.strip(), "", "")
+    """``<url>`` or ``<url>@<branch>`` -> :class:`Repository` (branch ``main`` when none is given).
+
+    The last ``@`` separates a branch only when it follows the start of the repository's path (a
+    ``/`` after the scheme's ``://``, or the ``:`` of the SSH form ``git@github.com:owner/repo``);
+    an ``@`` before it is the user of the URL (``git@github.com:owner/repo.git``,
+    ``ssh://git@host/owner/repo``, ``https://user:token@host/...``). A branch name never holds ``:``."""
+    value = value.strip()
+    scheme, sep, rest = value.partition("://")
+    if not sep:
+        rest = value
+    head, at, branch = rest.rpartition("@")
+    path_begun = "/" in head if sep else ("/" in head or ":" in head)
+    if at and path_begun and branch and ":" not in branch:
+        url = value[: len(value) - len(branch) - 1]
+    else:
+        url, branch = value, ""
     return Repository(url.rstrip("/"), branch or "main")
 
 

@@ -8,8 +8,10 @@ long starts. It prints
 * on a machine without a GPU, when the run is long: a warning, and how to get a GPU in Colab
   (Runtime > Change runtime type > T4 GPU) or which profile fits a CPU, said the way a notebook
   user applies it: in a chapter notebook (its first cell names the chapter), the one line that
-  applies the profile (:func:`featbook.profiles.apply`) and its values as Python to paste into the
-  parameters cell; elsewhere the ``--profile`` option of ``python -m featbook.notebooks``;
+  applies the profile (``from featbook import profiles; profiles.apply("small", globals())``,
+  :func:`featbook.profiles.apply`) and its values as Python to paste into the parameters cell;
+  elsewhere the ``--profile`` option of ``python -m featbook.notebooks``, and that same line for a
+  notebook;
 * in Colab: that ``/content`` is wiped when the runtime is recycled, and that the chapter's
   ``cache_on_drive`` parameter keeps the caches in Google Drive instead.
 
@@ -75,23 +77,31 @@ def profile_advice(profile_hint: str = "the small profile", chapter: str | None 
     """How to run the profile ``profile_hint`` names ("the small profile ..."): in a chapter
     notebook (``chapter``, else the one its first cell named) the line that applies it and its
     values as Python for the parameters cell (or, when the notebook already has them, says so);
-    elsewhere the command-line option."""
+    elsewhere the command-line option, and the line for a notebook."""
     from featbook import profiles
 
     match = re.search(r"the (\w+) profile", profile_hint)
     name = match.group(1) if match else "small"
     namespace = profiles.notebook_namespace()
     chapter = chapter or profiles.notebook_chapter(namespace)
+    line = apply_line(name)
     if chapter is None:
-        return f"On a CPU, the {name} profile is the size that fits (python -m featbook.notebooks --profile {name})."
+        return (f"On a CPU, the {name} profile is the size that fits: python -m featbook.notebooks --profile {name} "
+                f"runs the chapters with it; in a chapter notebook (Colab included), add the line `{line}` at the end "
+                "of its parameters cell.")
     if profiles.in_use(name, chapter, namespace):
         return f"This run already has the {name} profile's values, the smallest this chapter offers."
     values = profiles.as_python(name, chapter)
     return (f"On a CPU, the {name} profile is the size that fits: add the line\n"
-            f"    from featbook import profiles; profiles.apply({name!r}, globals())\n"
+            f"    {line}\n"
             "at the end of the parameters cell and run the notebook again"
-            + (", or paste its values there:\n" + "\n".join(f"    {line}" for line in values.splitlines())
+            + (", or paste its values there:\n" + "\n".join(f"    {value}" for value in values.splitlines())
                if values else "."))
+
+
+def apply_line(name: str) -> str:
+    """The one line that applies profile ``name`` in a notebook (at the end of its parameters cell)."""
+    return f'from featbook import profiles; profiles.apply("{name}", globals())'
 
 
 def drive_path(path: str) -> Path:

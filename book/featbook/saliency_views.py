@@ -100,3 +100,35 @@ def token_figures(result, caption: str):
 
     blocks = HighlightedText.join([result.highlighted(i) for i in range(len(result.table))])
     return token_figure(blocks, caption)
+
+
+def what_we_see(run, map_kind: str, feat_share: float, erm_share: float, feat_flip: float, erm_flip: float) -> str:
+    """Chapter 06's "What we see" from the measures of FeAT and of ERM after its longest training:
+    the share of attribution on colour and the colour-swap flip rate. ``run`` is the
+    :class:`featbook.run_scale.RunScale` of the study. A small run claims nothing about which model
+    looks where; a run on the paper's data says "ERM reads the colour, FeAT the digit" only when
+    both measures put FeAT below ERM, and says which measure disagrees otherwise."""
+    text = (f"In this run ({run.summary}), the maps are {map_kind} maps. On the test images, FeAT's share of "
+            f"attribution on colour was {prose.percent(feat_share)}, against {prose.percent(erm_share)} for ERM after "
+            f"its longest training, and a colour swap flipped {prose.percent(feat_flip)} of FeAT's predictions against "
+            f"{prose.percent(erm_flip)} of ERM's.")
+    if not run.can_compare_methods:
+        return text + (" At this size (a fraction of the images and epochs) the models are not the paper's: these "
+                       "numbers show that every piece runs and measures what it says it measures, not which model "
+                       "looks where. The colab profile (`from featbook import profiles; "
+                       "profiles.apply(\"colab\", globals())` at the end of the parameters cell) or the default "
+                       "parameters train the paper's models.")
+    less_share, fewer_flips = feat_share < erm_share, feat_flip < erm_flip
+    text += " These models are trained on the paper's data for the paper's epochs"
+    if less_share and fewer_flips:
+        return text + (", and both measures agree with the paper: ERM reads the colour more than FeAT does, and FeAT "
+                       "keeps more of the digit.")
+    if fewer_flips:
+        return text + (". The flip rate agrees with the paper (a colour swap changes fewer of FeAT's predictions), "
+                       "the attribution share does not; as the next paragraph says, trust the flip rate.")
+    if less_share:
+        return text + (". The attribution share puts less of FeAT's attribution on colour, but a colour swap changes "
+                       "at least as many of FeAT's predictions as of ERM's, so by the more direct measure this run "
+                       "does not show FeAT relying less on colour.")
+    return text + (", yet neither measure shows the paper's pattern here: FeAT relies on colour at least as much as "
+                   "ERM does.")

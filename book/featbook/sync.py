@@ -4,6 +4,7 @@ The ``.md`` is the chapter: edit it, then run
 
     python -m featbook.sync           # write every .ipynb that differs from its source
     python -m featbook.sync --check   # write nothing; exit 1 naming each .ipynb out of sync
+                                      # or without its .md source
 
 The ``.ipynb`` is what Colab, papermill and sweeps open (:func:`featbook.chapters.colab_notebook`):
 its first code cell is the chapter's install cell (``install_cell_source`` of
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         for path in stale:
             print(f"out of sync: {path.name} (run python -m featbook.sync)")
-        return 1 if stale else 0
+        return 1 if stale or orphans else 0
     for path in stale:
         path.write_text(expected(path.with_suffix(".md")), encoding="utf-8")
         print(f"wrote {path.name}")

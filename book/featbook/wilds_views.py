@@ -100,3 +100,18 @@ def table3_figure(results, dataset: str):
 
 def method_label(method: str) -> str:
     return INIT_LABELS.get(method, method)
+
+
+def what_we_see(title: str, committed: bool, fetch_failed: bool = False) -> str:
+    """Chapter 05's "What we see": the committed table when the dataset (``title``) has
+    full-scale results committed, else what this page's own run shows, and that it ranks nothing
+    (``fetch_failed``: the committed results could not be fetched or read, so it does not say that
+    none are committed)."""
+    if committed:
+        return ("**From the committed full-scale results**: the committed table above is the one to read beside "
+                "the paper's Table 3.")
+    lead = (f"**The committed full-scale results for {title} could not be read in this runtime** (the note above "
+            "says what to do)" if fetch_failed else f"**No full-scale results are committed yet** for {title}")
+    return (f"{lead}: the tables on this page are this page's own "
+            "run, which shows that feature learning, the OOD stage, DFR and the official metrics run through the "
+            "real `wilds` loaders, and ranks nothing.")

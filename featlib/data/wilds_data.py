@@ -235,8 +235,9 @@ def import_wilds():
             import wilds
     except ImportError as err:
         raise ImportError(
-            f"the WILDS datasets need the wilds package ({err}); in Colab run `%pip install -q wilds==2.0.0 "
-            "\"pandas<3\"` in a cell (the WILDS chapters' first cell does), elsewhere `pip install wilds==2.0.0 \"pandas<3\"`"
+            f"the WILDS datasets need the wilds package ({err}). In Colab, the first cell of chapters 05-07 installs "
+            "it (featlib[wilds]): run that cell, then this one again. For local use, `pip install \"featlib[wilds]\"` "
+            "(in a checkout of the book, `pip install -e \".[wilds]\"`)"
         ) from None
     from .wilds_groups import use_torch_group_average
 

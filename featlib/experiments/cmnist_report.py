@@ -9,20 +9,22 @@ import numpy as np
 import pandas as pd
 
 from .colored_mnist import format_mean_std, select_best
-from .labels import DATASET_LABELS, INIT_LABELS, OBJECTIVE_LABELS
+from .labels import DATASET_LABELS, INIT_LABELS, OBJECTIVE_LABELS, label
 from .paper_values import ORACLE, TABLE2, TABLE7
 
 
 def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper: bool = True,
            with_n: bool = False) -> pd.DataFrame:
     """Table 2: rows objectives, columns (dataset, initialisation[, source]); "mean ± std" (%).
+    Objectives of one's own (:mod:`featlib.objectives.from_file`) follow the built-in ones, under
+    their labels (:func:`.labels.label`), with "-" in the paper's column.
     ``with_n``: each of our cells says over how many seeds it is ("n = 3"), for tables built from
     pieces that accumulate (:mod:`.table2_pieces`), where cells can hold different numbers of seeds."""
     best = select_best(results)
     cells: dict[tuple, dict[str, str]] = {}
     for row in best.itertuples():
         col = (DATASET_LABELS[row.dataset], INIT_LABELS[row.init])
-        name = OBJECTIVE_LABELS[row.objective]
+        name = label("objective", row.objective)
         cells.setdefault(col + ("ours",), {})[name] = format_mean_std(row.mean, row.std) + (
             f" (n = {row.n_seeds})" if with_n else "")
         paper = TABLE2.get(row.dataset, {}).get(row.objective, {}).get(row.init)
@@ -39,8 +41,9 @@ def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper
                 if with_paper:
                     cells[col + ("paper",)]["Oracle"] = f"{ORACLE[dataset][0]:.2f} ± {ORACLE[dataset][1]:.2f}"
     frame = pd.DataFrame(cells)
-    order = [OBJECTIVE_LABELS[o] for o in OBJECTIVE_LABELS if OBJECTIVE_LABELS[o] in frame.index] + (
-        ["Oracle"] if "Oracle" in frame.index else [])
+    order = [OBJECTIVE_LABELS[o] for o in OBJECTIVE_LABELS if OBJECTIVE_LABELS[o] in frame.index]
+    order += [r for r in frame.index if r not in order and r != "Oracle"]  # objectives of one's own
+    order += ["Oracle"] if "Oracle" in frame.index else []
     frame = frame.reindex(order)
     rank = {label: i for i, label in enumerate([*DATASET_LABELS.values(), *INIT_LABELS.values(), "ours", "paper"])}
     frame = frame[sorted(frame.columns, key=lambda col: [rank[c] for c in col])]
@@ -78,7 +81,7 @@ def plot_pretraining_curves(ax, nf_results: pd.DataFrame, feat_best: pd.DataFram
     curves = best_over_weights(nf_results)
     colours = {}
     for objective, frame in curves.groupby("objective", sort=False):
-        line, = ax.plot(frame["pretrain_epochs"], 100 * frame["mean"], "o-", label=OBJECTIVE_LABELS[objective])
+        line, = ax.plot(frame["pretrain_epochs"], 100 * frame["mean"], "o-", label=label("objective", objective))
         colours[objective] = line.get_color()
     if feat_best is not None and feat_epochs is not None:
         for row in feat_best.itertuples():

@@ -278,6 +278,15 @@ class CMNISTProtocol:
         payload = {f: getattr(self, f) for f in fields} | extra | {"featlib": __version__}
         return hashlib.sha1(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()[:10]
 
+    def ood_piece_key(self, objective: str) -> str:
+        """The key of ``objective``'s OOD-stage pieces: :attr:`OOD_FIELDS`, and for an objective
+        loaded from a file of one's own the file's SHA-256
+        (:func:`featlib.objectives.from_file.objective_source`: editing the file makes its pieces
+        anew); a built-in objective's key is ``key(OOD_FIELDS)``, as before."""
+        from ..objectives.from_file import objective_source
+
+        return self.key(CMNISTProtocol.OOD_FIELDS, **objective_source(objective))
+
     def ood_config(self, objective: str) -> OODStageConfig:
         """The OOD stage of ``objective``; only the accuracies after the last step are evaluated
         (the tables use nothing else, and evaluating never changes training)."""
@@ -341,7 +350,7 @@ class ColoredMNISTExperiment:
 
     def _ood_meta(self, objective: str, groups) -> dict:
         p = self.protocol
-        return self._meta(p.key(CMNISTProtocol.OOD_FIELDS), groups[0][1], init=groups[0][0], objective=objective,
+        return self._meta(p.ood_piece_key(objective), groups[0][1], init=groups[0][0], objective=objective,
                           precision=p.precision, ood_path=p.ood_path)
 
     def features(self, init: str, seed: int) -> LearnedFeatures:
@@ -438,8 +447,8 @@ class ColoredMNISTExperiment:
         pieces; :meth:`run` still trains the missing groups of an objective as one stack."""
         p = self.protocol
         pieces = []
-        ood_key = p.key(CMNISTProtocol.OOD_FIELDS)
         for objective in p.objectives:
+            ood_key = p.ood_piece_key(objective)
             for init in [i for i in p.inits if i != "erm-nf"]:
                 for s in p.seeds:
                     pieces.append((objective, "frozen", ((init, s),), self._piece_path(objective, init, s, ood_key)))
@@ -449,7 +458,7 @@ class ColoredMNISTExperiment:
         return pieces
 
     def _piece_path(self, objective: str, init: str, seed: int, ood_key: str | None = None) -> Path | None:
-        ood_key = ood_key or self.protocol.key(CMNISTProtocol.OOD_FIELDS)
+        ood_key = ood_key or self.protocol.ood_piece_key(objective)
         if init == "erm-nf":
             return self._path("ood", f"nf-{objective}-seed{seed}-{ood_key}.csv")
         return self._path("ood", f"frozen-{objective}-{init}-seed{seed}-{ood_key}.csv")

@@ -58,7 +58,7 @@ from ..training.ood_stage import LabelledInputs, OODStageConfig, StackHistory, t
 from .colored_mnist import CMNISTProtocol, schedule
 
 STUDIES: Registry[Callable[..., pd.DataFrame]] = Registry("study")
-KIND = "featlib.experiments.gap_studies"
+from .results import GAP_STUDIES as KIND, _study_remedy as _remedy
 
 
 def history_frame(history: StackHistory, labels: list[dict]) -> pd.DataFrame:
@@ -179,32 +179,6 @@ def at_steps(history: pd.DataFrame, steps, keys) -> pd.DataFrame:
     picked = history[history["step"].isin(steps)]
     return (picked.groupby(keys + ["step"])["worst_test_acc"]
             .agg(mean="mean", std=lambda v: float(np.std(v)), n_seeds="count").reset_index())
-
-
-def _remedy(folder: Path) -> str:
-    return (f"rerun `python -m featlib.experiments.gap_studies <study> --out {folder}` (finished seeds come from its "
-            "--cache-dir) or restore the folder from git")
-
-
-def load_study(folder: str | Path, study: str) -> dict | None:
-    """``{"frame", "provenance"}`` of a study committed to ``folder`` by :func:`main`, read from the
-    folder's files checked against its manifest (:func:`featlib.io.result_folder.read_folder`); None
-    when the folder is absent, empty, or holds no such study."""
-    from ..io.result_folder import frame
-
-    folder = Path(folder)
-    found = read_folder(folder, _remedy(folder), kind=KIND)
-    if found is None:
-        return None
-    _, files = found
-    if f"{study}.csv" not in files:
-        return None
-    name = f"{study}-provenance.json"
-    if name not in files:
-        from ..io.cache import CorruptFileError
-
-        raise CorruptFileError(folder / name, "it is not in provenance.json's manifest", _remedy(folder))
-    return {"frame": frame(files, folder, f"{study}.csv", _remedy(folder)), "provenance": json.loads(files[name])}
 
 
 def erm_nf_erm_summary(frame: pd.DataFrame, steps=(501, 1001)) -> pd.DataFrame:

@@ -2,7 +2,8 @@
 
     python -m featlib.experiments.run_cmnist --out results/cmnist [--datasets cmnist025 cmnist01]
         [--cache-dir _cache/cmnist] [--seeds 1 2 3] [--preset featlib|reference|rfc-erm-nf]
-        [--precision fp32|tf32|bf16] [--ood-path fast|plain|...]
+        [--precision fp32|tf32|bf16] [--ood-path fast|plain|...] [--size full|small]
+        [--objective-file my_objective.py] [--objectives irmv1 my_objective ...]
 
 writes ``runs-<dataset>.csv`` (one row per OOD-stage run), ``rounds-<dataset>.csv`` (per-round
 histories of FeAT, iFeAT and Bonsai), ``oracle-<dataset>.csv`` and ``provenance.json`` (the
@@ -15,6 +16,11 @@ files; :func:`featlib.io.result_folder.check_out`), before any work; a bad one s
 with a one-line message and exit status 2. ``--out`` is replaced as a whole when the run
 finishes (:mod:`featlib.io.result_folder`): a run killed at any point leaves the previous results
 untouched, never a mix of two runs.
+
+``--objective-file`` loads Python files that register objectives of one's own
+(:func:`featlib.objectives.load_objective_file`, checked before any work; book/own_objective.md);
+without ``--objectives`` they run beside Table 2's eight. ``--size small`` runs the protocol at the
+sizes of chapter 04's small profile (:data:`SIZES`), minutes on a CPU.
 """
 from __future__ import annotations
 
@@ -27,57 +33,22 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io.cache import CacheWriteError, CorruptFileError
+from ..io.cache import CacheWriteError
 from ..data.mnist import SOURCES
 from ..device import get_device
 from ..io.provenance import command_line, git_commit, provenance
-from ..io.result_folder import ResultFolder, check_out, frame, read_folder
+from ..io.result_folder import ResultFolder, check_out
 from ..training import OOD_PATHS, PRECISIONS
 from ..validation import check_sequence, check_writable
 from .cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS
 from .colored_mnist import SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
+from .results import RUN_CMNIST as KIND
 
 INITS = ("erm-nf", "erm", "bonsai", "ifeat", "feat")
-KINDS = ("runs", "rounds", "oracle")
-KIND = "featlib.experiments.run_cmnist"
-
-
-def _remedy(directory: Path) -> str:
-    return (f"rerun `python -m featlib.experiments.run_cmnist --out {directory}` (finished pieces come from its "
-            "--cache-dir) or restore the folder from git")
-
-
-def load_results(directory: str | Path) -> dict | None:
-    """The committed results (frames and provenance) in ``directory``, or None if absent or empty.
-
-    Each file is read once and checked against the manifest in ``provenance.json``
-    (:func:`featlib.io.result_folder.read_folder`: a folder without one is refused), and the rows
-    against the protocols it records (datasets and seeds): a folder mixing two runs raises
-    :class:`~featlib.io.cache.CorruptFileError` naming the file, instead of being reported as one run."""
-    directory = Path(directory)
-    found = read_folder(directory, _remedy(directory), kind=KIND)
-    if found is None:
-        return None
-    record, files = found
-    path = directory / "provenance.json"
-    datasets = record.get("datasets")
-    if not isinstance(datasets, list) or not datasets:
-        raise CorruptFileError(path, "it names no datasets", _remedy(directory))
-    seeds = {p.get("dataset"): set(p.get("seeds", ())) for p in record.get("protocols", [])}
-    frames = {}
-    for kind in KINDS:
-        parts = []
-        for d in datasets:
-            file = directory / f"{kind}-{d}.csv"
-            part = frame(files, directory, file.name, _remedy(directory))
-            if kind != "rounds" or len(part):  # rounds may be empty (no FeAT, iFeAT or Bonsai)
-                held = set(part["seed"]) if "seed" in part.columns else set()
-                if d in seeds and held != seeds[d]:
-                    raise CorruptFileError(file, f"it holds seeds {sorted(held)} where provenance.json records "
-                                                 f"{sorted(seeds[d])} (files of two different runs)", _remedy(directory))
-            parts.append(part)
-        frames[kind] = pd.concat(parts, ignore_index=True)
-    return {"provenance": record, **frames}
+#: ``--size``: protocol fields over the preset's. "small" is chapter 04's small profile
+#: (notebooks/profiles/small.yaml): 2,000 training images, width 64, 150 OOD steps, 2 x 3 configurations.
+SIZES = {"full": {}, "small": {"n_train": 2000, "n_test": 1000, "hidden_dim": 64, "ood_steps": 150, "epoch_scale": 0.3,
+                               "penalty_weights": (1e2, 1e4), "pretrain_epochs": (0, 50, 100), "max_rounds": 4}}
 
 
 def parse_args(argv):
@@ -96,6 +67,15 @@ def parse_args(argv):
                         help="of the OOD stage; default: the protocol's (fp32)")
     parser.add_argument("--ood-path", choices=OOD_PATHS.names(),
                         help="the OOD stage's implementation; default: the protocol's (fast)")
+    parser.add_argument("--objectives", nargs="+", metavar="NAME",
+                        help="OOD objectives (Table 2's rows), registered names; default: Table 2's eight, and those "
+                             "of --objective-file")
+    parser.add_argument("--objective-file", nargs="+", type=Path, default=[], metavar="FILE",
+                        help="Python files that register objectives of your own (featlib.objectives."
+                             "load_objective_file; book/own_objective.md), checked before any work")
+    parser.add_argument("--size", default="full", choices=list(SIZES),
+                        help="full: the paper's sizes (a GPU); small: chapter 04's small profile, minutes on a CPU; "
+                             "default: %(default)s")
     parser.add_argument("--pieces", action="store_true",
                         help="write --out as Table 2 pieces that accumulate (featlib.experiments.table2_pieces): "
                              "each finished piece is kept, a later run adds the missing ones")
@@ -110,13 +90,21 @@ def parse_args(argv):
 
 
 def prepare(args) -> list[CMNISTProtocol]:
-    """Every check before any work: the protocols (seeds...), --datasets, --out and --cache-dir."""
+    """Every check before any work: --objective-file and --objectives, the protocols (seeds...),
+    --datasets, --out and --cache-dir."""
     check_sequence("--datasets", args.datasets, unique=True)
     check_sequence("--inits", args.inits, unique=True)
     chosen = {k: v for k, v in (("precision", args.precision), ("ood_path", args.ood_path)) if v is not None}
-    preset = PROTOCOL_PRESETS.get(args.preset).values  # make_protocol's recipe, with this module's CMNISTProtocol
+    chosen.update(_objectives(args))
+    # make_protocol's recipe, with this module's CMNISTProtocol; --size over the preset
+    preset = PROTOCOL_PRESETS.get(args.preset).values | SIZES[args.size]
     protocols = [CMNISTProtocol(**(preset | dict(dataset=d, seeds=tuple(args.seeds), inits=tuple(args.inits), **chosen)))
                  for d in args.datasets]
+    from ..objectives.from_file import objective_file, path_notes
+
+    for name in [n for n in protocols[0].objectives if objective_file(n) is not None]:
+        for note in path_notes(name, protocols[0].ood_path):  # e.g. a compiled path training it eager
+            print(f"note: {note}", file=sys.stderr)
     get_device()  # an unusable FEATLIB_DEVICE stops here
     if args.pieces:  # a folder of Table 2 pieces: added to, never replaced (featlib.experiments.table2_pieces)
         from .table2_pieces import check_pieces_out
@@ -128,6 +116,27 @@ def prepare(args) -> list[CMNISTProtocol]:
         from .table2_pieces import check_folder_protocols
         check_folder_protocols(protocols, args.out, args.preset)
     return protocols
+
+
+def _objectives(args) -> dict:
+    """``objectives=`` for the protocols: --objectives, else Table 2's and those of --objective-file
+    (loaded and checked here); nothing when neither is given (the protocol's default)."""
+    from ..objectives import OBJECTIVES, load_objective_file
+    from .colored_mnist import TABLE2_OBJECTIVES
+
+    loaded = []
+    for file in args.objective_file:
+        loaded += [n for n in load_objective_file(file, who="--objective-file") if n not in loaded]
+    if args.objectives is None:
+        extra = tuple(n for n in loaded if n not in TABLE2_OBJECTIVES)
+        return {"objectives": TABLE2_OBJECTIVES + extra} if loaded else {}
+    check_sequence("--objectives", args.objectives, unique=True)
+    for name in args.objectives:
+        if name not in OBJECTIVES:
+            raise ValueError(f"--objectives: {name!r} is no registered objective (registered: "
+                             f"{', '.join(OBJECTIVES.names())}); an objective of your own needs --objective-file FILE, "
+                             "the file that registers it")
+    return {"objectives": tuple(args.objectives)}
 
 
 def main_pieces(args, protocols: list[CMNISTProtocol]) -> int:
@@ -181,10 +190,20 @@ def main(argv: list[str] | None = None) -> int:
         wall_time_s_per_dataset=timings, datasets=args.datasets, preset=args.preset,
         protocols=[asdict(p) for p in protocols],
         note="wall time includes results loaded from --cache-dir, if any",
+        **_objective_files_record(args),
     )
     folder.commit(record)
     print(json.dumps({k: record[k] for k in ("commit", "device", "wall_time_s")}, indent=2))
     return 0
+
+
+def _objective_files_record(args) -> dict:
+    """``objective_files`` for the provenance record: each --objective-file as given, its SHA-256 and objectives."""
+    from ..objectives.from_file import loaded_objective_files
+
+    by_path = {f.path: f for f in loaded_objective_files()}
+    files = [{**by_path[Path(given).expanduser().resolve()].record(), "path": str(given)} for given in args.objective_file]
+    return {"objective_files": files} if files else {}
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     python -m featlib.experiments.run_rounds --out results/cmnist-rounds \\
         [--datasets cmnist025 cmnist01] [--inits ifeat feat] [--seeds 1 2 3 4 5] \\
-        [--cache-dir _cache/cmnist] [--termination-rule paper] [--head-combination average]
+        [--cache-dir _cache/cmnist] [--termination-rule paper] [--head-combination sum]
 
 For every dataset, feature learner and seed this trains the learner with the protocol's defaults
 (Table 6's epochs, 50,000 training images, the paper's termination rule) and writes
@@ -40,11 +40,11 @@ from ..io.cache import CacheWriteError, CorruptFileError
 from ..io.cli import OneLineParser
 from ..device import get_device
 from ..io.provenance import command_line, git_commit, provenance
-from ..io.result_folder import ResultFolder, check_out, frame, read_folder
+from ..io.result_folder import ResultFolder, check_out
 from ..validation import check_sequence, check_writable
 from .colored_mnist import LEARNED_INITS, SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
 
-KIND = "featlib.experiments.run_rounds"
+from .results import RUN_ROUNDS as KIND, load_rounds
 
 
 def parse_args(argv):
@@ -178,37 +178,6 @@ def runs_of(record: dict) -> list[dict]:
                    for s in record.get("seeds", [])]
     return [run]
 
-
-def load_rounds(directory: str | Path) -> dict | None:
-    """Committed per-round results (``rounds``: every dataset's rows; ``provenance``) in
-    ``directory``, or None when it holds none. Each file is read once and checked against the
-    manifest in ``provenance.json`` (required) and the seeds it records."""
-    directory = Path(directory)
-    remedy = (f"rerun `python -m featlib.experiments.run_rounds --out {directory}` (finished learners come from "
-              "its --cache-dir) or restore the folder from git")
-    found = read_folder(directory, remedy, kind=KIND)
-    if found is None:
-        return None
-    record, files = found
-    frames = []
-    for dataset in record.get("datasets") or []:
-        path = directory / f"rounds-{dataset}.csv"
-        part = frame(files, directory, path.name, remedy)
-        if "seed" not in part.columns:
-            raise CorruptFileError(path, "it has no seed column", remedy)
-        if "jobs" in record:
-            held = {(i, int(s)) for i, s in zip(part["init"], part["seed"])}
-            listed = {(i, int(s)) for d, i, s in record["jobs"] if d == dataset}
-            if held != listed:
-                raise CorruptFileError(path, f"it holds (learner, seed) pairs {sorted(held)} where provenance.json "
-                                             f"lists {sorted(listed)}", remedy)
-        elif set(part["seed"]) != set(record.get("seeds", part["seed"])):
-            raise CorruptFileError(path, f"it holds seeds {sorted(set(part['seed']))} where provenance.json records "
-                                         f"{sorted(record.get('seeds', []))}", remedy)
-        frames.append(part)
-    if not frames:
-        raise CorruptFileError(directory / "provenance.json", "it names no datasets", remedy)
-    return {"provenance": record, "rounds": pd.concat(frames, ignore_index=True)}
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -30,27 +30,12 @@ from ..io.cli import OneLineParser
 from ..data.wilds_data import WILDS_DATASETS
 from ..device import get_device
 from ..io.provenance import command_line, git_commit, provenance
-from ..io.result_folder import ResultFolder, check_out, frame, read_folder
+from ..io.result_folder import ResultFolder, check_out
 from ..validation import check_writable
 from .wilds_experiment import METHODS, WildsExperiment, WildsProtocol
 from .wilds_report import dfr_table, table3
 
-KIND = "featlib.experiments.run_wilds"
-FILES = ("ood", "dfr", "rounds", "table3", "dfr_table")
-
-
-def load_wilds_results(directory) -> dict | None:
-    """The results a ``run_wilds`` committed to ``directory`` (``provenance`` and a frame per file
-    of :data:`FILES`), each file read once and checked against the manifest; None when the folder
-    is absent or empty. :class:`~featlib.io.cache.CorruptFileError` naming the file otherwise."""
-    directory = Path(directory)
-    remedy = (f"rerun `python -m featlib.experiments.run_wilds --out {directory} ...` with the command in its "
-              "provenance.json, or restore the folder from git")
-    found = read_folder(directory, remedy, kind=KIND)
-    if found is None:
-        return None
-    record, files = found
-    return {"provenance": record, **{name: frame(files, directory, f"{name}.csv", remedy) for name in FILES}}
+from .results import RUN_WILDS as KIND
 
 
 def _pretrained(value: str):

@@ -80,9 +80,19 @@ def protocol_fields(protocol: CMNISTProtocol) -> dict:
     return {k: v for k, v in asdict(protocol).items() if k in CMNISTProtocol.OOD_FIELDS}
 
 
-def protocol_identity(protocol: CMNISTProtocol) -> str:
-    """A short hash of :func:`protocol_fields` (and featlib's version): pieces of one cell must share it."""
-    return protocol.key(CMNISTProtocol.OOD_FIELDS)
+def protocol_identity(protocol: CMNISTProtocol, objective: str | None = None) -> str:
+    """A short hash of :func:`protocol_fields` (and featlib's version): pieces of one cell must share it.
+    With ``objective``: that objective's pieces' (:meth:`CMNISTProtocol.ood_piece_key`: for an
+    objective loaded from a file, the file's SHA-256 too; for a built-in one the same hash)."""
+    return protocol.key(CMNISTProtocol.OOD_FIELDS) if objective is None else protocol.ood_piece_key(objective)
+
+
+def _objective_file_fields(objective: str) -> dict:
+    """A piece record's note of the file an objective of one's own was loaded from (none for a built-in)."""
+    from ..objectives.from_file import objective_file
+
+    loaded = objective_file(objective)
+    return {} if loaded is None else {"objective_file": loaded.path.name, "objective_file_sha256": loaded.sha256}
 
 
 def pieces_of(protocol: CMNISTProtocol) -> list[Piece]:
@@ -239,12 +249,13 @@ def merge_pieces(sources: Sequence[str | Path], into: str | Path) -> dict:
     return {"added": len(plan), "identical": identical}
 
 
-def _piece_record(experiment: ColoredMNISTExperiment, preset: str, commit: str, seconds: float) -> dict:
+def _piece_record(experiment: ColoredMNISTExperiment, preset: str, commit: str, seconds: float,
+                  objective: str = "erm") -> dict:
     p = experiment.protocol
-    return {"protocol_key": protocol_identity(p), "protocol": protocol_fields(p), "preset": preset,
+    return {"protocol_key": protocol_identity(p, objective), "protocol": protocol_fields(p), "preset": preset,
             "precision": p.precision, "ood_path": p.ood_path, "device": describe_device(experiment.device),
             "torch": torch.__version__, "featlib_version": __version__, "commit": commit,
-            "wall_time_s": seconds}
+            "wall_time_s": seconds, **_objective_file_fields(objective)}
 
 
 def missing_pieces(protocols: Iterable[CMNISTProtocol], folder: Path) -> list[tuple[CMNISTProtocol, Piece]]:
@@ -259,8 +270,9 @@ def check_folder_protocols(protocols: Iterable[CMNISTProtocol], folder: Path, pr
     for piece in list_pieces(folder):
         held.setdefault(_cell(piece), read_piece(folder, piece)[1])
     for p in protocols:
-        mine = {"protocol_key": protocol_identity(p), "preset": preset, "precision": p.precision, "ood_path": p.ood_path}
         for piece in pieces_of(p):
+            mine = {"protocol_key": protocol_identity(p, piece.objective), "preset": preset, "precision": p.precision,
+                    "ood_path": p.ood_path}
             if _cell(piece) in held and (problem := _mismatch(held[_cell(piece)], mine)):
                 raise ValueError(f"{folder} holds {'/'.join(_cell(piece))} pieces of another protocol ({problem}); "
                                  "give another folder for this one")
@@ -292,7 +304,7 @@ def run_pieces(protocols: Sequence[CMNISTProtocol], folder: str | Path, *, prese
         else:
             frame = experiment.piece(piece.objective, piece.learner, piece.seed)
         seconds = time.perf_counter() - t0
-        write_piece(folder, piece, frame, _piece_record(experiment, preset, commit, seconds))
+        write_piece(folder, piece, frame, _piece_record(experiment, preset, commit, seconds, piece.objective))
         done += 1
         progress(f"[{k + 1}/{len(todo)}] {piece.dataset} {piece.learner} {piece.objective} seed {piece.seed}: "
                  f"{seconds:.1f} s")

@@ -8,17 +8,16 @@ Every cached artefact carries what it must contain and is checked when it is rea
   them the device, precision, OOD path and torch version) (:func:`write_verified_csv`);
   :func:`read_verified_csv` recomputes both, compares the record with what the reader expects
   (``expect``: a piece copied from another configuration or seed is refused), and then applies the
-  reader's own check of the contents (the keys it must hold, see :func:`expect_keys`). A CSV
-  without the line (written by featlib before caches were verified), or with a line but no
-  record (written before pieces recorded what made them), is judged by what it does hold: its
-  file name's key, its checksum and the contents check, as before, so that existing caches stay
-  usable; every piece written now carries its record;
+  reader's own check of the contents (the keys it must hold, see :func:`expect_keys`). A piece
+  whose reader expects a record and that has none (written by an older featlib, or not by
+  featlib) cannot be checked, so it is reported and recomputed like a damaged one; every piece
+  written now carries its record;
 * a torch piece (:func:`save_torch`) is the same header line, ``# featlib-pt bytes=<n>
   sha256=<digest> meta=<json>``, followed by ``torch.save``'s bytes: :func:`load_torch` reads the
   file once, checks size, checksum and record, and unpickles the checked bytes (a flipped bit in a
   weight is refused, not loaded); whatever ``torch.load`` raises on a damaged file becomes a
-  :class:`CorruptFileError` naming the file. A torch file without the line (written before) is
-  checked for readability and keys only, as before.
+  :class:`CorruptFileError` naming the file. A torch file without the line is accepted only where
+  the reader expects no record (then checked for readability and keys).
 
 :func:`cached` ties it together: it returns the piece from ``path`` when the file is there and
 sound, and otherwise computes it and writes it atomically. A bad file is reported (a
@@ -98,8 +97,11 @@ def _meta_json(meta: dict | None) -> str:
 
 def _check_meta(path: Path, found: dict | None, expect: dict | None) -> None:
     """:class:`CorruptFileError` when the record ``found`` does not hold the ``expect`` values."""
-    if not expect or found is None:  # None: written before pieces recorded what made them (see the module docstring)
+    if not expect:
         return
+    if found is None:
+        raise CorruptFileError(path, "it does not record which configuration and seed made it (written by an older "
+                                     "featlib, or not by featlib), so it cannot be checked")
     for name, value in expect.items():
         if found.get(name) != value:
             raise CorruptFileError(path, f"it was made for {name}={found.get(name)!r}, not {value!r} (copied from "

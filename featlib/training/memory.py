@@ -182,7 +182,7 @@ def stage_bytes(kind: str, objective: str, n: int, hidden: int, runs: int, group
 
 def activations_per_step(kind: str, objective: str, n: int, hidden: int, runs: int, groups: int = 1) -> float:
     """A stack's modelled step peak in activations of the stack (``C n H`` float32 values; for
-    frozen features ``G n H``): the unit in which issue 19 compares objectives."""
+    frozen features ``G n H``): the unit in which objectives are compared here."""
     terms = sizes(kind, n, hidden, runs, groups)
     return step_peak_bytes(kind, objective, n, hidden, runs, groups) / terms["A" if kind == "mlp" else "F"]
 

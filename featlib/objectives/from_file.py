@@ -1,0 +1,389 @@
+"""Objectives of one's own, defined and registered in a Python file and loaded by its path.
+
+A file that subclasses :class:`~featlib.objectives.Objective` and registers the class with
+``@OBJECTIVES.register("my_name")`` is all Table 2's protocol needs: ``load_objective_file(path)``
+(``--objective-file path`` of ``python -m featlib.experiments.run_cmnist``) imports it and checks
+every objective it registers before any training:
+
+* the name: lowercase letters, digits and ``_`` (it names folders of pieces and cached files), and
+  not a name already registered (the built-in objectives', or another file's);
+* a ``label`` class attribute, when there is one: what tables print instead of the name
+  (:func:`featlib.experiments.labels.label`), one line, not the label of another objective;
+* the many-runs-at-once conventions of :mod:`.base`, on two small stacks shaped as the OOD
+  stage's (:func:`check_objective`): ERM-NF's (logits ``(C, n_e)``, targets ``(n_e,)``, features
+  ``(C, n_e, H)`` of a trained layer) and the frozen features' (logits ``(G, C, n_e)``, targets
+  ``(G, 1, n_e)``, features ``(G, 1, n_e, H)``), on the plain path's call (``penalty``) and the
+  fast path's (``closed_form=True``): loss and penalty of shape ``(*B,)``, risks ``(E, *B)``,
+  finite, each run's loss a function of that run's tensors only, and the two penalties equal;
+* its memory: the peak of its training step is counted on small stacks of both kinds, as for the
+  built-in objectives (:func:`featlib.training.memory.fit_coefficients`; some seconds), so a
+  protocol too large for the device is refused before it starts.
+
+A file that fails any of these registers nothing (what it registered is taken back) and the
+error is one line naming the file, the objective and the remedy.
+
+**The three paths of the OOD stage.** ``"plain"`` calls :meth:`Objective.penalty`; ``"fast"``
+calls :meth:`Objective.closed_form_penalty`, which is :meth:`~Objective.penalty` unless the class
+overrides it, so no closed form is needed: a penalty that differentiates (``torch.autograd.grad``
+with ``create_graph=True``) trains with a double backward there, as on the plain path.
+``"compiled"`` compiles the step only where the penalty is first-order (``first_order = True``,
+the default, or :meth:`~Objective.has_first_order_form`) and the objective keeps no state
+(``stateful = False``); otherwise it trains that objective eager, the same numbers as ``"fast"``,
+and :func:`path_notes` says so (the command prints it). A penalty that differentiates must set
+``first_order = False``; if it does not, the compiled step fails to compile, and the compiled
+path warns, records it in the run's provenance and trains eager
+(:class:`~featlib.training.fast_stage.CompiledLoss`). An objective that keeps state between
+steps must set ``stateful = True`` (no ERM pre-training prefix is then shared between its runs).
+
+**Cached results follow the file.** The key of every cached OOD-stage piece and Table 2 piece of
+a file's objective holds the SHA-256 of the file (:func:`objective_source`), so editing the file
+computes that objective's pieces anew and never mixes them with older ones; the built-in
+objectives' keys are unchanged. Code the file imports from elsewhere is not in the key.
+
+Loading a file again is a no-op while its bytes are the same; after an edit it replaces the
+objectives the earlier version registered. :func:`unload_objective_files` forgets every loaded
+file (tests, notebooks).
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+import traceback
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .base import Objective
+from .registry import OBJECTIVES
+
+#: Names a file may register: they name folders of pieces and cached files.
+NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,39}")
+GUIDE = "book/own_objective.md"
+
+
+@dataclass(frozen=True)
+class ObjectiveFile:
+    """A loaded file: where it is, its SHA-256, its module and the objectives it registered."""
+
+    path: Path
+    sha256: str
+    module: str
+    objectives: tuple[str, ...]
+
+    def record(self) -> dict:
+        """What a provenance record keeps of it."""
+        return {"path": str(self.path), "sha256": self.sha256, "objectives": list(self.objectives)}
+
+
+_FILES: dict[Path, ObjectiveFile] = {}  # by resolved path
+_SOURCE: dict[str, ObjectiveFile] = {}  # objective name -> its file
+
+
+class _Refused(ValueError):
+    pass
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _unregister(names) -> None:
+    """Take ``names`` out of the registry and of the counted peaks."""
+    from ..training.memory import PEAK_COEFFICIENTS
+
+    for name in names:
+        OBJECTIVES._items.pop(name, None)  # the registry has no public removal: only loaded files are taken back
+        for key in [k for k in PEAK_COEFFICIENTS if k[1] == name]:
+            del PEAK_COEFFICIENTS[key]
+
+
+def _forget(loaded: ObjectiveFile) -> None:
+    """Undo a load: the registry, the counted peaks, the module and the process's compiled losses
+    of its objectives (a later version of the file must never be served an earlier one's)."""
+    from ..training import fast_stage
+
+    _unregister(loaded.objectives)
+    for name in loaded.objectives:
+        _SOURCE.pop(name, None)
+    for key in [k for k in fast_stage._COMPILED if k[1] in loaded.objectives]:
+        fast_stage._COMPILED.pop(key, None)
+        fast_stage._OBJECTIVES.pop(key, None)
+    sys.modules.pop(loaded.module, None)
+    _FILES.pop(loaded.path, None)
+
+
+def unload_objective_files() -> None:
+    """Forget every objective loaded from a file in this process."""
+    for loaded in list(_FILES.values()):
+        _forget(loaded)
+
+
+def loaded_objective_files() -> list[ObjectiveFile]:
+    """The files loaded in this process, in loading order."""
+    return list(_FILES.values())
+
+
+def objective_file(name: str) -> ObjectiveFile | None:
+    """The file that registered objective ``name``; None for a built-in objective."""
+    return _SOURCE.get(name)
+
+
+def objective_source(name: str) -> dict:
+    """What the cache keys of ``name``'s results hold beyond the protocol: for an objective loaded
+    from a file ``{"objective_file_sha256": ...}``, for any other ``{}`` (keys unchanged)."""
+    loaded = _SOURCE.get(name)
+    return {} if loaded is None else {"objective_file_sha256": loaded.sha256}
+
+
+def declared_label(name: str) -> str | None:
+    """The ``label`` that the class registered as ``name`` declares, if any (a string)."""
+    if name not in OBJECTIVES:
+        return None
+    value = getattr(OBJECTIVES.get(name), "label", None)
+    return value if isinstance(value, str) else None
+
+
+def path_notes(name: str, ood_path: str) -> list[str]:
+    """Sentences for the reader on how ``ood_path`` trains objective ``name`` where it departs
+    from the path's usual way (empty when it does not): the compiled paths train an objective
+    without a first-order form, or one that keeps state, eager."""
+    if not ood_path.startswith("compiled"):
+        return []
+    objective = OBJECTIVES.get(name)()
+    kinds = [kind for kind, head_only in (("ERM-NF", False), ("frozen-feature", True))
+             if not objective.has_first_order_form(head_only, functional=True)]
+    if objective.stateful:
+        why = "it keeps state between steps: stateful = True"
+    elif kinds:
+        why = f"its penalty has no first-order form on {' and '.join(kinds)} stacks: first_order = False"
+    else:
+        return []
+    return [f"--ood-path {ood_path} trains {name} eager, the same numbers as --ood-path fast but not compiled ({why})"]
+
+
+# -------------------------------------------------------------------------------- loading
+def _file_line(err: BaseException, path: Path) -> str:
+    if isinstance(err, SyntaxError) and err.lineno:
+        return f" (line {err.lineno})"
+    lines = [f.lineno for f in traceback.extract_tb(err.__traceback__) if Path(f.filename) == path]
+    return f" (line {lines[-1]})" if lines else ""
+
+
+def load_objective_file(path, *, who: str | None = None) -> list[str]:
+    """Import the Python file ``path``, check every objective it registers (see the module
+    docstring) and return their names, in registration order. ``who`` names the value in error
+    messages (``"--objective-file"`` for the command line; default ``"objective file"``).
+
+    Raises ``ValueError`` with one line naming the file and the remedy where the file is missing,
+    cannot be imported, registers nothing, registers a name already taken or an objective that
+    breaks the many-runs-at-once conventions; it then registers nothing."""
+    who = who or "objective file"
+    raw = Path(path).expanduser()
+    if not raw.is_file():
+        raise ValueError(f"{who} {raw}: no such file; give the path of a Python file that registers an objective "
+                         f"(see {GUIDE})")
+    if raw.suffix != ".py":
+        raise ValueError(f"{who} {raw}: not a Python file (.py); give the file that defines and registers the "
+                         "objective")
+    resolved = raw.resolve()
+    data = resolved.read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    previous = _FILES.get(resolved)
+    if previous is not None:
+        if previous.sha256 == sha:
+            return list(previous.objectives)
+        _forget(previous)  # edited since: its new version replaces it
+    module_name = f"featlib_objective_file_{re.sub(r'[^0-9A-Za-z_]', '_', resolved.stem)}_{sha[:12]}"
+    before = set(OBJECTIVES.names())
+    added: list[str] = []
+    original_register = OBJECTIVES.register
+
+    def register(name):
+        problem = "a name it registers twice; give each objective a name of its own" if name in added \
+            else _name_problem(name)
+        if problem:
+            raise _Refused(f"{who} {raw}: it registers {name!r}, {problem}")
+        added.append(name)
+        return original_register(name)
+
+    try:
+        OBJECTIVES.register = register  # the file's registrations, checked as they happen
+        try:
+            module = types.ModuleType(module_name)
+            module.__file__ = str(resolved)
+            sys.modules[module_name] = module  # dataclasses and pickling look their module up
+            # the very bytes hashed above run (no bytecode written beside the file)
+            exec(compile(data, str(resolved), "exec"), module.__dict__)  # noqa: S102
+        except _Refused:
+            raise
+        except Exception as err:  # noqa: BLE001  (the user's code: any error is reported in one line)
+            text = err.msg if isinstance(err, SyntaxError) else err
+            raise _Refused(f"{who} {raw}: importing it raised {type(err).__name__}: {_one_line(text)}"
+                           f"{_file_line(err, resolved)}; fix the file") from None
+        finally:
+            del OBJECTIVES.register
+        new = [n for n in OBJECTIVES.names() if n not in before]
+        if not new:
+            raise _Refused(f"{who} {raw}: it registers no objective; decorate a subclass of "
+                           "featlib.objectives.Objective with @OBJECTIVES.register(\"my_name\") "
+                           f"(from featlib.objectives import OBJECTIVES; see {GUIDE})")
+        for name in new:
+            cls = OBJECTIVES.get(name)
+            if not (isinstance(cls, type) and issubclass(cls, Objective)):
+                raise _Refused(f"{who} {raw}: it registers {name!r} as a {type(cls).__name__}, not a subclass of "
+                               "featlib.objectives.Objective; register the class of the objective")
+            _check_label(name, cls, f"{who} {raw}")
+            check_objective(name, who=f"{who} {raw}")
+        for name in new:
+            _count_memory(name, f"{who} {raw}")
+    except _Refused as err:
+        _unregister(added)
+        sys.modules.pop(module_name, None)
+        raise ValueError(str(err)) from None
+    loaded = ObjectiveFile(resolved, sha, module_name, tuple(new))
+    _FILES[resolved] = loaded
+    for name in new:
+        _SOURCE[name] = loaded
+    return list(new)
+
+
+def _name_problem(name) -> str | None:
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        return ("not a name of lowercase letters, digits and '_' (at most 40, starting with a letter); register it "
+                "under such a name (it names folders and files)")
+    if name in OBJECTIVES:
+        owner = _SOURCE.get(name)
+        if owner is None:
+            return "the name of a built-in objective; register yours under another name"
+        return f"a name that {owner.path} registered already; register yours under another name"
+    return None
+
+
+def _check_label(name: str, cls, where: str) -> None:
+    from ..experiments.labels import OBJECTIVE_LABELS
+
+    value = getattr(cls, "label", None)
+    if value is None:
+        return
+    if not isinstance(value, str) or not value.strip() or "\n" in value or len(value) > 40:
+        raise _Refused(f"{where}: objective {name!r} declares label {value!r}; a label is one line of at most 40 "
+                       "characters (or leave it out: tables then show the name)")
+    taken = {**{label: key for key, label in OBJECTIVE_LABELS.items()},
+             **{declared_label(n): n for n in OBJECTIVES.names() if n != name and declared_label(n)}}
+    if value in taken or (value in OBJECTIVES.names() and value != name):
+        raise _Refused(f"{where}: objective {name!r} declares label {value!r}, which names {taken.get(value, value)!r} "
+                       "already; give it a label of its own")
+
+
+# -------------------------------------------------------------------------------- checks
+@dataclass
+class _Stack:
+    """A small stack as the OOD stage builds it: per environment logits, targets, features."""
+
+    what: str
+    batch: tuple[int, ...]
+    logits: list
+    targets: list
+    features: list
+    params: list
+    head_only: bool
+
+
+def _stacks() -> Iterator[_Stack]:
+    gen = torch.Generator().manual_seed(0)
+    sizes, hidden = (5, 7), 3  # two training environments of different sizes
+    n = sum(sizes)
+    bounds = [slice(0, sizes[0]), slice(sizes[0], n)]
+    y = (torch.arange(n) % 2).float()[torch.randperm(n, generator=gen)]
+    # ERM-NF: C = 3 whole networks on the same images; the features come from a trained layer
+    x = torch.randn(n, 4, generator=gen)
+    v = torch.randn(3, 4, hidden, generator=gen).requires_grad_()
+    w = torch.randn(3, hidden, generator=gen).requires_grad_()
+    b = torch.randn(3, generator=gen).requires_grad_()
+    features = torch.tanh(x @ v)  # (3, n, H)
+    logits = (features * w[:, None, :]).sum(-1) + b[:, None]  # (3, n)
+    yield _Stack("an ERM-NF stack of 3 runs (logits (3, n_e), targets (n_e,))", (3,),
+                 [logits[..., s] for s in bounds], [y[s] for s in bounds], [features[..., s, :] for s in bounds],
+                 [v, w, b], False)
+    # frozen features: G = 2 groups x C = 3 heads; features (G, 1, n, H) shared by a group's runs
+    features = torch.randn(2, 1, n, hidden, generator=gen)
+    w = torch.randn(2, 3, hidden, generator=gen).requires_grad_()
+    b = torch.randn(2, 3, generator=gen).requires_grad_()
+    logits = (features * w[..., None, :]).sum(-1) + b[..., None]  # (2, 3, n)
+    targets = torch.stack([y, y.flip(0)]).unsqueeze(1)  # (G, 1, n): each group its own labels
+    yield _Stack("a frozen-feature stack of 2 x 3 runs (logits (2, 3, n_e), targets (2, 1, n_e))", (2, 3),
+                 [logits[..., s] for s in bounds], [targets[..., s] for s in bounds],
+                 [features[..., s, :] for s in bounds], [w, b], True)
+
+
+def check_objective(name: str, *, who: str = "objective") -> None:
+    """Check the registered objective ``name`` against the many-runs-at-once conventions of
+    :mod:`.base` on two small stacks (see the module docstring); ``ValueError``, one line, where
+    it breaks one."""
+    where = f"{who}: objective {name!r}"
+    conventions = "leading run dimensions, featlib/objectives/base.py"
+    for stack in _stacks():
+        penalties = {}
+        for closed_form in (False, True):
+            call = "as the fast path calls it" if closed_form else "as the plain path calls it"
+            try:
+                objective = OBJECTIVES.get(name)(env_reduction="mean")
+            except TypeError as err:
+                raise _Refused(f"{where}: constructing it with env_reduction='mean' raised TypeError: "
+                               f"{_one_line(err)}; let __init__ take **kwargs and pass them to super().__init__") from None
+            weight = torch.linspace(10.0, 1000.0, int(torch.Size(stack.batch).numel())).reshape(stack.batch)
+            try:
+                out = objective(stack.logits, stack.targets, weight, features=stack.features, params=stack.params,
+                                closed_form=closed_form, head_only=stack.head_only and closed_form)
+            except Exception as err:  # noqa: BLE001
+                raise _Refused(f"{where}: on {stack.what}, called {call}, it raised {type(err).__name__}: "
+                               f"{_one_line(err)}; compute it per run ({conventions})") from None
+            shapes = {"loss": stack.batch, "penalty": stack.batch, "risks": (len(stack.logits), *stack.batch)}
+            for field, shape in shapes.items():
+                value = getattr(out, field, None)
+                if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
+                    got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+                    raise _Refused(f"{where}: on {stack.what} its {field} has shape {got} where {shape} is needed "
+                                   f"({call}); reduce over the examples (the last dimension) and the environments "
+                                   f"only, never over the runs ({conventions})")
+                if not torch.isfinite(value).all():
+                    raise _Refused(f"{where}: on {stack.what} its {field} is not finite ({call}); keep it finite")
+            if not out.loss.requires_grad:
+                raise _Refused(f"{where}: on {stack.what} its loss carries no gradient ({call}); do not detach it")
+            first = (0,) * len(stack.batch)
+            try:
+                grads = torch.autograd.grad(out.loss[first], stack.params, allow_unused=True, retain_graph=True)
+            except Exception as err:  # noqa: BLE001
+                raise _Refused(f"{where}: on {stack.what} differentiating its loss raised {type(err).__name__}: "
+                               f"{_one_line(err)} ({call}); keep the loss differentiable") from None
+            for param, grad in zip(stack.params, grads):
+                if grad is None:
+                    continue
+                others = grad.reshape(-1, *grad.shape[len(stack.batch):])[1:]
+                if others.abs().max() > 0:
+                    raise _Refused(f"{where}: on {stack.what} the loss of run {first} depends on other runs' "
+                                   f"tensors ({call}); compute each run's penalty from its own logits, features and "
+                                   f"parameters only ({conventions})")
+            penalties[closed_form] = out.penalty.detach()
+        if not torch.allclose(penalties[True], penalties[False], rtol=1e-4, atol=1e-6):
+            gap = (penalties[True] - penalties[False]).abs().max().item()
+            raise _Refused(f"{where}: on {stack.what} closed_form_penalty differs from penalty by up to {gap:.3g}; "
+                           "they must be equal (the fast path trains the one, the plain path the other)")
+
+
+def _count_memory(name: str, where: str) -> None:
+    """Count the peak of ``name``'s training step on small stacks of both kinds, as for the
+    built-in objectives (:data:`featlib.training.memory.PEAK_COEFFICIENTS`)."""
+    from ..training import memory
+
+    for kind in memory.KINDS:
+        try:
+            memory.PEAK_COEFFICIENTS[(kind, name)] = memory.fit_coefficients(kind, name)
+        except Exception as err:  # noqa: BLE001
+            stack = "ERM-NF" if kind == "mlp" else "frozen-feature"
+            raise _Refused(f"{where}: objective {name!r}: training it on small {stack} stacks (the fast path, to count "
+                           f"its memory) raised {type(err).__name__}: {_one_line(err)}; fix the objective") from None
