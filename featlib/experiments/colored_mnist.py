@@ -46,7 +46,10 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import __version__
-from ..io.cache import MISSING, CorruptFileError, PieceLock, cached, expect_keys, file_state, load_torch, piece_meta, read_verified_csv, save_torch, try_load, write_verified_csv
+from ..io.cache import (
+    MISSING, CorruptFileError, PieceLock, cached, expect_keys, file_state, load_torch, piece_meta, read_verified_csv,
+    save_torch, try_load, write_piece, write_verified_csv,
+)
 from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist
 from ..data.mnist import SOURCES
 from ..device import get_device
@@ -530,7 +533,8 @@ class ColoredMNISTExperiment:
                 if todo:
                     frame = self.run_piece(objective, "frozen", tuple(g for g, _ in todo))
                     for g, path in todo:
-                        write_verified_csv(path, self._split(frame, g), self._ood_meta(objective, (g,)))
+                        write_piece(path, lambda p, f, g=g: write_verified_csv(p, f, self._ood_meta(objective, (g,))),
+                                    self._split(frame, g))
             finally:
                 for lock in locks:
                     lock.release()

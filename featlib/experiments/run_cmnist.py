@@ -177,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.pieces:
-        return main_pieces(args, protocols)
+        try:
+            return main_pieces(args, protocols)
+        except CacheWriteError as err:  # the pieces written so far stay; a rerun adds the rest
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     start = time.perf_counter()
     commit = git_commit()  # now: the checkout may move while the run goes on
     try:

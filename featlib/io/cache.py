@@ -354,9 +354,15 @@ def cached(path: str | Path | None, load: Callable[[Path], T], compute: Callable
             if value is not _MISSING:
                 return value
         value = compute()
-        try:
-            save(path, value)
-        except OSError as err:
-            raise CacheWriteError(f"{path}: this finished piece cannot be written ({err.strerror or err}); free space "
-                                  "on its file system or choose another --cache-dir, then run again") from None
+        write_piece(path, save, value)
     return value
+
+
+def write_piece(path: Path, save: Callable[[Path, Any], Any], value: Any) -> None:
+    """``save(path, value)``, with a failure of the file system (disk full, folder gone) turned into
+    :class:`CacheWriteError`: one line naming the piece and the remedy."""
+    try:
+        save(Path(path), value)
+    except OSError as err:
+        raise CacheWriteError(f"{path}: this finished piece cannot be written ({err.strerror or err}); free space "
+                              "on its file system or choose another --cache-dir, then run again") from None
