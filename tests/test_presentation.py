@@ -417,3 +417,27 @@ def test_the_bibliography_labels_entries_as_the_text_cites_them_and_links_them()
     for key in ("arjovsky2019invariant", "krueger2021out", "chen2023pareto", "ahuja2021invariance", "wald2021calibration",
                 "koyama2020out", "rame2022fishr", "sagawa2020distributionally", "gulrajani2021search"):
         assert key in bib.entries, key  # every OOD objective of chapter 03, and DomainBed
+
+
+def test_no_figure_code_sets_text_smaller_than_the_styles_minimum():
+    """The browser test measures figure text as featlib.style.MIN_TEXT_PT at each figure's measured
+    display scale; that holds only if no figure sets a smaller font by hand (a literal size below
+    the minimum, or a relative size such as "small" that the style's base size would shrink)."""
+    import ast
+    from pathlib import Path
+
+    from featlib import style
+
+    roots = [Path(style.__file__).parent, Path(style.__file__).parents[1] / "book" / "featbook",
+             Path(style.__file__).parents[1] / "notebooks"]
+    too_small = []
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.keyword) and node.arg in ("fontsize", "labelsize", "size", "titlesize"):
+                    value = node.value
+                    if isinstance(value, ast.Constant) and (
+                            (isinstance(value.value, (int, float)) and node.arg != "size" and value.value < style.MIN_TEXT_PT)
+                            or (isinstance(value.value, str) and "small" in value.value)):
+                        too_small.append(f"{path.name}:{node.lineno} {node.arg}={value.value!r}")
+    assert not too_small, f"figure text below {style.MIN_TEXT_PT} pt: {too_small}"

@@ -28,11 +28,11 @@ def data_grid(data, per_env: int = 8):
             rgb = np.zeros((images.shape[-2], images.shape[-1], 3))
             rgb[..., 0], rgb[..., 1] = images[j, 0].cpu().numpy(), images[j, 1].cpu().numpy()
             ax.imshow(rgb)
-            ax.set_title(f"y = {int(env.y[j])}", fontsize=8)
+            ax.set_title(f"y = {int(env.y[j])}", fontsize=style.MIN_TEXT_PT)
             ax.axis("off")
         agree = (env.colour == env.y.long()).float().mean().item()
         axes[e, 0].text(-0.15, 0.5, f"env {e + 1}\ncolour = label\n{prose.percent(agree, 0)}",
-                        transform=axes[e, 0].transAxes, ha="right", va="center", fontsize=8)
+                        transform=axes[e, 0].transAxes, ha="right", va="center", fontsize=style.MIN_TEXT_PT)
     return fig
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .. import style
 from ..experiments.paper_values import TABLE14
 
 #: The book's targets for iFeAT (ratios to ERM on the same model and batch).
@@ -168,7 +169,7 @@ def plot_costs(summary: pd.DataFrame, axes=None):
             ax.set_ylabel(f"{title} / ERM")
             ax.set_title(f"{bench}: {title} per round")
             ax.grid(alpha=0.3)
-        row[0].legend(fontsize=8)
+        row[0].legend(fontsize=style.MIN_TEXT_PT)
     if own:
         fig.tight_layout()
     return fig

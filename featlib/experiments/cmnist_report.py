@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .. import style
 from .colored_mnist import format_mean_std, select_best
 from .labels import DATASET_LABELS, INIT_LABELS, OBJECTIVE_LABELS, label
 from .paper_values import ORACLE, TABLE2, TABLE7
@@ -91,7 +92,7 @@ def plot_pretraining_curves(ax, nf_results: pd.DataFrame, feat_best: pd.DataFram
         ax.plot([], [], marker="*", color="grey", markeredgecolor="black", linestyle="none", markersize=12,
                 label=f"FeAT features ({feat_epochs} epochs)")
     ax.set(xlabel="ERM pre-training epochs", ylabel="OOD accuracy (%), worst test env.")
-    ax.legend(fontsize=8, ncol=2)
+    ax.legend(fontsize=style.MIN_TEXT_PT, ncol=2)
     return ax
 
 
@@ -110,15 +111,15 @@ def round_table(rounds: pd.DataFrame, dataset: str, with_paper: bool = True) -> 
     out = {}
     for k, per_round in frame.groupby("round"):
         col = f"Round {k}"
-        for metric, label in ROUND_ROWS:
+        for metric, row_label in ROUND_ROWS:
             if metric not in per_round:
                 continue
             values = per_round[metric].dropna().to_numpy()
-            out.setdefault((col, "ours"), {})[label] = format_mean_std(values.mean(), values.std()) if len(values) else "-"
+            out.setdefault((col, "ours"), {})[row_label] = format_mean_std(values.mean(), values.std()) if len(values) else "-"
             if with_paper:
                 paper = TABLE7[dataset].get(_PAPER_ROW.get(metric, ""), [])
                 value = paper[k - 1] if k - 1 < len(paper) else None
-                out.setdefault((col, "paper"), {})[label] = f"{value[0]:.2f} ± {value[1]:.2f}" if value else "-"
+                out.setdefault((col, "paper"), {})[row_label] = f"{value[0]:.2f} ± {value[1]:.2f}" if value else "-"
         out[(col, "ours")]["Seeds that reached it"] = str(per_round["seed"].nunique())
         out[(col, "ours")]["Seeds that kept it"] = str(int(per_round["accepted"].astype(bool).sum()))
     table = pd.DataFrame(out).fillna("")
@@ -253,12 +254,12 @@ def plot_set_sizes(ax, rounds: pd.DataFrame, title: str):
     """|D^a_k| and |D^r_k| (share of the training set) after each accepted round, per seed."""
     accepted = rounds[rounds["accepted"]]
     total = accepted["size_augmentation"] + accepted["size_retention"]
-    for name, column, style in (("augmentation $D^a_k$", "size_augmentation", "o-"),
-                                ("retention $D^r_k$", "size_retention", "s--")):
+    for name, column, fmt in (("augmentation $D^a_k$", "size_augmentation", "o-"),
+                              ("retention $D^r_k$", "size_retention", "s--")):
         share = (accepted[column] / total).groupby(accepted["round"])
-        ax.errorbar(share.mean().index, 100 * share.mean(), yerr=100 * share.std().fillna(0), fmt=style,
+        ax.errorbar(share.mean().index, 100 * share.mean(), yerr=100 * share.std().fillna(0), fmt=fmt,
                     capsize=3, label=name)
     ax.set(xlabel="round k", ylabel="% of the training set", title=title)
     ax.set_xticks(sorted(accepted["round"].unique()))
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=style.MIN_TEXT_PT)
     return ax

@@ -136,6 +136,6 @@ def show_examples(data, per_group: int = 4, split: str = "train"):
             ax.axis("off")
             if i is not None:
                 ax.imshow(data.dataset.get_input(subset.indices[i]))
-                ax.set_title(f"y = {labels[i]}", fontsize=8)
-        row[0].text(-0.1, 0.5, names[g], transform=row[0].transAxes, ha="right", va="center", fontsize=8)
+                ax.set_title(f"y = {labels[i]}", fontsize=style.MIN_TEXT_PT)
+        row[0].text(-0.1, 0.5, names[g], transform=row[0].transAxes, ha="right", va="center", fontsize=style.MIN_TEXT_PT)
     return fig

@@ -40,8 +40,8 @@ def add_map_colourbar(figure: Figure, axes: Any, label: str = "saliency (each ma
     """The colour scale of the maps: 0 (least salient) to 1 (most), along the right of ``axes``."""
     bar = figure.colorbar(ScalarMappable(Normalize(0.0, 1.0), colormaps[cmap]), ax=axes, shrink=0.6,
                           fraction=0.05, pad=0.02)
-    bar.set_label(label, fontsize=8)
-    bar.ax.tick_params(labelsize=7)
+    bar.set_label(label, fontsize=style.MIN_TEXT_PT)
+    bar.ax.tick_params(labelsize=style.MIN_TEXT_PT)
 
 
 def _grid_size(rows: int, columns: int, extra_width: float = 0.9) -> tuple[float, float]:
@@ -120,7 +120,7 @@ def plot_gradcam_triples(images: Any, maps: Any, *, row_labels: Sequence[str] | 
             ax.set_xticks([])
             ax.set_yticks([])
         if row_labels is not None:
-            ax_image.set_ylabel(str(row_labels[row]), fontsize=8)
+            ax_image.set_ylabel(str(row_labels[row]), fontsize=style.MIN_TEXT_PT)
     for ax, title in zip(axes[0], TRIPLE_TITLES):
         if col_title:  # the triple's heading over its middle axes, the other titles pushed down to match
             title = f"{col_title}\n{title}" if title == "GradCAM" else f"\n{title}"
@@ -218,12 +218,12 @@ def plot_overlay_grid(images: Any, maps: dict[str, Any], *, cell_titles: dict[st
     for row in range(n):
         axes[row, 0].imshow(rgb[row], interpolation="nearest")
         if row_labels is not None:
-            axes[row, 0].set_ylabel(str(row_labels[row]), fontsize=8)
+            axes[row, 0].set_ylabel(str(row_labels[row]), fontsize=style.MIN_TEXT_PT)
         for col, name in enumerate(names, start=1):
             axes[row, col].imshow(rgb[row], interpolation="nearest")
             axes[row, col].imshow(jet(shown[name][row]), alpha=OVERLAY_ALPHA, interpolation="nearest")
             if cell_titles is not None and name in cell_titles:
-                axes[row, col].set_title(str(cell_titles[name][row]), fontsize=8)
+                axes[row, col].set_title(str(cell_titles[name][row]), fontsize=style.MIN_TEXT_PT)
         for ax in axes[row]:
             ax.set_xticks([])
             ax.set_yticks([])
