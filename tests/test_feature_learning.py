@@ -26,7 +26,7 @@ def test_feat_round_one_is_erm(data):
 
 @pytest.fixture(scope="module")
 def feat_run(data):
-    return FEATURE_LEARNERS.get("feat")(data, 2, epochs_per_round=40, max_rounds=3, threshold=0.5, **OPTIONS)
+    return FEATURE_LEARNERS.get("feat")(data, 2, epochs_per_round=40, max_rounds=3, termination_threshold=0.5, **OPTIONS)
 
 
 def test_feat_sets_partition_the_data_and_grow(feat_run, data):
@@ -45,10 +45,10 @@ def test_feat_round_two_learns_what_erm_did_not(feat_run):
 
 
 def test_ifeat_keeps_only_the_latest_sets(data):
-    run = FEATURE_LEARNERS.get("ifeat")(data, 2, epochs_per_round=30, max_rounds=3, threshold=0.5, **OPTIONS)
+    run = FEATURE_LEARNERS.get("ifeat")(data, 2, epochs_per_round=30, max_rounds=3, termination_threshold=0.5, **OPTIONS)
     assert list(run.rounds["n_augmentation_sets"]) == [1, 2, 2]  # D_tr and the latest D^a (the default)
     assert list(run.rounds["n_retention_sets"]) == [0, 1, 1]
-    literal = FEATURE_LEARNERS.get("ifeat")(data, 2, epochs_per_round=30, max_rounds=3, threshold=0.5,
+    literal = FEATURE_LEARNERS.get("ifeat")(data, 2, epochs_per_round=30, max_rounds=3, termination_threshold=0.5,
                                             keep_full_set=False, **OPTIONS)
     assert list(literal.rounds["n_augmentation_sets"]) == [1, 1, 1]  # Algorithm 2's text: the latest D^a only
 
@@ -56,7 +56,7 @@ def test_ifeat_keeps_only_the_latest_sets(data):
 def test_termination_rolls_back_to_the_previous_round(data):
     """An unreachable threshold (train + retention accuracy >= 200%) stops after round 2 and
     restores round 1: the model is then exactly the one-round (= ERM) model."""
-    stopped = FEATURE_LEARNERS.get("feat")(data, 4, epochs_per_round=15, max_rounds=4, threshold=2.0, **OPTIONS)
+    stopped = FEATURE_LEARNERS.get("feat")(data, 4, epochs_per_round=15, max_rounds=4, termination_threshold=2.0, **OPTIONS)
     one_round = FEATURE_LEARNERS.get("feat")(data, 4, epochs_per_round=15, max_rounds=1, **OPTIONS)
     assert list(stopped.rounds["accepted"]) == [True, False]
     assert stopped.rounds["accepted_rounds"].iloc[0] == 1

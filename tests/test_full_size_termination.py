@@ -37,8 +37,8 @@ def test_ifeat_stops_at_the_papers_round_at_full_size(dataset):
     assert list(rounds["accepted"]) == [True] * stop + [False], rounds
     assert int(rounds["accepted_rounds"].iloc[0]) == stop
     discarded = rounds.loc[stop + 1]
-    assert discarded["termination_score"] < protocol.termination
-    assert discarded["retention_acc_undivided"] + discarded["train_acc"] > protocol.termination  # undivided: no stop
+    assert discarded["termination_score"] < protocol.termination_threshold
+    assert discarded["retention_acc_undivided"] + discarded["train_acc"] > protocol.termination_threshold  # undivided: no stop
     # What the kept rounds learned (Table 7's OOD row): the last kept round's head reads shape,
     # the discarded round's head reads colour again.
     assert rounds.loc[stop, "ood_acc"] > (0.6 if dataset == "cmnist025" else 0.8)

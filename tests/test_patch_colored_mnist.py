@@ -19,8 +19,8 @@ LEARNERS = ("erm", "bonsai", "feat", "ifeat")
 QUICK = {
     "erm": dict(epochs=3),
     "bonsai": dict(round_epochs=(2, 2), synthesis_epochs=2),
-    "feat": dict(epochs_per_round=2, max_rounds=2, threshold=0.5),
-    "ifeat": dict(epochs_per_round=2, max_rounds=2, threshold=0.5),
+    "feat": dict(epochs_per_round=2, max_rounds=2, termination_threshold=0.5),
+    "ifeat": dict(epochs_per_round=2, max_rounds=2, termination_threshold=0.5),
 }
 
 

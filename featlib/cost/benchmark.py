@@ -138,7 +138,7 @@ class CMNISTCost(CostCase):
         elif method == "bonsai":
             options.update(round_epochs=(settings.steps,) * settings.rounds, synthesis_epochs=settings.steps)
         else:
-            options.update(epochs_per_round=settings.steps, max_rounds=settings.rounds, termination=NO_TERMINATION)
+            options.update(epochs_per_round=settings.steps, max_rounds=settings.rounds, termination_rule=NO_TERMINATION)
         FEATURE_LEARNERS.get(method)(self._data, self.seed, **options)
 
     def schedule(self, method: str) -> list[int]:
@@ -212,7 +212,7 @@ class WildsCost(CostCase):
 
         config = dataclasses.replace(
             self.protocol.train_config(), steps_per_round=settings.steps, rounds=settings.rounds,
-            erm_steps=settings.steps, termination=NO_TERMINATION, checkpoint_every=10**9)
+            erm_steps=settings.steps, termination_rule=NO_TERMINATION, checkpoint_every=10**9)
         run = WildsRun(data=self._experiment.data, new_model=self._experiment.new_model, config=config,
                        seed=self.seed, checkpoint=Checkpoint(scratch / f"{method}.pt", every=10**9), device=device)
         WILDS_LEARNERS.get(method)(run)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .. import style
+from ..feature_learning.termination import DEFAULT_TERMINATION_THRESHOLD
 from .colored_mnist import format_mean_std, select_best
 from .labels import DATASET_LABELS, INIT_LABELS, OBJECTIVE_LABELS, label
 from .paper_values import ORACLE, TABLE2, TABLE7
@@ -165,7 +166,8 @@ def stop_rounds(rounds: pd.DataFrame) -> pd.DataFrame:
             row.update(discarded_round=None, score=np.nan)
         last_kept = frame[frame["accepted"].astype(bool)].iloc[-1]
         row["score_of_last_kept"] = float(last_kept.get("termination_score", np.nan))
-        row["threshold"] = float(frame["threshold"].iloc[0]) if "threshold" in frame else np.nan
+        row["termination_threshold"] = (float(frame["termination_threshold"].iloc[0]) if "termination_threshold" in frame
+                                        else np.nan)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -183,9 +185,9 @@ def stop_margins(rounds: pd.DataFrame, dataset: str, init: str = "ifeat") -> pd.
         per_seed = per_seed.sort_values("round")
         kept = per_seed[per_seed["accepted"].astype(bool)]
         discarded = per_seed[~per_seed["accepted"].astype(bool)]
-        threshold = float(per_seed["threshold"].iloc[0])
+        threshold = float(per_seed["termination_threshold"].iloc[0])
         last = kept.iloc[-1]
-        row = {"seed": int(seed), "rounds_kept": len(kept), "threshold": threshold,
+        row = {"seed": int(seed), "rounds_kept": len(kept), "termination_threshold": threshold,
                "kept_margin": 100 * (float(last["termination_score"]) - threshold)
                if pd.notna(last.get("termination_score")) else np.nan,
                "discarded_round": int(discarded["round"].iloc[0]) if len(discarded) else None,
@@ -214,7 +216,7 @@ def early_stop_consequence(rounds: pd.DataFrame, dataset: str, init: str = "ifea
             "n_early": int((margins["rounds_kept"] < usual).sum()), "n_seeds": len(margins)}
 
 
-def describe_early_stop(consequence: dict | None, threshold: float = 1.30) -> str:
+def describe_early_stop(consequence: dict | None, threshold: float = DEFAULT_TERMINATION_THRESHOLD) -> str:
     """What a seed that stops one round early hands on, in one or two sentences (from
     :func:`early_stop_consequence`); the closest seed's margin says how likely that is."""
     if consequence is None:
@@ -246,7 +248,7 @@ def describe_stops(stops: pd.DataFrame, dataset: str, init: str) -> str:
     scores = 100 * frame["score"].dropna()
     tail = ("; no round was discarded" if scores.empty else
             f"; the discarded round's training + retention accuracy was {scores.min():.1f}–{scores.max():.1f}% "
-            f"against the threshold of {100 * frame['threshold'].iloc[0]:.0f}%")
+            f"against the threshold of {100 * frame['termination_threshold'].iloc[0]:.0f}%")
     return "; ".join(parts) + tail
 
 

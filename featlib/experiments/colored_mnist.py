@@ -55,7 +55,7 @@ from ..data.mnist import SOURCES
 from ..device import get_device
 from ..feature_learning import FEATURE_LEARNERS, LearnedFeatures
 from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
-from ..feature_learning.termination import DEFAULT_TERMINATION, termination_rule
+from ..feature_learning.termination import DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD, termination_rule
 from ..models.mlp import ColoredMNISTMLP
 from ..models.stacked import StackedHeads, StackedMLP
 from ..objectives import OBJECTIVES, make_objective
@@ -156,7 +156,7 @@ class CMNISTProtocol:
     epoch_scale: float = 1.0  # multiplies every feature-learning epoch count of Table 6
     max_rounds: int = 5
     retain_weight: float = 0.01
-    termination: float = 1.30  # the threshold of FeAT's termination check (Appendix F.1)
+    termination_threshold: float = DEFAULT_TERMINATION_THRESHOLD  # of FeAT's termination check (Appendix F.1: 130%)
     termination_rule: str = DEFAULT_TERMINATION  # a rule of featlib.feature_learning.termination
     #: How FeAT/iFeAT combine their rounds' heads: "average" (Sec. 4, Algorithm 1) or "sum" (the
     #: authors' code); featlib.feature_learning.feat_rounds.HEAD_COMBINATIONS.
@@ -198,7 +198,7 @@ class CMNISTProtocol:
         check_positive("epoch_scale", self.epoch_scale)
         check_int("max_rounds", self.max_rounds, minimum=1)
         check_positive("retain_weight", self.retain_weight, allow_zero=True)
-        check_positive("termination", self.termination)
+        check_positive("termination_threshold", self.termination_threshold)
         termination_rule(self.termination_rule)
         HEAD_COMBINATIONS.get(self.head_combination)
         check_int("eval_every", self.eval_every, minimum=1)
@@ -234,8 +234,9 @@ class CMNISTProtocol:
         options = schedule(self.dataset, init, self.epoch_scale)
         options.update(hidden_dim=self.hidden_dim, lr=self.lr, l2=self.l2)
         if init in ("feat", "ifeat"):
-            options.update(max_rounds=self.max_rounds, retain_weight=self.retain_weight, threshold=self.termination,
-                           termination=self.termination_rule, head_combination=self.head_combination)
+            options.update(max_rounds=self.max_rounds, retain_weight=self.retain_weight,
+                           termination_threshold=self.termination_threshold, termination_rule=self.termination_rule,
+                           head_combination=self.head_combination)
         return options
 
     def configurations(self, objective: str) -> list[tuple[float, int]]:
@@ -255,7 +256,7 @@ class CMNISTProtocol:
                 "objective_options": "OOD stage", "precision": "OOD stage (feature learning runs in fp32)",
                 "ood_path": "OOD stage"}
     FEAT_ONLY = {"max_rounds": "FeAT/iFeAT only", "retain_weight": "FeAT/iFeAT only",
-                 "termination": "FeAT/iFeAT only", "termination_rule": "FeAT/iFeAT only",
+                 "termination_threshold": "FeAT/iFeAT only", "termination_rule": "FeAT/iFeAT only",
                  "head_combination": "FeAT/iFeAT only"}
     KEY_EXCLUSIONS = {
         # the learned features of one learner and seed (FeAT's fields kept for every learner:

@@ -27,6 +27,25 @@ CMNIST_FILES = ("runs", "rounds", "oracle")
 #: The CSV files of a run_wilds folder.
 WILDS_FILES = ("ood", "dfr", "rounds", "table3", "dfr_table")
 
+#: Old names in committed results -> today's (one vocabulary; committed files are never
+#: rewritten, they are read under today's names). Per-round records: the threshold of FeAT's
+#: check was ``threshold``; ColoredMNIST protocol records called it ``termination``; WILDS
+#: protocol records called the rule ``termination``.
+ROUND_COLUMN_ALIASES = {"threshold": "termination_threshold"}
+CMNIST_RECORD_ALIASES = {"termination": "termination_threshold"}
+WILDS_RECORD_ALIASES = {"termination": "termination_rule"}
+
+
+def renamed(record: dict, aliases: dict) -> dict:
+    """``record`` with its old field names replaced by today's (:data:`CMNIST_RECORD_ALIASES`...)."""
+    return {aliases.get(k, k): v for k, v in record.items()}
+
+
+def _with_todays_names(record: dict, aliases: dict) -> dict:
+    if isinstance(record.get("protocols"), list):
+        record = {**record, "protocols": [renamed(p, aliases) if isinstance(p, dict) else p for p in record["protocols"]]}
+    return record
+
 
 def _cmnist_remedy(directory: Path) -> str:
     return (f"rerun `python -m featlib.experiments.run_cmnist --out {directory}` (finished pieces come from its "
@@ -45,6 +64,7 @@ def load_results(directory: str | Path) -> dict | None:
     if found is None:
         return None
     record, files = found
+    record = _with_todays_names(record, CMNIST_RECORD_ALIASES)
     path = directory / "provenance.json"
     datasets = record.get("datasets")
     if not isinstance(datasets, list) or not datasets:
@@ -62,7 +82,7 @@ def load_results(directory: str | Path) -> dict | None:
                     raise CorruptFileError(file, f"it holds seeds {sorted(held)} where provenance.json records "
                                                  f"{sorted(seeds[d])} (files of two different runs)", _cmnist_remedy(directory))
             parts.append(part)
-        frames[kind] = pd.concat(parts, ignore_index=True)
+        frames[kind] = pd.concat(parts, ignore_index=True).rename(columns=ROUND_COLUMN_ALIASES)
     return {"provenance": record, **frames}
 
 
@@ -77,6 +97,7 @@ def load_rounds(directory: str | Path) -> dict | None:
     if found is None:
         return None
     record, files = found
+    record = _with_todays_names(record, CMNIST_RECORD_ALIASES)
     frames = []
     for dataset in record.get("datasets") or []:
         path = directory / f"rounds-{dataset}.csv"
@@ -95,7 +116,8 @@ def load_rounds(directory: str | Path) -> dict | None:
         frames.append(part)
     if not frames:
         raise CorruptFileError(directory / "provenance.json", "it names no datasets", remedy)
-    return {"provenance": record, "rounds": pd.concat(frames, ignore_index=True)}
+    rounds = pd.concat(frames, ignore_index=True).rename(columns=ROUND_COLUMN_ALIASES)
+    return {"provenance": record, "rounds": rounds}
 
 
 def load_wilds_results(directory) -> dict | None:
@@ -109,7 +131,9 @@ def load_wilds_results(directory) -> dict | None:
     if found is None:
         return None
     record, files = found
-    return {"provenance": record, **{name: frame(files, directory, f"{name}.csv", remedy) for name in WILDS_FILES}}
+    record = _with_todays_names(record, WILDS_RECORD_ALIASES)
+    return {"provenance": record, **{name: frame(files, directory, f"{name}.csv", remedy).rename(columns=ROUND_COLUMN_ALIASES)
+                                     for name in WILDS_FILES}}
 
 
 def _study_remedy(folder: Path) -> str:

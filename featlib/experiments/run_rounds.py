@@ -2,7 +2,7 @@
 
     python -m featlib.experiments.run_rounds --out results/cmnist-rounds \\
         [--datasets cmnist025 cmnist01] [--inits ifeat feat] [--seeds 1 2 3 4 5] \\
-        [--cache-dir _cache/cmnist] [--termination-rule paper] [--head-combination sum]
+        [--cache-dir _cache/cmnist] [--termination-rule paper] [--termination-threshold 1.30] [--head-combination sum]
 
 For every dataset, feature learner and seed this trains the learner with the protocol's defaults
 (Table 6's epochs, 50,000 training images, the paper's termination rule) and writes
@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 
 from ..data.mnist import SOURCES
 from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
-from ..feature_learning.termination import DEFAULT_TERMINATION, TERMINATION_RULES
+from ..feature_learning.termination import DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD, TERMINATION_RULES
 from ..io.cache import CacheWriteError, CorruptFileError
 from ..io.cli import OneLineParser
 from ..device import get_device
@@ -61,6 +61,8 @@ def parse_args(argv):
                         help="multiplies Table 6's epochs (default 1: the paper's)")
     parser.add_argument("--hidden-dim", type=int, default=CMNISTProtocol.hidden_dim)
     parser.add_argument("--termination-rule", default=DEFAULT_TERMINATION, choices=TERMINATION_RULES.names())
+    parser.add_argument("--termination-threshold", type=float, default=DEFAULT_TERMINATION_THRESHOLD,
+                        help="training + retention accuracy under which a round is discarded (default 1.30, Appendix F.1)")
     parser.add_argument("--head-combination", default=DEFAULT_HEAD_COMBINATION, choices=HEAD_COMBINATIONS.names())
     parser.add_argument("--cache-dir", default="_cache/cmnist", type=Path)
     parser.add_argument("--mnist-source", default="auto", choices=SOURCES)
@@ -74,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             check_sequence(f"--{name}", getattr(args, name), unique=True)
         protocols = [CMNISTProtocol(dataset=d, seeds=tuple(args.seeds), inits=tuple(args.inits),
                                     max_rounds=args.max_rounds, termination_rule=args.termination_rule,
+                                    termination_threshold=args.termination_threshold,
                                     head_combination=args.head_combination, n_train=args.n_train,
                                     epoch_scale=args.epoch_scale, hidden_dim=args.hidden_dim)
                      for d in args.datasets]

@@ -49,6 +49,7 @@ from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist, patch_mask
 from ..feature_learning import FEATURE_LEARNERS
 from ..feature_learning.base import accuracy, worst_test_accuracy
 from ..feature_learning.erm import erm_snapshots
+from ..feature_learning.termination import DEFAULT_TERMINATION_THRESHOLD
 from ..models import make_cmnist_model
 from ..saliency import (
     colour_shape_attribution, dilate_mask, gradcam, image_gradcam_layer, integrated_gradients, region_share,
@@ -76,7 +77,7 @@ class SaliencyProtocol:
     epoch_scale: float = 1.0  # multiplies every epoch count (ERM snapshots included)
     lr: float = 1e-3
     l2: float = 1e-3
-    termination: float = 1.30
+    termination_threshold: float = DEFAULT_TERMINATION_THRESHOLD
     n_attribution: int = 1000
     ig_steps: int = 32
 
@@ -96,7 +97,7 @@ class SaliencyProtocol:
         check_positive("epoch_scale", self.epoch_scale)
         check_positive("lr", self.lr)
         check_positive("l2", self.l2, allow_zero=True)
-        check_positive("termination", self.termination)
+        check_positive("termination_threshold", self.termination_threshold)
         check_int("n_attribution", self.n_attribution, minimum=1, maximum=self.n_test)
         check_int("ig_steps", self.ig_steps, minimum=2)
 
@@ -159,7 +160,7 @@ class SaliencyStudy:
             learned = FEATURE_LEARNERS.get("bonsai")(data, p.seed, **self._options("bonsai"))
             models["Bonsai"] = learned.model
             rows.append({"model": "Bonsai", "epochs": learned.epochs, "rounds_kept": len(learned.rounds) - 1})
-        options = self._options("feat") | {"max_rounds": p.feat_rounds, "threshold": p.termination}
+        options = self._options("feat") | {"max_rounds": p.feat_rounds, "termination_threshold": p.termination_threshold}
         learned = FEATURE_LEARNERS.get("feat")(data, p.seed, **options)
         name = f"FeAT {p.feat_rounds} rounds"
         models[name] = learned.model

@@ -82,7 +82,7 @@ class WildsProtocol:
     max_token_length: int | None = None
     #: FeAT's stopping rule (featlib.feature_learning.termination): "never" runs Table 12's rounds as
     #: the paper did; "paper" (ColoredMNIST's 130% rule) can be chosen by name.
-    termination: str = WILDS_DEFAULT_TERMINATION
+    termination_rule: str = WILDS_DEFAULT_TERMINATION
     head_combination: str = DEFAULT_HEAD_COMBINATION  # FeAT's combined head: "average" or "sum"
     dfr: bool = True
     checkpoint_every: int = 500
@@ -112,7 +112,7 @@ class WildsProtocol:
         for name in ("rounds", "batch_size", "ood_epochs", "resolution", "max_examples", "max_token_length"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), minimum=1)
-        termination_rule(self.termination)
+        termination_rule(self.termination_rule)
         HEAD_COMBINATIONS.get(self.head_combination)
         check_bool("dfr", self.dfr)
         check_int("checkpoint_every", self.checkpoint_every, minimum=1)
@@ -135,7 +135,7 @@ class WildsProtocol:
             erm_steps=max(1, round(spec.erm_steps * self.scale)),
             batch_size=self.batch_size or spec.batch_size, domains_per_batch=spec.domains_per_batch,
             lr=self.lr or spec.lr, weight_decay=spec.weight_decay, optimizer=spec.optimizer, scheduler=spec.scheduler,
-            retain_weight=spec.retain_penalty, termination=self.termination,
+            retain_weight=spec.retain_penalty, termination_rule=self.termination_rule,
             head_combination=self.head_combination, checkpoint_every=self.checkpoint_every,
         )
 

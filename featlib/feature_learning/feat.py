@@ -21,8 +21,8 @@ After the round, the training set is split by whether the round's classifier is 
   so iFeAT stops after round 1 (what we measured on every seed of the small profile).
 
 Termination (Appendix F.1, Table 7): from round 2 on, if training accuracy of ``f_k`` plus
-retention accuracy is below ``threshold`` (130%), round k is discarded and the featurizer rolls
-back to round k-1. ``termination`` names the rule of :mod:`.termination`; the default,
+retention accuracy is below ``termination_threshold`` (130%), round k is discarded and the featurizer rolls
+back to round k-1. ``termination_rule`` names the rule of :mod:`.termination`; the default,
 ``"paper"``, is Table 7's retention accuracy (the stored heads' accuracies on their retention
 sets, summed and divided by k-1), which stops iFeAT at round 2 on ColoredMNIST-025 and round 3
 on -01 as Sec. 6 reports; ``"undivided"`` (the mean, which never fires there) and ``"never"``
@@ -52,12 +52,13 @@ from ..models.mlp import fresh_head
 from ..validation import check_choice, check_int
 from .base import FEATURE_LEARNERS, LearnedFeatures, fit, per_sample_bce, worst_test_accuracy
 from .feat_rounds import DEFAULT_HEAD_COMBINATION, FeATRounds
-from .termination import DEFAULT_TERMINATION
+from .termination import DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD
 
 
 def _feat(
     data, seed: int, *, variant: str, epochs_per_round: int = 150, max_rounds: int = 5,
-    retain_weight: float = 0.01, threshold: float = 1.30, termination: str = DEFAULT_TERMINATION,
+    retain_weight: float = 0.01, termination_threshold: float = DEFAULT_TERMINATION_THRESHOLD,
+    termination_rule: str = DEFAULT_TERMINATION,
     head_combination: str = DEFAULT_HEAD_COMBINATION, model: str = "mlp", hidden_dim: int = 256, lr: float = 1e-3, l2: float = 1e-3, keep_full_set: bool = True,
     progress: bool = False,
 ) -> LearnedFeatures:
@@ -66,8 +67,8 @@ def _feat(
     check_int("max_rounds", max_rounds, minimum=1)
     CMNIST_MODELS.get(model)
     x, y = data.train_x, data.train_y
-    state = FeATRounds(len(y), variant, retain_weight=retain_weight, threshold=threshold,
-                       termination=termination, keep_full_set=keep_full_set,
+    state = FeATRounds(len(y), variant, retain_weight=retain_weight, termination_threshold=termination_threshold,
+                       termination_rule=termination_rule, keep_full_set=keep_full_set,
                        head_combination=head_combination, device=x.device)
     net = make_cmnist_model(model, data.image_shape, hidden_dim, seed=seed).to(x.device)
     phi = net.featurizer
@@ -104,8 +105,8 @@ def _feat(
 @FEATURE_LEARNERS.register("feat")
 def feat_features(data, seed: int, **kwargs) -> LearnedFeatures:
     """FeAT, Algorithm 1 (all augmentation/retention sets and heads kept). Options: those of
-    ``_feat`` (``epochs_per_round``, ``max_rounds``, ``retain_weight``, ``threshold``,
-    ``termination`` = "paper", "undivided" or "never", ``head_combination`` = "average" or "sum", ``model`` = "mlp" or "cnn", ``hidden_dim``,
+    ``_feat`` (``epochs_per_round``, ``max_rounds``, ``retain_weight``, ``termination_threshold``,
+    ``termination_rule`` = "paper", "undivided" or "never", ``head_combination`` = "average" or "sum", ``model`` = "mlp" or "cnn", ``hidden_dim``,
     ``lr``, ``l2``, ``keep_full_set``, ``progress``)."""
     return _feat(data, seed, variant="feat", **kwargs)
 

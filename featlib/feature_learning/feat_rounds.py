@@ -11,7 +11,7 @@ Both the full-batch ColoredMNIST learner (:mod:`.feat`) and the minibatch WILDS 
   risk is the mean loss over the batch's members of the set (sets with no member in the batch
   are left out of that step; with the full batch every non-empty set is in);
 * the termination check of Appendix F.1 (from round 2 on, training accuracy + retention accuracy
-  below ``threshold`` = 130% discards the round), with the retention accuracy of a named rule of
+  below ``termination_threshold`` = 130% discards the round), with the retention accuracy of a named rule of
   :mod:`.termination` (default ``"paper"``: Table 7's, divided by ``k - 1``), and the split of the
   training set after an accepted round by whether the round's classifier is correct (``D^r_k``)
   or wrong (``D^a_k``);
@@ -45,7 +45,9 @@ import torch
 from torch import nn
 
 from ..validation import check_bool, check_choice, check_int, check_positive
-from .termination import DEFAULT_TERMINATION, retention_paper, retention_undivided, termination_rule
+from .termination import (
+    DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD, TERMINATION_RULES, retention_paper, retention_undivided,
+)
 
 from ..registry import Registry
 
@@ -114,14 +116,15 @@ def set_means(values: torch.Tensor, masks: Sequence[torch.Tensor],
 class FeATRounds:
     """Sets, stored heads and the stopping rule of FeAT / iFeAT over ``n`` training examples."""
 
-    def __init__(self, n: int, variant: str, *, retain_weight: float = 0.01, threshold: float = 1.30,
-                 termination: str = DEFAULT_TERMINATION, keep_full_set: bool = True,
+    def __init__(self, n: int, variant: str, *, retain_weight: float = 0.01,
+                 termination_threshold: float = DEFAULT_TERMINATION_THRESHOLD,
+                 termination_rule: str = DEFAULT_TERMINATION, keep_full_set: bool = True,
                  head_combination: str = DEFAULT_HEAD_COMBINATION, device: torch.device | str = "cpu"):
         self.n = check_int("n", n, minimum=1)
         self.variant = check_choice("variant", variant, VARIANTS)
         self.retain_weight = check_positive("retain_weight", retain_weight, allow_zero=True)
-        self.threshold = check_positive("threshold", threshold)
-        self.termination = termination_rule(termination)
+        self.termination_threshold = check_positive("termination_threshold", termination_threshold)
+        self.rule = TERMINATION_RULES.get(termination_rule)
         self.keep_full_set = check_bool("keep_full_set", keep_full_set)
         self.head_combination = head_combination
         self.combine = HEAD_COMBINATIONS.get(head_combination)
@@ -178,7 +181,7 @@ class FeATRounds:
     def should_stop(self, train_acc: float, retention_acc: float) -> bool:
         """Appendix F.1: from round 2 on, stop (and discard the round) when training accuracy plus
         the rule's retention accuracy is below the threshold."""
-        return self.termination.should_stop(self.round, train_acc, retention_acc, self.threshold)
+        return self.rule.should_stop(self.round, train_acc, retention_acc, self.termination_threshold)
 
     def accept(self, head: nn.Module) -> nn.Module:
         """Store the round's head; returns the classifier that splits the training set (the new
@@ -212,12 +215,12 @@ class FeATRounds:
         with torch.no_grad():
             train_acc = correct(head).float().mean().item()
             accs = self.retention_accuracies([correct(w) for w in self.retained_heads])
-            retention = self.termination.retention(accs, self.round)
+            retention = self.rule.retention(accs, self.round)
             row = {"train_acc": train_acc,
                    "retention_acc": retention_paper(accs, self.round),
                    "retention_acc_undivided": retention_undivided(accs, self.round),
-                   "termination_score": train_acc + retention, "termination_rule": self.termination.name,
-                   "threshold": self.threshold,
+                   "termination_score": train_acc + retention, "termination_rule": self.rule.name,
+                   "termination_threshold": self.termination_threshold,
                    "n_augmentation_sets": len(self.aug_sets), "n_retention_sets": len(self.retention),
                    "accepted": not self.should_stop(train_acc, retention)}
             if row["accepted"]:

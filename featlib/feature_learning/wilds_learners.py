@@ -36,7 +36,7 @@ from ..training.minibatch import (
 from ..validation import check_bool, check_choice, check_int, check_positive
 from .bonsai import average_round_heads, split_groups, synthesis_index, worst_group_risk
 from .feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS, FeATRounds
-from .termination import WILDS_DEFAULT_TERMINATION, termination_rule
+from .termination import DEFAULT_TERMINATION_THRESHOLD, WILDS_DEFAULT_TERMINATION, termination_rule
 
 WILDS_LEARNERS: Registry[Callable[..., "WildsLearned"]] = Registry("feature learner")
 
@@ -55,9 +55,9 @@ class WildsTrainConfig:
     optimizer: str = "adam"
     scheduler: str | None = None
     retain_weight: float = 0.01
-    threshold: float = 1.30
+    termination_threshold: float = DEFAULT_TERMINATION_THRESHOLD
     #: A rule of featlib.feature_learning.termination; WILDS runs Table 12's rounds unchecked.
-    termination: str = WILDS_DEFAULT_TERMINATION
+    termination_rule: str = WILDS_DEFAULT_TERMINATION
     head_combination: str = DEFAULT_HEAD_COMBINATION  # "average" (the paper's text) or "sum" (the authors' code)
     keep_full_set: bool = True
     checkpoint_every: int = 500
@@ -74,8 +74,8 @@ class WildsTrainConfig:
         check_positive("weight_decay", self.weight_decay, allow_zero=True)
         check_choice("optimizer", self.optimizer, ("adam", "sgd"))
         check_positive("retain_weight", self.retain_weight, allow_zero=True)
-        check_positive("threshold", self.threshold)
-        termination_rule(self.termination)
+        check_positive("termination_threshold", self.termination_threshold)
+        termination_rule(self.termination_rule)
         HEAD_COMBINATIONS.get(self.head_combination)
         check_bool("keep_full_set", self.keep_full_set)
         check_int("checkpoint_every", self.checkpoint_every, minimum=1)
@@ -261,8 +261,8 @@ def _feat_wilds(run: WildsRun, variant: str) -> WildsLearned:
     if (learned := _finished(run, variant, state)) is not None:
         return learned
     y = run.train_labels
-    rounds = FeATRounds(len(y), variant, retain_weight=cfg.retain_weight, threshold=cfg.threshold,
-                        termination=cfg.termination, keep_full_set=cfg.keep_full_set,
+    rounds = FeATRounds(len(y), variant, retain_weight=cfg.retain_weight, termination_threshold=cfg.termination_threshold,
+                        termination_rule=cfg.termination_rule, keep_full_set=cfg.keep_full_set,
                         head_combination=cfg.head_combination, device=run.device)
     model = run.new_model(run.seed).to(run.device)
     phi, n_features, n_classes = model.featurizer, model.classifier.in_features, model.classifier.out_features
