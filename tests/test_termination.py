@@ -126,3 +126,20 @@ def test_committed_rounds_are_read_back_and_checked(tmp_path):
     (tmp_path / "rounds" / "rounds-cmnist025.csv").write_text("round,seed\n1,2\n")
     with pytest.raises(CorruptFileError, match="rounds-cmnist025.csv"):
         load_rounds(tmp_path / "rounds")
+
+
+def test_committed_rounds_are_read_under_todays_names(repo_root):
+    """Committed folders keep their files; they are read with the threshold's current name, and a
+    run with the same protocol may still add seeds to them (the old field name is no difference)."""
+    from featlib.experiments.colored_mnist import CMNISTProtocol
+    from featlib.experiments.results import load_rounds
+    from featlib.experiments.run_rounds import check_same_protocols, protocol_record
+
+    loaded = load_rounds(repo_root / "results" / "cmnist-rounds")
+    assert "termination_threshold" in loaded["rounds"] and "threshold" not in loaded["rounds"]
+    assert set(loaded["rounds"]["termination_threshold"]) == {1.3}
+    assert all("termination_threshold" in p and "termination" not in p for p in loaded["provenance"]["protocols"])
+    same = protocol_record(CMNISTProtocol(dataset="cmnist025", inits=("ifeat",), seeds=(6,), head_combination="average"))
+    check_same_protocols(loaded["provenance"], [same], repo_root / "results" / "cmnist-rounds")  # no error
+    with pytest.raises(ValueError, match="termination_threshold=1.3, not 1.2"):
+        check_same_protocols(loaded["provenance"], [{**same, "termination_threshold": 1.2}], repo_root / "results")
