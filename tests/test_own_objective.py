@@ -23,8 +23,9 @@ import torch
 import yaml
 
 from featlib.experiments.colored_mnist import CMNISTProtocol
-from featlib.objectives import OBJECTIVES, load_objective_file, make_objective, unload_objective_files
-from featlib.objectives import from_file
+from featlib.experiments import objective_files as from_file
+from featlib.experiments.objective_files import load_objective_file, unload_objective_files
+from featlib.objectives import OBJECTIVES, make_objective
 from featlib.objectives.base import EnvInputs
 
 REPO = Path(__file__).resolve().parents[1]

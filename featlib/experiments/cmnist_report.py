@@ -18,7 +18,7 @@ from .paper_values import ORACLE, TABLE2, TABLE7
 def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper: bool = True,
            with_n: bool = False) -> pd.DataFrame:
     """Table 2: rows objectives, columns (dataset, initialisation[, source]); "mean ± std" (%).
-    Objectives of one's own (:mod:`featlib.objectives.from_file`) follow the built-in ones, under
+    Objectives of one's own (:mod:`featlib.experiments.objective_files`) follow the built-in ones, under
     their labels (:func:`.labels.label`), with "-" in the paper's column.
     ``with_n``: each of our cells says over how many seeds it is ("n = 3"), for tables built from
     pieces that accumulate (:mod:`.table2_pieces`), where cells can hold different numbers of seeds."""

@@ -285,9 +285,9 @@ class CMNISTProtocol:
     def ood_piece_key(self, objective: str) -> str:
         """The key of ``objective``'s OOD-stage pieces: :attr:`OOD_FIELDS`, and for an objective
         loaded from a file of one's own the file's SHA-256
-        (:func:`featlib.objectives.from_file.objective_source`: editing the file makes its pieces
+        (:func:`featlib.experiments.objective_files.objective_source`: editing the file makes its pieces
         anew); a built-in objective's key is ``key(OOD_FIELDS)``, as before."""
-        from ..objectives.from_file import objective_source
+        from .objective_files import objective_source
 
         return self.key(CMNISTProtocol.OOD_FIELDS, **objective_source(objective))
 

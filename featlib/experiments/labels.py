@@ -29,10 +29,18 @@ DATASET_LABELS = {"cmnist025": "ColoredMNIST-025", "cmnist01": "ColoredMNIST-01"
 
 def label(kind: str, key: str) -> str:
     """The label of ``key`` among ``kind`` ("init", "objective" or "dataset"); for an objective
-    of one's own (featlib.objectives.from_file) the ``label`` its class declares; else the key itself."""
+    of one's own (featlib.experiments.objective_files) the ``label`` its class declares; else the key itself."""
     table = {"init": INIT_LABELS, "objective": OBJECTIVE_LABELS, "dataset": DATASET_LABELS}[kind]
     if kind == "objective" and key not in table:
-        from ..objectives.from_file import declared_label
-
         return declared_label(key) or key
     return table.get(key, key)
+
+
+def declared_label(name: str) -> str | None:
+    """The ``label`` that the objective class registered as ``name`` declares, if any (a string)."""
+    from ..objectives import OBJECTIVES
+
+    if name not in OBJECTIVES:
+        return None
+    value = getattr(OBJECTIVES.get(name), "label", None)
+    return value if isinstance(value, str) else None

@@ -18,7 +18,7 @@ finishes (:mod:`featlib.io.result_folder`): a run killed at any point leaves the
 untouched, never a mix of two runs.
 
 ``--objective-file`` loads Python files that register objectives of one's own
-(:func:`featlib.objectives.load_objective_file`, checked before any work; book/own_objective.md);
+(:func:`featlib.experiments.objective_files.load_objective_file`, checked before any work; book/own_objective.md);
 without ``--objectives`` they run beside Table 2's eight. ``--size small`` runs the protocol at the
 sizes of chapter 04's small profile (:data:`SIZES`), minutes on a CPU.
 """
@@ -100,7 +100,7 @@ def prepare(args) -> list[CMNISTProtocol]:
     preset = PROTOCOL_PRESETS.get(args.preset).values | SIZES[args.size]
     protocols = [CMNISTProtocol(**(preset | dict(dataset=d, seeds=tuple(args.seeds), inits=tuple(args.inits), **chosen)))
                  for d in args.datasets]
-    from ..objectives.from_file import objective_file, path_notes
+    from .objective_files import objective_file, path_notes
 
     for name in [n for n in protocols[0].objectives if objective_file(n) is not None]:
         for note in path_notes(name, protocols[0].ood_path):  # e.g. a compiled path training it eager
@@ -121,7 +121,8 @@ def prepare(args) -> list[CMNISTProtocol]:
 def _objectives(args) -> dict:
     """``objectives=`` for the protocols: --objectives, else Table 2's and those of --objective-file
     (loaded and checked here); nothing when neither is given (the protocol's default)."""
-    from ..objectives import OBJECTIVES, load_objective_file
+    from ..objectives import OBJECTIVES
+    from .objective_files import load_objective_file
     from .colored_mnist import TABLE2_OBJECTIVES
 
     loaded = []
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _objective_files_record(args) -> dict:
     """``objective_files`` for the provenance record: each --objective-file as given, its SHA-256 and objectives."""
-    from ..objectives.from_file import loaded_objective_files
+    from .objective_files import loaded_objective_files
 
     by_path = {f.path: f for f in loaded_objective_files()}
     files = [{**by_path[Path(given).expanduser().resolve()].record(), "path": str(given)} for given in args.objective_file]

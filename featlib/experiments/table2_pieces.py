@@ -89,7 +89,7 @@ def protocol_identity(protocol: CMNISTProtocol, objective: str | None = None) ->
 
 def _objective_file_fields(objective: str) -> dict:
     """A piece record's note of the file an objective of one's own was loaded from (none for a built-in)."""
-    from ..objectives.from_file import objective_file
+    from .objective_files import objective_file
 
     loaded = objective_file(objective)
     return {} if loaded is None else {"objective_file": loaded.path.name, "objective_file_sha256": loaded.sha256}

@@ -8,8 +8,9 @@ classifier head's input), IGA needs ``params=``; GroupDRO keeps state (``reset()
 Each penalty is also available as a first-order expression where one is exact
 (``objective(..., closed_form=True)``, :mod:`.closed_form`): no double backward.
 
-An objective of one's own is a file that registers it: ``load_objective_file(path)``
-(:mod:`.from_file`; ``--objective-file`` of ``featlib.experiments.run_cmnist``) loads and checks it.
+An objective of one's own is a file that registers it:
+:func:`featlib.experiments.objective_files.load_objective_file` (``--objective-file`` of
+``featlib.experiments.run_cmnist``) loads and checks it.
 """
 # Registered in the paper's table order, which OBJECTIVES.names() keeps.
 from . import erm, irm  # noqa: F401, I001  (register the objectives)
@@ -18,7 +19,6 @@ from .base import (
     Objective, ObjectiveOutput, check_penalty_weight, cross_entropy_risk, logistic_risk, per_sample_cross_entropy,
 )
 from .closed_form import SCALE_DERIVATIVES, scale_derivatives
-from .from_file import load_objective_file, unload_objective_files
 from .irm import scale_gradients
 from .registry import OBJECTIVES
 
@@ -30,4 +30,3 @@ def make_objective(name: str, **kwargs) -> Objective:
 
 __all__ = ["OBJECTIVES", "Objective", "ObjectiveOutput", "cross_entropy_risk", "logistic_risk", "make_objective", "per_sample_cross_entropy", "scale_gradients"]
 __all__ += ["SCALE_DERIVATIVES", "check_penalty_weight", "scale_derivatives"]
-__all__ += ["load_objective_file", "unload_objective_files"]

@@ -57,8 +57,9 @@ from pathlib import Path
 
 import torch
 
-from .base import Objective
-from .registry import OBJECTIVES
+from ..objectives.base import Objective
+from ..objectives.registry import OBJECTIVES
+from .labels import declared_label
 
 #: Names a file may register: they name folders of pieces and cached files.
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,39}")
@@ -137,14 +138,6 @@ def objective_source(name: str) -> dict:
     from a file ``{"objective_file_sha256": ...}``, for any other ``{}`` (keys unchanged)."""
     loaded = _SOURCE.get(name)
     return {} if loaded is None else {"objective_file_sha256": loaded.sha256}
-
-
-def declared_label(name: str) -> str | None:
-    """The ``label`` that the class registered as ``name`` declares, if any (a string)."""
-    if name not in OBJECTIVES:
-        return None
-    value = getattr(OBJECTIVES.get(name), "label", None)
-    return value if isinstance(value, str) else None
 
 
 def path_notes(name: str, ood_path: str) -> list[str]:
@@ -264,7 +257,7 @@ def _name_problem(name) -> str | None:
 
 
 def _check_label(name: str, cls, where: str) -> None:
-    from ..experiments.labels import OBJECTIVE_LABELS
+    from .labels import OBJECTIVE_LABELS
 
     value = getattr(cls, "label", None)
     if value is None:
