@@ -260,6 +260,22 @@ def test_case_4_a_features_file_copied_from_another_seed_is_refused(tmp_path):
         experiment(tmp_path, seeds=(2,)).features("erm", 2)
 
 
+def test_case_4_a_cost_record_copied_from_other_settings_is_refused_and_measured_again(tmp_path):
+    from featlib.cost import CMNISTCost, CostSettings, run_cost_benchmark
+
+    case = CMNISTCost(n_train=200, n_test=50, hidden_dim=8)
+    three = CostSettings(methods=("erm",), rounds=1, steps=3, warmup=1, repeats=1, memory=False)
+    five = CostSettings(methods=("erm",), rounds=1, steps=5, warmup=1, repeats=1, memory=False)
+    run_cost_benchmark([case], three, out=tmp_path / "a", progress=False)
+    run_cost_benchmark([case], five, out=tmp_path / "b", progress=False)
+    (measured_3,) = (tmp_path / "a" / "records").glob("*-erm.csv")
+    (measured_5,) = (tmp_path / "b" / "records").glob("*-erm.csv")
+    measured_5.write_bytes(measured_3.read_bytes())  # the 3-step record under the 5-step name
+    with pytest.warns(CacheWarning, match="made for key="):
+        again = run_cost_benchmark([case], five, out=tmp_path / "b", progress=False)
+    assert set(again["steps"]) == {5}
+
+
 # -- 5. "auto" resolved before it enters a key ----------------------------------------------------------
 def test_case_5_pretrained_auto_enters_the_wilds_key_as_what_was_loaded(tmp_path):
     from dataclasses import replace

@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..io.cache import cached, expect_keys, read_verified_csv, write_verified_csv
+from ..io.cache import cached, expect_keys, piece_meta, read_verified_csv, write_verified_csv
 from ..device import describe_device, get_device
 from ..training.profiling import recording
 from ..registry import Registry
@@ -282,8 +282,10 @@ def run_cost_benchmark(cases: list[CostCase], settings: CostSettings, *, device:
             frame.insert(0, "benchmark", case.name)
             return frame
 
-        frames.append(cached(path, _record_reader(case.name, repeat, method, settings), measured, write_verified_csv,
-                             what="cost record"))
+        key = _settings_key(case, settings, device)
+        meta = piece_meta(key, None, repeat=repeat, method=method, device=device.type)
+        frames.append(cached(path, _record_reader(case.name, repeat, method, settings, expect=meta), measured,
+                             lambda path, frame, meta=meta: write_verified_csv(path, frame, meta), what="cost record"))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -296,8 +298,11 @@ def expected_rounds(method: str, settings: CostSettings) -> list[str]:
     return labels + ["synthesis"] if method == "bonsai" else labels
 
 
-def _record_reader(benchmark: str, repeat: int, method: str, settings: CostSettings):
-    """Reads a kept measurement back, checking that it holds every round of it once."""
+def _record_reader(benchmark: str, repeat: int, method: str, settings: CostSettings, expect: dict | None = None):
+    """Reads a kept measurement back, checking that it holds every round of it once and (``expect``)
+    that its record names the settings, repeat and method it is read for (a record measured with
+    other settings and copied under this name is reported and measured again)."""
     check = expect_keys(["benchmark", "repeat", "method", "round"],
                         [(benchmark, repeat, method, r) for r in expected_rounds(method, settings)], allow_nan=True)
-    return lambda path: read_verified_csv(path, check, dtype={"round": str})
+    wanted = None if expect is None else {k: expect[k] for k in ("key", "repeat", "method", "device")}
+    return lambda path: read_verified_csv(path, check, dtype={"round": str}, expect=wanted)
