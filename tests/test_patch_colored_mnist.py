@@ -169,7 +169,7 @@ def test_model_registry():
 @pytest.mark.parametrize("learner", LEARNERS)
 def test_every_learner_trains_the_cnn(learner, small_patch):
     run = FEATURE_LEARNERS.get(learner)(small_patch, 1, model="cnn", hidden_dim=16, **QUICK[learner])
-    assert isinstance(run.model, ColoredMNISTCNN) and run.method == learner
+    assert isinstance(run.model, ColoredMNISTCNN) and run.learner == learner
     assert run.model.featurizer(small_patch.train_x).shape == (small_patch.n_train, 16)
     assert run.model(small_patch.test[0].x).shape == (len(small_patch.test[0]),)
     assert len(run.rounds) >= 1 and run.rounds["ood_acc"].between(0, 1).all()
@@ -209,7 +209,7 @@ def test_erm_snapshots_are_erm_at_each_epoch(model, name, epochs):
     assert list(snaps) == sorted(set(epochs))
     for epoch, snap in snaps.items():
         alone = FEATURE_LEARNERS.get("erm")(data, 5, epochs=epoch, model=model, hidden_dim=16)
-        assert snap.method == "erm" and snap.epochs == epoch
+        assert snap.learner == "erm" and snap.epochs == epoch
         assert torch.equal(weights(snap.model), weights(alone.model))
         pd.testing.assert_frame_equal(snap.rounds, alone.rounds, check_exact=True)
     first, last = snaps[min(epochs)], snaps[max(epochs)]

@@ -207,15 +207,16 @@ class WildsCost(CostCase):
         return self._experiment.backbone_description if self._experiment else ""
 
     def run(self, method: str, settings: CostSettings, device: torch.device, scratch: Path) -> None:
-        from ..feature_learning.wilds_learners import WILDS_LEARNERS, WildsRun
+        from ..feature_learning import FEATURE_LEARNERS
+        from ..feature_learning.minibatch_loop import MinibatchLoop
         from ..training.minibatch import Checkpoint
 
         config = dataclasses.replace(
             self.protocol.train_config(), steps_per_round=settings.steps, rounds=settings.rounds,
             erm_steps=settings.steps, termination_rule=NO_TERMINATION, checkpoint_every=10**9)
-        run = WildsRun(data=self._experiment.data, new_model=self._experiment.new_model, config=config,
-                       seed=self.seed, checkpoint=Checkpoint(scratch / f"{method}.pt", every=10**9), device=device)
-        WILDS_LEARNERS.get(method)(run)
+        loop = MinibatchLoop(data=self._experiment.data, new_model=self._experiment.new_model, config=config,
+                             seed=self.seed, checkpoint=Checkpoint(scratch / f"{method}.pt", every=10**9), device=device)
+        FEATURE_LEARNERS.get(method).on(loop, **config.learner_options(method))
 
     def schedule(self, method: str) -> list[int]:
         spec = self.protocol.spec

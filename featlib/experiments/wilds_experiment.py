@@ -2,7 +2,7 @@
 
 For one dataset and every (feature learner, seed):
 
-1. **feature learning** (:mod:`featlib.feature_learning.wilds_learners`): ERM, Bonsai, FeAT or
+1. **feature learning** (:mod:`featlib.feature_learning.minibatch_loop`): ERM, Bonsai, FeAT or
    iFeAT with Table 12's steps, rounds and retain penalty on the dataset's backbone, with a
    checkpoint file that a killed run resumes from;
 2. **embeddings** of the train / OOD validation / test splits by the frozen featurizer;
@@ -41,9 +41,8 @@ from ..device import get_device
 from ..evaluation.dfr import dfr_fit_predict, train_test_split_for_dfr
 from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
 from ..feature_learning.termination import WILDS_DEFAULT_TERMINATION, termination_rule
-from ..feature_learning.wilds_learners import (
-    WILDS_LEARNERS, WildsLearned, WildsRun, WildsTrainConfig, embed,
-)
+from ..feature_learning import FEATURE_LEARNERS, Learned
+from ..feature_learning.minibatch_loop import MinibatchLoop, WildsTrainConfig, embed, saved_learner
 from ..models.wilds_backbones import BACKBONES, WildsModel, make_backbone
 from ..training.minibatch import Checkpoint
 from ..training.wilds_ood_stage import (
@@ -188,9 +187,9 @@ class VerifiedCheckpoint(Checkpoint):
             state = load_torch(self.path, expect=expect)
             if not isinstance(state, dict):
                 raise CorruptFileError(self.path, f"it holds a {type(state).__name__}, not a checkpoint")
-            if "method" in self.meta and state.get("method") != self.meta["method"]:
-                raise CorruptFileError(self.path, f"it is not a checkpoint of {self.meta['method']!r} (its method: "
-                                                  f"{state.get('method')!r})")
+            if "method" in self.meta and saved_learner(state) != self.meta["method"]:
+                raise CorruptFileError(self.path, f"it is not a checkpoint of {self.meta['method']!r} (its learner: "
+                                                  f"{saved_learner(state)!r})")
         except CorruptFileError as err:
             warnings.warn(f"bad checkpoint {err}; starting this run again", CacheWarning, stacklevel=2)
             return None
@@ -320,16 +319,16 @@ class WildsExperiment:
         return VerifiedCheckpoint(self._path(f"learn-{method}-s{seed}.pt"), every=self.protocol.checkpoint_every,
                                   meta=self._meta(seed, method=method))
 
-    def learn(self, method: str, seed: int) -> WildsLearned:
+    def learn(self, method: str, seed: int) -> Learned:
         """Feature learning (resumes from its checkpoint; returns at once when finished). One
         process at a time learns a (method, seed): another waits, then resumes from the finished
         checkpoint."""
         check_choice("method", method, METHODS)
         checkpoint = self.checkpoint(method, seed)
-        run = WildsRun(data=self.data, new_model=self.new_model, config=self.protocol.train_config(), seed=seed,
-                       checkpoint=checkpoint, device=self.device, progress=self.progress)
+        loop = MinibatchLoop(data=self.data, new_model=self.new_model, config=self.protocol.train_config(), seed=seed,
+                             checkpoint=checkpoint, device=self.device, progress=self.progress)
         with PieceLock(checkpoint.path):
-            return WILDS_LEARNERS.get(method)(run)
+            return FEATURE_LEARNERS.get(method).on(loop, **loop.config.learner_options(method))
 
     def _read_embeddings(self, path: Path, method: str, seed: int) -> dict[str, torch.Tensor]:
         splits = self.data.splits

@@ -1,6 +1,6 @@
-"""Bonsai, the rich feature construction of Zhang, Lopez-Paz & Bottou (2022) ("RFC").
+"""Bonsai, the rich feature construction of Zhang, Lopez-Paz & Bottou (2022) ("RFC"), on any loop.
 
-* Round 0 trains a network with ERM and splits the training set by whether it is correct.
+* Round 1 trains a network with ERM and splits the training set by whether it is correct.
 * Each later round trains a *freshly initialised* network with DRO (the max of the risks)
   over every group found so far (the correct and the wrong examples of each earlier round),
   and adds its own correct/wrong split.
@@ -12,23 +12,20 @@
 
 Epochs per round (Table 6): 50 + 150 and 500 synthesis epochs on ColoredMNIST-025, 150 + 400 and
 500 on -01. (Appendix F.1's text says 500 for the second round on -025; Table 6 and protocol.md
-say 150, which we use.)
-
-Every network is a ``model`` of :data:`featlib.models.CMNIST_MODELS` (the MLP of Table 2 or the
-small CNN of the GradCAM figures).
+say 150, which we use; ``featlib.experiments.gap_studies bonsai-dro-length`` compares the two.)
+On WILDS every round and the synthesis take Table 12's steps per round.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
-import pandas as pd
 import torch
 from torch import nn
 
-from ..models.cmnist_models import CMNIST_MODELS, make_cmnist_model
-from ..models.mlp import xavier_linear
 from ..validation import check_int, check_sequence
-from .base import FEATURE_LEARNERS, LearnedFeatures, accuracy, fit, per_sample_bce, worst_test_accuracy
-from .erm import train_erm
+from .base import Learned, Loop, register
+from .erm import erm_loss
 from .feat_rounds import batch_mean
 
 
@@ -69,46 +66,64 @@ def average_round_heads(multi_head: nn.Linear, rounds: int) -> nn.Linear:
     return averaged
 
 
-@FEATURE_LEARNERS.register("bonsai")
-def bonsai_features(
-    data, seed: int, *, round_epochs=(50, 150), synthesis_epochs: int = 500, model: str = "mlp",
-    hidden_dim: int = 256, lr: float = 1e-3, l2: float = 1e-3, progress: bool = False,
-) -> LearnedFeatures:
-    """Bonsai's rounds and synthesis, each on a fresh network ``model`` ("mlp" or "cnn")."""
-    check_sequence("round_epochs", round_epochs)
-    for e in round_epochs:
+@register("bonsai")
+def bonsai(loop: Loop, *, round_steps: Sequence[int] = (50, 150), synthesis_steps: int = 500) -> Learned:
+    """Bonsai's rounds (ERM, then DRO over the groups so far), each on a fresh network, and its
+    synthesis round; ``round_steps``: each round's length, ``synthesis_steps``: the synthesis's."""
+    check_sequence("round_epochs", round_steps)
+    for e in round_steps:
         check_int("round_epochs", e, minimum=1)
-    check_int("synthesis_epochs", synthesis_epochs, minimum=1)
-    CMNIST_MODELS.get(model)
-    x, y = data.train_x, data.train_y
-    groups, predictions, rows = [], [], []
-    for r, epochs in enumerate(round_epochs):
-        net = make_cmnist_model(model, data.image_shape, hidden_dim, seed=1000 * seed + r).to(x.device)
-        if r == 0:
-            train_erm(net, x, y, epochs, lr, l2, desc="Bonsai round 0 (ERM)", progress=progress)
-        else:
-            split = split_groups(groups)
-            fit(net.parameters(), lambda: worst_group_risk(per_sample_bce(net(x), y), split), epochs, lr, l2,
-                f"Bonsai round {r} (DRO)", progress)
-        with torch.no_grad():
-            predicted = (net(x) > 0).to(y.dtype)
-        groups.append(predicted == y)
-        predictions.append(predicted)
-        rows.append({"round": r + 1, "epochs": epochs, "train_acc": accuracy(net(x), y),
-                     "ood_acc": worst_test_accuracy(net, data.test), "n_groups": 2 * r,
-                     "size_correct": int(groups[-1].sum()), "size_wrong": int((~groups[-1]).sum())})
+    check_int("synthesis_epochs", synthesis_steps, minimum=1)
+    state = loop.resume("bonsai")
+    if (learned := loop.finished("bonsai", state)) is not None:
+        return learned
+    y = loop.labels
+    correct, predictions, rows, first = [], [], [], 0
+    if state:
+        correct = [c.to(y.device) for c in state["correct"]]
+        predictions = [p.to(y.device) for p in state["predictions"]]
+        rows, first = state["rows"], state["round"]
 
-    correct = torch.stack(groups, dim=1)
-    agree = correct.all(1) | (~correct).all(1)
-    index = torch.as_tensor(synthesis_index(correct, len(y), np.random.default_rng(seed)), device=x.device)
-    x_syn, targets = x[index], torch.stack(predictions, dim=1)[index]
-    net = make_cmnist_model(model, data.image_shape, hidden_dim, seed=1000 * seed + len(round_epochs)).to(x.device)
-    k = len(round_epochs)
-    net.classifier = xavier_linear(hidden_dim, k, torch.Generator().manual_seed(seed)).to(x.device)
-    fit(net.parameters(), lambda: per_sample_bce(net.classifier(net.featurizer(x_syn)), targets).mean(),
-        synthesis_epochs, lr, l2, "Bonsai synthesis", progress)
+    def extra(r):
+        return {"learner": "bonsai", "correct": [c.cpu() for c in correct],
+                "predictions": [p.cpu() for p in predictions], "rows": rows, "round": r}
+
+    for r in range(first, len(round_steps)):
+        net = loop.new_network(1000 * loop.seed + r)
+        groups = split_groups(correct)
+        if r == 0:
+            loss_fn = erm_loss(loop, net)
+        else:
+            def loss_fn(x, yb, index, net=net, groups=groups):
+                return worst_group_risk(loop.per_sample_loss(net.classifier(net.featurizer(x)), yb), groups, index)
+        loop.train(f"bonsai round {r + 1}", {"net": net}, loss_fn, round_steps[r], save=lambda r=r: extra(r))
+        predicted = loop.predict(net.classifier, loop.train_features(net.featurizer))
+        correct.append(predicted == y)
+        predictions.append(predicted)
+        rows.append({"round": r + 1, loop.length_unit: round_steps[r], "train_acc": correct[-1].float().mean().item(),
+                     **loop.score(net.featurizer, {"": net.classifier}),
+                     "n_groups": 2 * r, "size_correct": int(correct[-1].sum()),
+                     "size_wrong": int((~correct[-1]).sum()), "accepted": True})
+        loop.save({**extra(r + 1), "stage": None, "step": 0})
+
+    k = len(predictions)
+    together = torch.stack(correct, 1)
+    agree = together.all(1) | (~together).all(1)
+    index = synthesis_index(together, len(y), np.random.default_rng(loop.seed))
+    targets = torch.stack(predictions, 1)  # (n, rounds): each round's predicted labels
+    net = loop.new_network(1000 * loop.seed + k)
+    net.classifier = loop.new_head(loop.seed, like=net.classifier, copies=k)
+
+    def synthesis_loss(x, yb, index):  # index: the resampled batch's positions in the training set
+        logits = net.classifier(net.featurizer(x))
+        return loop.per_sample_loss(logits.reshape(len(x), k, -1), targets[index]).mean()
+
+    loop.train("bonsai synthesis", {"net": net}, synthesis_loss, synthesis_steps, save=lambda: extra(k),
+               resample=index)
     net.classifier = average_round_heads(net.classifier, k)
-    rows.append({"round": "synthesis", "epochs": synthesis_epochs, "train_acc": accuracy(net(x), y),
-                 "ood_acc": worst_test_accuracy(net, data.test), "size_agree": int(agree.sum()),
-                 "size_disagree": int((~agree).sum())})
-    return LearnedFeatures("bonsai", net, pd.DataFrame(rows), sum(round_epochs) + synthesis_epochs)
+    predicted = loop.predict(net.classifier, loop.train_features(net.featurizer))
+    rows.append({"round": "synthesis", loop.length_unit: synthesis_steps,
+                 "train_acc": (predicted == y).float().mean().item(),
+                 **loop.score(net.featurizer, {"": net.classifier}),
+                 "size_agree": int(agree.sum()), "size_disagree": int((~agree).sum()), "accepted": True})
+    return loop.finish("bonsai", net, rows, sum(round_steps) + synthesis_steps)

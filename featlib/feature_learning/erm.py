@@ -1,12 +1,10 @@
-"""ERM feature learning: ``epochs`` full-batch steps of ERM on the pooled training data.
+"""ERM feature learning: the paper's "ERM" features (Table 2; 150 full-batch epochs on
+ColoredMNIST-025, 500 on -01, Table 6; Table 12's overall steps on WILDS) and round 1 of Bonsai.
 
-This is the paper's "ERM" feature initialisation (Table 2; 150 epochs on ColoredMNIST-025, 500
-on -01, Table 6) and round 0 of Bonsai. :func:`erm_snapshots` keeps copies of one longer ERM run
-at several epochs (150, 300 and 450 by default), e.g. to compare with GradCAM what ERM's
-features look at as training goes on (Fig. 4 / Fig. 6).
-
-``model`` picks the network (:data:`featlib.models.CMNIST_MODELS`): the MLP of Table 2 or the
-small CNN of the GradCAM figures.
+:func:`erm` minimises the mean loss over all training examples (environments pooled) on any
+:class:`.base.Loop`. :func:`erm_snapshots` keeps copies of one longer full-batch run at several
+epochs (150, 300 and 450 by default), e.g. to compare with GradCAM what ERM's features look at as
+training goes on (Fig. 4 / Fig. 6).
 """
 from __future__ import annotations
 
@@ -14,55 +12,46 @@ import copy
 from collections.abc import Sequence
 
 import pandas as pd
-import torch
 from torch import nn
 
-from ..models.cmnist_models import CMNIST_MODELS, make_cmnist_model
+from ..models.cmnist_models import CMNIST_MODELS
 from ..validation import check_int, check_positive, check_sequence
-from .base import FEATURE_LEARNERS, LearnedFeatures, accuracy, fit, per_sample_bce, worst_test_accuracy
+from .base import Learned, Loop, register
+from .full_batch_loop import FullBatchLoop
 
 
-def train_erm(model: nn.Module, x, y, epochs: int, lr: float, l2: float, desc="ERM", progress=False,
-              on_epoch=None) -> None:
-    """Minimise the mean logistic loss over all training examples (environments pooled);
-    ``on_epoch(e)`` is called after epoch ``e`` (see :func:`.base.fit`)."""
-    fit(model.parameters(), lambda: per_sample_bce(model(x), y).mean(), epochs, lr, l2, desc, progress,
-        on_epoch=on_epoch)
+def erm_loss(loop: Loop, net: nn.Module):
+    """The pooled mean loss of ``net``, as a loop's ``loss_fn(x, y, index)``."""
+    return lambda x, y, index: loop.per_sample_loss(net.classifier(net.featurizer(x)), y).mean()
 
 
-def _history(net: nn.Module, data, epochs: int) -> pd.DataFrame:
-    """ERM's one history row: training and OOD (worst test environment) accuracy after ``epochs``."""
-    with torch.no_grad():
-        return pd.DataFrame([{
-            "round": 1, "epochs": epochs, "train_acc": accuracy(net(data.train_x), data.train_y),
-            "ood_acc": worst_test_accuracy(net, data.test), "accepted": True,
-        }])
+def erm_row(loop: Loop, net: nn.Module, steps: int) -> dict:
+    """ERM's one history row: training accuracy and the OOD score after ``steps``."""
+    correct = loop.predict(net.classifier, loop.train_features(net.featurizer)) == loop.labels
+    return {"round": 1, loop.length_unit: steps, "train_acc": correct.float().mean().item(),
+            **loop.score(net.featurizer, {"": net.classifier}), "accepted": True}
 
 
-@FEATURE_LEARNERS.register("erm")
-def erm_features(
-    data, seed: int, *, epochs: int = 150, model: str = "mlp", hidden_dim: int = 256, lr: float = 1e-3,
-    l2: float = 1e-3, progress: bool = False,
-) -> LearnedFeatures:
-    """ERM from a seeded random initialisation of the network ``model`` ("mlp" or "cnn"); one
-    history row."""
-    check_int("epochs", epochs, minimum=0)
-    check_positive("lr", lr)
-    check_positive("l2", l2, allow_zero=True)
-    CMNIST_MODELS.get(model)
-    net = make_cmnist_model(model, data.image_shape, hidden_dim, seed=seed).to(data.train_x.device)
-    train_erm(net, data.train_x, data.train_y, epochs, lr, l2, progress=progress)
-    return LearnedFeatures("erm", net, _history(net, data, epochs), epochs)
+@register("erm")
+def erm(loop: Loop, *, steps: int = 150) -> Learned:
+    """ERM from the seed's random initialisation for ``steps`` steps; one history row."""
+    check_int("steps", steps, minimum=0)
+    state = loop.resume("erm")
+    if (learned := loop.finished("erm", state)) is not None:
+        return learned
+    net = loop.new_network(loop.seed)
+    loop.train("erm", {"model": net}, erm_loss(loop, net), steps, save=lambda: {"learner": "erm"})
+    return loop.finish("erm", net, [erm_row(loop, net, steps)], steps)
 
 
 def erm_snapshots(
     data, seed: int, *, epochs: Sequence[int] = (150, 300, 450), model: str = "mlp", hidden_dim: int = 256,
     lr: float = 1e-3, l2: float = 1e-3, progress: bool = False,
-) -> dict[int, LearnedFeatures]:
-    """One ERM run of ``max(epochs)`` full-batch epochs (one Adam optimiser) with a copy of the
-    network kept after each epoch count in ``epochs``: ``{epoch: LearnedFeatures}`` in increasing
-    order. Each snapshot is what :func:`erm_features` with that many epochs returns (same
-    network, same one-row history), at the cost of the longest run only."""
+) -> dict[int, Learned]:
+    """One full-batch ERM run of ``max(epochs)`` epochs (one Adam optimiser) with a copy of the
+    network kept after each epoch count in ``epochs``: ``{epoch: Learned}`` in increasing order.
+    Each snapshot is what ERM with that many epochs returns (same network, same one-row history),
+    at the cost of the longest run only."""
     epochs = check_sequence("epochs", epochs, min_length=1)
     for e in epochs:
         check_int("epochs", e, minimum=1)
@@ -70,12 +59,14 @@ def erm_snapshots(
     check_positive("l2", l2, allow_zero=True)
     CMNIST_MODELS.get(model)
     wanted = sorted(set(int(e) for e in epochs))
-    net = make_cmnist_model(model, data.image_shape, hidden_dim, seed=seed).to(data.train_x.device)
-    snapshots: dict[int, LearnedFeatures] = {}
+    loop = FullBatchLoop(data, seed, model=model, hidden_dim=hidden_dim, lr=lr, l2=l2, progress=progress)
+    net = loop.new_network(seed)
+    snapshots: dict[int, Learned] = {}
 
     def keep(epoch: int) -> None:
         if epoch in wanted:
-            snapshots[epoch] = LearnedFeatures("erm", copy.deepcopy(net), _history(net, data, epoch), epoch)
+            snapshots[epoch] = Learned("erm", copy.deepcopy(net), pd.DataFrame([erm_row(loop, net, epoch)]), epoch)
 
-    train_erm(net, data.train_x, data.train_y, wanted[-1], lr, l2, progress=progress, on_epoch=keep)
+    loop.on_step = keep
+    loop.train("erm", {"model": net}, erm_loss(loop, net), wanted[-1])
     return {e: snapshots[e] for e in wanted}

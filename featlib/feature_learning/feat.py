@@ -26,93 +26,96 @@ back to round k-1. ``termination_rule`` names the rule of :mod:`.termination`; t
 ``"paper"``, is Table 7's retention accuracy (the stored heads' accuracies on their retention
 sets, summed and divided by k-1), which stops iFeAT at round 2 on ColoredMNIST-025 and round 3
 on -01 as Sec. 6 reports; ``"undivided"`` (the mean, which never fires there) and ``"never"``
-are kept for studies. The final classifier is the average of the accepted rounds' heads
-(Algorithm 1, last line); ``head_combination="sum"`` sums them instead, as the authors' code does
+are kept for studies. The final classifier combines the accepted rounds' heads: Algorithm 1's
+last line averages them, the authors' code sums them; ``head_combination`` names the choice
 (:data:`.feat_rounds.HEAD_COMBINATIONS`; for iFeAT it also decides the stored head whose retention
-loss round k+1 minimises).
+loss round k+1 minimises), and the default, ``"sum"``, is the one whose full-size Table 7 matches
+the paper's (``results/cmnist-head-sum``).
 
 The paper's experiments use iFeAT throughout (Sec. 5, "Practical implementations"): Table 2's
 FeAT column and Table 7 are iFeAT's. ``feat`` is Algorithm 1 as written, its own learner.
 
-Where the authors' released code differs (and we follow the paper by default): it "averages"
-heads by a sum (selectable: ``head_combination="sum"``), always stops after round 0 (then crashes) and implements iFeAT only.
+Where the authors' released code differs: it always stops after round 0 (then crashes) and
+implements iFeAT only.
 
-``model`` picks the network (:data:`featlib.models.CMNIST_MODELS`): the MLP of Table 2 or the
-small CNN of the GradCAM figures (Fig. 4 / Fig. 6).
+One implementation serves both training loops (:mod:`.base`): full batch on ColoredMNIST (a
+round's length in epochs, Table 6) and minibatches on WILDS (in steps, Table 12; checkpointed at
+every round's end, so a killed run resumes at the round it was in).
 """
 from __future__ import annotations
 
 import copy
 
-import pandas as pd
-import torch
-
-from ..models.cmnist_models import CMNIST_MODELS, make_cmnist_model
-from ..models.mlp import fresh_head
 from ..validation import check_choice, check_int
-from .base import FEATURE_LEARNERS, LearnedFeatures, fit, per_sample_bce, worst_test_accuracy
+from .base import Learned, Loop, register
 from .feat_rounds import DEFAULT_HEAD_COMBINATION, FeATRounds
 from .termination import DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD
 
 
 def _feat(
-    data, seed: int, *, variant: str, epochs_per_round: int = 150, max_rounds: int = 5,
-    retain_weight: float = 0.01, termination_threshold: float = DEFAULT_TERMINATION_THRESHOLD,
-    termination_rule: str = DEFAULT_TERMINATION,
-    head_combination: str = DEFAULT_HEAD_COMBINATION, model: str = "mlp", hidden_dim: int = 256, lr: float = 1e-3, l2: float = 1e-3, keep_full_set: bool = True,
-    progress: bool = False,
-) -> LearnedFeatures:
+    loop: Loop, *, variant: str, steps_per_round: int = 150, max_rounds: int = 5, retain_weight: float = 0.01,
+    termination_threshold: float = DEFAULT_TERMINATION_THRESHOLD, termination_rule: str = DEFAULT_TERMINATION,
+    head_combination: str = DEFAULT_HEAD_COMBINATION, keep_full_set: bool = True,
+) -> Learned:
     check_choice("variant", variant, ("feat", "ifeat"))
-    check_int("epochs_per_round", epochs_per_round, minimum=1)
+    check_int("epochs_per_round", steps_per_round, minimum=1)
     check_int("max_rounds", max_rounds, minimum=1)
-    CMNIST_MODELS.get(model)
-    x, y = data.train_x, data.train_y
-    state = FeATRounds(len(y), variant, retain_weight=retain_weight, termination_threshold=termination_threshold,
-                       termination_rule=termination_rule, keep_full_set=keep_full_set,
-                       head_combination=head_combination, device=x.device)
-    net = make_cmnist_model(model, data.image_shape, hidden_dim, seed=seed).to(x.device)
-    phi = net.featurizer
-    accepted_state, rows, epochs = None, [], 0
+    y = loop.labels
+    rounds = FeATRounds(len(y), variant, retain_weight=retain_weight, termination_threshold=termination_threshold,
+                        termination_rule=termination_rule, keep_full_set=keep_full_set,
+                        head_combination=head_combination, device=y.device)
+    state = loop.resume(variant)
+    if (learned := loop.finished(variant, state)) is not None:
+        return learned
+    model = loop.new_network(loop.seed)
+    phi = model.featurizer
+    rows, first, accepted_phi = [], 1, None
+    if state:
+        rounds.load_state_dict(state["feat_rounds"] if "feat_rounds" in state else state["learner"])  # 0.4: "learner"
+        rows, first, accepted_phi = state["rows"], state["round"], state["accepted_phi"]
+        model.load_state_dict(state["model"])
+    stopped = False
+    for k in range(first, max_rounds + 1):
+        head = model.classifier if k == 1 else loop.new_head(1000 * loop.seed + k, like=model.classifier)
 
-    def round_loss(head):
-        feats = phi(x)
-        retained = [per_sample_bce(w(feats).squeeze(-1), y) for w in state.retained_heads]
-        return state.loss(per_sample_bce(head(feats).squeeze(-1), y), retained)
-
-    for k in range(1, max_rounds + 1):
-        head = net.classifier if k == 1 else fresh_head(hidden_dim, seed=1000 * seed + k).to(x.device)
-        fit(list(phi.parameters()) + list(head.parameters()), lambda: round_loss(head),
-            epochs_per_round, lr, l2, f"{variant} round {k}", progress)
-        epochs += epochs_per_round
-        with torch.no_grad():
+        def loss_fn(x, yb, index, head=head):  # Eq. (7)
             feats = phi(x)
-            row = {"round": k, "epochs": epochs_per_round,
-                   "ood_acc": worst_test_accuracy(lambda z: head(phi(z)).squeeze(-1), data.test),
-                   "ood_acc_average_head": worst_test_accuracy(
-                       lambda z: state.combine(state.heads + [head])(phi(z)).squeeze(-1), data.test)}
-        row.update(state.end_round(head, lambda w: (w(feats).squeeze(-1) > 0).to(y.dtype) == y))
+            retained = [loop.per_sample_loss(w(feats), yb) for w in rounds.retained_heads]
+            return rounds.loss(loop.per_sample_loss(head(feats), yb), retained, index)
+
+        def extra(k=k):
+            return {"learner": variant, "feat_rounds": rounds.state_dict(), "rows": rows, "round": k,
+                    "accepted_phi": accepted_phi, "model": model.state_dict()}
+
+        loop.train(f"{variant} round {k}", {"phi": phi, "head": head}, loss_fn, steps_per_round, save=extra)
+        feats = loop.train_features(phi)
+        row = {"round": k, loop.length_unit: steps_per_round,
+               **loop.score(phi, {"": head, "_average_head": rounds.combine(rounds.heads + [head])})}
+        row.update(rounds.end_round(head, lambda w: loop.predict(w, feats) == y))
         rows.append(row)
-        if not row["accepted"]:
-            phi.load_state_dict(accepted_state)
+        stopped = not row["accepted"]
+        if stopped:
+            phi.load_state_dict(accepted_phi)
             break
-        accepted_state = copy.deepcopy(phi.state_dict())
-    net.classifier = state.final_head().requires_grad_(True)
-    rounds = pd.DataFrame(rows)
-    rounds["accepted_rounds"] = len(state.heads)
-    return LearnedFeatures(variant, net, rounds, epochs)
+        accepted_phi = copy.deepcopy(phi.state_dict())
+        loop.save({**extra(), "round": k + 1, "stage": None, "step": 0})
+    model.classifier = rounds.final_head().requires_grad_(True)
+    for r in rows:
+        r["accepted_rounds"] = len(rounds.heads)
+    return loop.finish(variant, model, rows, sum(r[loop.length_unit] for r in rows))
 
 
-@FEATURE_LEARNERS.register("feat")
-def feat_features(data, seed: int, **kwargs) -> LearnedFeatures:
-    """FeAT, Algorithm 1 (all augmentation/retention sets and heads kept). Options: those of
-    ``_feat`` (``epochs_per_round``, ``max_rounds``, ``retain_weight``, ``termination_threshold``,
-    ``termination_rule`` = "paper", "undivided" or "never", ``head_combination`` = "average" or "sum", ``model`` = "mlp" or "cnn", ``hidden_dim``,
-    ``lr``, ``l2``, ``keep_full_set``, ``progress``)."""
-    return _feat(data, seed, variant="feat", **kwargs)
+@register("feat")
+def feat(loop: Loop, **options) -> Learned:
+    """FeAT, Algorithm 1 (all augmentation/retention sets and heads kept). Options:
+    ``steps_per_round`` (full batch: ``epochs_per_round``), ``max_rounds``, ``retain_weight``,
+    ``termination_threshold``, ``termination_rule`` ("paper", "undivided" or "never"),
+    ``head_combination`` ("sum" or "average"), ``keep_full_set``."""
+    return _feat(loop, variant="feat", **options)
 
 
-@FEATURE_LEARNERS.register("ifeat")
-def ifeat_features(data, seed: int, **kwargs) -> LearnedFeatures:
+@register("ifeat")
+def ifeat(loop: Loop, **options) -> Learned:
     """iFeAT, Algorithm 2 (only the latest sets and one stored head): the learner behind the
-    paper's FeAT numbers (Table 2, Table 7). The options of :func:`feat_features`."""
-    return _feat(data, seed, variant="ifeat", **kwargs)
+    paper's FeAT numbers (Table 2, Table 7). The options of :func:`feat`."""
+    return _feat(loop, variant="ifeat", **options)

@@ -1,11 +1,11 @@
 """The hook through which the cost benchmark sees every training step (Appendix F.3; chapter 07).
 
-Every optimiser step of every feature learner runs inside :func:`training_step`: the
-full-batch ColoredMNIST learners through :func:`featlib.feature_learning.base.fit`, the WILDS
-learners through :func:`featlib.feature_learning.wilds_learners.train_stage`. With no recorder
+Every optimiser step of every feature learner runs inside :func:`training_step`, on ColoredMNIST
+through :func:`featlib.feature_learning.base.fit` (the full-batch loop), on WILDS through
+:meth:`featlib.feature_learning.minibatch_loop.MinibatchLoop.train`. With no recorder
 installed (the normal case) the hook does nothing. :class:`featlib.cost.StepRecorder`
 installs itself with :func:`recording` and then times (and measures the memory of) the steps
-of the real learners, labelled by their stage names ("feat round 2", "Bonsai synthesis", ...),
+of the real learners, labelled by their stage names ("feat round 2", "bonsai synthesis", ...),
 so the benchmark measures the code the book runs, not a re-implementation of it.
 """
 from __future__ import annotations
