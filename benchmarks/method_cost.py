@@ -2,7 +2,7 @@
 
 A thin entry point to ``python -m featlib.cost`` (same arguments), kept beside the other
 benchmarks. It prints, measured side by side in one run on one device, the median step time
-and peak memory of every round of every method with their ratios to ERM, the paper's schedule
+and peak memory of every round of every learner with their ratios to ERM, the paper's schedule
 at those step times, and whether iFeAT stays within 1.3x ERM's time and 1.5x its memory and
 FeAT's step time is linear in the round k.
 

@@ -265,7 +265,7 @@ def time_prefix(args, cases) -> dict:
 
 def protocol_estimate(args, frame: pd.DataFrame, alone: dict) -> pd.DataFrame:
     """The full protocol (2 datasets, 10 seeds, 5 initialisations) priced at the measured steps."""
-    protocol = CMNISTProtocol(inits=("erm-nf", "erm", "bonsai", "feat", "ifeat"))
+    protocol = CMNISTProtocol(learners=("erm-nf", "erm", "bonsai", "feat", "ifeat"))
     seeds, datasets = len(protocol.seeds), 2
     penalties = [o for o in protocol.objectives if len(protocol.configurations(o)) > 1]
     plain_steps = len(protocol.configurations(penalties[0])) * protocol.ood_steps
@@ -304,7 +304,7 @@ def run_full_protocol(args, device) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     for precision in args.precision:
         for dataset in args.datasets:
             protocol = CMNISTProtocol(
-                dataset=dataset, seeds=tuple(args.seeds), inits=("erm-nf", "erm", "bonsai", "feat", "ifeat"),
+                dataset=dataset, seeds=tuple(args.seeds), learners=("erm-nf", "erm", "bonsai", "feat", "ifeat"),
                 n_train=args.n_train, n_test=min(10000, max(1, args.n_train // 5)), hidden_dim=args.hidden,
                 ood_steps=args.ood_steps, pretrain_epochs=tuple(sorted({round(k * scale) for k in PRETRAIN_GRID})),
                 epoch_scale=args.epoch_scale, precision=precision, ood_path=args.ood_path)
@@ -313,8 +313,8 @@ def run_full_protocol(args, device) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
                 experiment = ColoredMNISTExperiment(protocol, cache_dir=tmp, device=device, mnist_source=args.mnist_source,
                                                     progress=False)
                 frame = experiment.run()
-                for init in ("feat", "ifeat", "bonsai"):
-                    experiment.rounds(init)
+                for learner in ("feat", "ifeat", "bonsai"):
+                    experiment.rounds(learner)
                 experiment.oracle()
                 times[(precision, dataset)] = time.perf_counter() - start
             runs.append(frame.assign(precision=precision))
@@ -326,15 +326,15 @@ def run_full_protocol(args, device) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
 
 
 def print_precisions(runs: pd.DataFrame, table: pd.DataFrame, precisions) -> None:
-    wide = table.pivot_table(index=["dataset", "init", "objective"], columns="precision", values=["mean", "std"])
+    wide = table.pivot_table(index=["dataset", "learner", "objective"], columns="precision", values=["mean", "std"])
     print("\nTable 2 (best configuration per objective and initialisation; worst-test accuracy, %):")
     header = "".join(f"{p + ' mean':>12}{p + ' std':>10}" for p in precisions)
-    print(f"  {'dataset':<10}{'init':<8}{'objective':<10}{header}")
-    for (dataset, init, objective), row in wide.iterrows():
+    print(f"  {'dataset':<10}{'learner':<8}{'objective':<10}{header}")
+    for (dataset, learner, objective), row in wide.iterrows():
         cells = "".join(f"{100 * row[('mean', p)]:12.2f}{100 * row[('std', p)]:10.2f}" for p in precisions)
-        print(f"  {dataset:<10}{init:<8}{objective:<10}{cells}")
+        print(f"  {dataset:<10}{learner:<8}{objective:<10}{cells}")
     if len(precisions) > 1:
-        keys = ["dataset", "init", "objective", "seed", "penalty_weight", "pretrain_epochs"]
+        keys = ["dataset", "learner", "objective", "seed", "penalty_weight", "pretrain_epochs"]
         first = runs[runs["precision"] == precisions[0]].set_index(keys)["worst_test_acc"]
         for p in precisions[1:]:
             diff = (runs[runs["precision"] == p].set_index(keys)["worst_test_acc"] - first).abs()
@@ -348,7 +348,7 @@ def parse_args(argv):
     parser.add_argument("--n-train", type=int, default=None, help="default: 50000 on a GPU, 5000 on a CPU")
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--configs", type=int, default=30, help="C: configurations per stack (5 weights x 6 lengths)")
-    parser.add_argument("--groups", type=int, default=30, help="G: frozen featurizers per head stack (3 inits x 10 seeds)")
+    parser.add_argument("--groups", type=int, default=30, help="G: frozen featurizers per head stack (3 learners x 10 seeds)")
     parser.add_argument("--steps", type=int, default=5, help="steps per timed call")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--objectives", nargs="+", default=["irmv1"])

@@ -13,7 +13,7 @@ SMALL = dict(n_train=1000, n_test=500, hidden_dim=8)
 
 #: For every field of CMNISTProtocol, a second valid value (keep one per field: see the docstring).
 CMNIST_OTHER = {
-    "dataset": "cmnist01", "seeds": (2,), "objectives": ("erm",), "inits": ("erm",), "penalty_weights": (3.0,),
+    "dataset": "cmnist01", "seeds": (2,), "objectives": ("erm",), "learners": ("erm",), "penalty_weights": (3.0,),
     "pretrain_epochs": (7,), "ood_steps": 11, "hidden_dim": 9, "n_train": 999, "n_test": 499, "epoch_scale": 0.5,
     "max_rounds": 3, "retain_weight": 0.5, "termination_threshold": 1.2, "termination_rule": "undivided",
     "head_combination": "average", "lr": 2e-3, "l2": 2e-3, "eval_every": 7, "env_reduction": "sum",
@@ -23,7 +23,7 @@ CMNIST_OTHER = {
 
 #: For every field of WildsProtocol, a second valid value.
 WILDS_OTHER = {
-    "dataset": "camelyon17", "methods": ("erm",), "objectives": ("erm",), "seeds": (3,), "penalty_weights": (5.0,),
+    "dataset": "camelyon17", "learners": ("erm",), "objectives": ("erm",), "seeds": (3,), "penalty_weights": (5.0,),
     "backbone": "small_cnn", "pretrained": False, "scale": 0.5, "rounds": 4, "batch_size": 7, "lr": 0.5,
     "ood_epochs": 2, "resolution": 16, "max_examples": 50, "max_token_length": 16, "termination_rule": "paper",
     "head_combination": "average", "dfr": False, "checkpoint_every": 9,

@@ -63,7 +63,7 @@ def test_a_preset_runs_end_to_end_and_its_options_reach_the_ood_stage(monkeypatc
     monkeypatch.setattr(cm, "train_stack", spy)
     options = {"erm": {"risk_reduction": "mean", "steps": 4}, "fishr": {"l2_scope": "featurizer"},
                "clove": {"l2_scope": "none"}}
-    p = make_protocol("reference", seeds=(1,), inits=("erm-nf", "erm"), objectives=("erm", "fishr", "clove"),
+    p = make_protocol("reference", seeds=(1,), learners=("erm-nf", "erm"), objectives=("erm", "fishr", "clove"),
                       penalty_weights=(10.0,), pretrain_epochs=(0, 2), ood_steps=6, hidden_dim=8, n_train=200,
                       n_test=100, epoch_scale=0.02, objective_options=options)
     rows = ColoredMNISTExperiment(p, progress=False).run()

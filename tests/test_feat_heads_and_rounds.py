@@ -75,7 +75,7 @@ def test_wilds_runs_table_12s_rounds_unchecked_by_default_and_the_130_rule_by_na
     assert WildsProtocol("rxrx1", termination_rule="paper").train_config().termination_rule == "paper"
     root = tmp_path / "wilds"
     fabricate_wilds("rxrx1", root)
-    protocol = WildsProtocol("rxrx1", methods=("ifeat",), seeds=(0,), backbone="small_cnn", pretrained=False,
+    protocol = WildsProtocol("rxrx1", learners=("ifeat",), seeds=(0,), backbone="small_cnn", pretrained=False,
                              scale=0.002, resolution=32, batch_size=12, lr=0.003, checkpoint_every=50, dfr=False)
     assert protocol.train_config().rounds == 10
     learned = WildsExperiment(protocol, root, tmp_path / "cache").learn("ifeat", 0)
@@ -95,20 +95,20 @@ def test_rounds_accumulate_seed_by_seed_and_refuse_another_protocol(tmp_path, ca
     from featlib.experiments.results import load_rounds
 
     out, cache = tmp_path / "rounds", tmp_path / "cache"
-    assert _run_rounds(out, cache, "--inits", "ifeat", "--seeds", "1") == 0
+    assert _run_rounds(out, cache, "--learners", "ifeat", "--seeds", "1") == 0
     first = load_rounds(out)["rounds"]
-    assert _run_rounds(out, cache, "--inits", "ifeat", "feat", "--seeds", "2") == 0
+    assert _run_rounds(out, cache, "--learners", "ifeat", "feat", "--seeds", "2") == 0
     both = load_rounds(out)
     rows, record = both["rounds"], both["provenance"]
-    assert sorted(set(zip(rows["init"], rows["seed"]))) == [("feat", 2), ("ifeat", 1), ("ifeat", 2)]
-    pd.testing.assert_frame_equal(rows[(rows["init"] == "ifeat") & (rows["seed"] == 1)].reset_index(drop=True),
+    assert sorted(set(zip(rows["learner"], rows["seed"]))) == [("feat", 2), ("ifeat", 1), ("ifeat", 2)]
+    pd.testing.assert_frame_equal(rows[(rows["learner"] == "ifeat") & (rows["seed"] == 1)].reset_index(drop=True),
                                   first.reset_index(drop=True))  # the first run's rows kept as they were
     assert [run["jobs"] for run in record["runs"]] == [[["cmnist025", "ifeat", 1]],
                                                        [["cmnist025", "ifeat", 2], ["cmnist025", "feat", 2]]]
     assert record["seeds"] == [1, 2] and ["cmnist025", "feat", 2] in record["jobs"]
     # another protocol is refused before any work, and the folder is left as it was
     before = (out / "provenance.json").read_bytes()
-    assert _run_rounds(out, cache, "--inits", "ifeat", "--seeds", "3", "--head-combination", "average") == 2
+    assert _run_rounds(out, cache, "--learners", "ifeat", "--seeds", "3", "--head-combination", "average") == 2
     assert "head_combination='sum', not 'average'" in capsys.readouterr().err
     assert (out / "provenance.json").read_bytes() == before
     # rows that the manifest's jobs do not list are refused even with a matching checksum
@@ -127,7 +127,7 @@ def test_the_stop_seed_by_seed_gives_each_seeds_margins_and_what_an_early_stop_h
     from featlib.experiments.cmnist_report import early_stop_consequence, stop_margins
 
     def seed_rows(seed, scores, ood):
-        return [{"dataset": "cmnist01", "init": "ifeat", "seed": seed, "round": k + 1, "termination_threshold": 1.3,
+        return [{"dataset": "cmnist01", "learner": "ifeat", "seed": seed, "round": k + 1, "termination_threshold": 1.3,
                  "termination_score": s, "accepted": s is None or s >= 1.3, "ood_acc": o}
                 for k, (s, o) in enumerate(zip(scores, ood))]
     rounds = pd.DataFrame(seed_rows(1, [None, 1.6, 1.31, 1.05], [0.73, 0.18, 0.85, 0.11])
@@ -149,7 +149,7 @@ def test_table7_cells_under_each_choice_are_measured_against_the_papers_std():
     from featlib.experiments.cmnist_report import against_table7
     from featlib.experiments.paper_values import TABLE7
 
-    rows = [{"dataset": "cmnist025", "init": "ifeat", "seed": s, "round": 2, "train_acc": 0.7187 + d,
+    rows = [{"dataset": "cmnist025", "learner": "ifeat", "seed": s, "round": 2, "train_acc": 0.7187 + d,
              "retention_acc": 0.8811, "ood_acc": 0.7064} for s, d in ((1, 0.0096), (2, -0.0096))]
     frame = pd.DataFrame(rows)
     out = against_table7({"sum": frame, "average": frame.assign(train_acc=0.7187 + 2 * 0.0096)}, "cmnist025")
@@ -179,7 +179,7 @@ def test_the_choices_table_shows_no_spread_for_one_seed_and_rounds_in_table_7s_o
     from featlib.experiments.cmnist_report import against_table7
     from featbook.cmnist_views import table7_choices_table
 
-    frame = pd.DataFrame([{"dataset": "cmnist025", "init": "ifeat", "seed": 1, "round": 2, "train_acc": 0.7181,
+    frame = pd.DataFrame([{"dataset": "cmnist025", "learner": "ifeat", "seed": 1, "round": 2, "train_acc": 0.7181,
                            "retention_acc": 0.8515, "ood_acc": 0.7101}])
     text = html.unescape(table7_choices_table(against_table7({"sum": frame}, "cmnist025"), "x")._repr_html_())
     assert "±" not in text.split("paper")[0].split("sum (n = 1)")[1]  # one seed: the value alone

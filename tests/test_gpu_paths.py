@@ -114,7 +114,7 @@ def test_every_stack_of_a_protocol_run_executes_a_compiled_graph(monkeypatch):
         return history
 
     monkeypatch.setattr(fast_stage, "train_stack_fast", counted)
-    protocol = CMNISTProtocol(seeds=(1,), inits=("erm-nf", "erm"), penalty_weights=(1e2,), pretrain_epochs=(0, 2),
+    protocol = CMNISTProtocol(seeds=(1,), learners=("erm-nf", "erm"), penalty_weights=(1e2,), pretrain_epochs=(0, 2),
                               ood_steps=4, hidden_dim=8, n_train=200, n_test=100, epoch_scale=0.02, max_rounds=1,
                               ood_path="compiled")
     with compile_backend(backend), warnings.catch_warnings():

@@ -6,7 +6,7 @@ import re
 import pytest
 import yaml
 
-from featlib.experiments.labels import INIT_LABELS
+from featlib.experiments.labels import LEARNER_LABELS
 from featbook.notebooks import execute_notebook, list_notebooks, load_profile
 from featbook.record import read_records
 
@@ -125,14 +125,14 @@ def test_book_renders_every_chapter_with_figures(built_book):
         (4, {"dataset": "imagenet"}, "dataset must be one of 'camelyon17', 'civilcomments', 'fmow', 'iwildcam', "
                                      "'amazon', 'rxrx1'; got 'imagenet'"),
         (4, {"scale": -0.5}, "scale must be a finite number > 0; got -0.5"),
-        (4, {"methods": ["erm", "rfc"]}, "methods must be one of 'erm', 'bonsai', 'ifeat', 'feat'; got 'rfc'"),
+        (4, {"learners": ["erm", "rfc"]}, "learners must be one of 'erm', 'bonsai', 'ifeat', 'feat'; got 'rfc'"),
         (5, {"dataset": "cmnist02"}, "dataset must be one of 'cmnist025', 'cmnist01', 'cmnist025-patch', "
                                      "'cmnist01-patch'; got 'cmnist02'"),
         (5, {"erm_epochs": [150, -300]}, "erm_epochs must be an integer in [1, inf]; got -300"),
         (5, {"wilds_datasets": ["imagenet"]}, "dataset must be one of 'camelyon17', 'civilcomments', 'fmow', "
                                               "'iwildcam', 'amazon', 'rxrx1'; got 'imagenet'"),
         (6, {"steps": 2}, "steps must be an integer in [5, inf]; got 2"),
-        (6, {"methods": ["feat"]}, "methods must include 'erm' (the ratios are to ERM); got ['feat']"),
+        (6, {"learners": ["feat"]}, "learners must include 'erm' (the ratios are to ERM); got ['feat']"),
         (6, {"benchmarks": ["gpu"]}, "benchmark must be one of 'cmnist', 'wilds'; got 'gpu'"),
         (3, {"objectives": ["erm", "irm"]}, "objective must be one of 'erm', 'irmv1', 'vrex', 'irmx', 'ib_irm', "
                                             "'clove', 'iga', 'fishr', 'group_dro'; got 'irm'"),
@@ -187,7 +187,7 @@ def test_chapter_05_runs_the_wilds_protocol_on_fabricated_camelyon17(executed):
     assert r["full_scale"] is False and "fabricated Camelyon17, 2\u00a0seeds" in r["scale"]
     assert len(r["table3"]) == 4 * 5  # ERM, Bonsai, FeAT, iFeAT x five OOD objectives
     assert all(0 <= v <= 100 for v in r["table3"].values())
-    assert {f"{INIT_LABELS['erm']}/DFR", f"{INIT_LABELS['ifeat']}/DFR", f"{INIT_LABELS['ifeat']}/DFR-s"} <= set(r["dfr"])
+    assert {f"{LEARNER_LABELS['erm']}/DFR", f"{LEARNER_LABELS['ifeat']}/DFR", f"{LEARNER_LABELS['ifeat']}/DFR-s"} <= set(r["dfr"])
     assert r["committed_full_scale"] is False
 
 
@@ -205,7 +205,7 @@ def test_chapter_05_batch_run_on_civilcomments_with_the_offline_text_backbone(tm
     """The papermill use: the same notebook, another dataset."""
     nb = list_notebooks()[4]
     params = {"dataset": "civilcomments", "data_root": str(tmp_path / "data"), "fabricate": True, "seeds": [0],
-              "methods": ["erm", "feat"], "backbone": "minilm", "max_token_length": 24, "scale": 0.0003,
+              "learners": ["erm", "feat"], "backbone": "minilm", "max_token_length": 24, "scale": 0.0003,
               "lr": 1e-4, "ood_epochs": 2, "progress": False, "cache_dir": str(tmp_path / "cache")}
     execute_notebook(nb, tmp_path / "civil.ipynb", params)
     r = read_records(tmp_path / "civil.ipynb")

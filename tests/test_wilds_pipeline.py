@@ -155,11 +155,11 @@ def test_selection_takes_the_best_epoch_then_the_best_mean_penalty():
     for seed in (0, 1):
         for w, val, test in ((0.1, [0.5, 0.7], [0.4, 0.6]), (10.0, [0.8, 0.6], [0.9, 0.2])):
             for epoch, (v, t) in enumerate(zip(val, test), 1):
-                rows.append({"method": "feat", "objective": "irmv1", "seed": seed, "penalty_weight": w,
+                rows.append({"learner": "feat", "objective": "irmv1", "seed": seed, "penalty_weight": w,
                              "epoch": epoch, "val_metric": v + 0.01 * seed, "test_metric": t})
-    best = best_epochs(pd.DataFrame(rows), ["method", "objective", "seed"])
+    best = best_epochs(pd.DataFrame(rows), ["learner", "objective", "seed"])
     assert sorted(best.epoch.tolist()) == [1, 1, 2, 2]
-    table = select(best, ["method", "objective"])
+    table = select(best, ["learner", "objective"])
     assert table.penalty_weight.item() == 10.0 and table.test_mean.item() == pytest.approx(0.9)
 
 
@@ -177,10 +177,10 @@ def wilds_root(tmp_path_factory):
 
 
 def test_camelyon17_protocol_end_to_end(wilds_root, tmp_path):
-    protocol = WildsProtocol("camelyon17", methods=("erm", "bonsai", "feat", "ifeat"), seeds=(0,), **SMALL)
+    protocol = WildsProtocol("camelyon17", learners=("erm", "bonsai", "feat", "ifeat"), seeds=(0,), **SMALL)
     experiment = WildsExperiment(protocol, wilds_root, tmp_path)
     results = experiment.run()
-    assert set(results.ood.method) == {"erm", "bonsai", "feat", "ifeat"}
+    assert set(results.ood.learner) == {"erm", "bonsai", "feat", "ifeat"}
     assert set(results.ood.objective) == {"erm", "group_dro", "irmv1", "vrex", "irmx"}
     assert results.ood.val_metric.between(0, 1).all() and results.ood.test_metric.between(0, 1).all()
     table = table3(results, "camelyon17")
@@ -190,7 +190,7 @@ def test_camelyon17_protocol_end_to_end(wilds_root, tmp_path):
     assert (results.dfr.protocol == "train_test").all()
     assert (results.dfr.n_scored < len(experiment.data.labels("test"))).all()  # half of test is fitted on
     rounds = rounds_table(results)
-    assert rounds[rounds.method == "Bonsai"]["round"].astype(str).tolist()[-1] == "synthesis"
+    assert rounds[rounds.learner == "Bonsai"]["round"].astype(str).tolist()[-1] == "synthesis"
     assert "random initialisation" in results.backbone
     # everything is cached: a second run reads back the same numbers without training
     before = {p.name: p.stat().st_mtime_ns for p in experiment.dir.iterdir()}
@@ -200,7 +200,7 @@ def test_camelyon17_protocol_end_to_end(wilds_root, tmp_path):
 
 
 def test_civilcomments_with_the_offline_text_backbone(wilds_root, tmp_path):
-    protocol = WildsProtocol("civilcomments", methods=("erm", "feat"), seeds=(0,), backbone="minilm",
+    protocol = WildsProtocol("civilcomments", learners=("erm", "feat"), seeds=(0,), backbone="minilm",
                              scale=0.0003, ood_epochs=2, max_token_length=24, lr=1e-4, checkpoint_every=50)
     results = WildsExperiment(protocol, wilds_root, tmp_path).run()
     assert "MiniLM" in results.backbone or "minilm" in results.backbone.lower()
@@ -213,8 +213,8 @@ def test_civilcomments_with_the_offline_text_backbone(wilds_root, tmp_path):
 def test_bad_protocol_parameters_name_the_parameter():
     with pytest.raises(ValueError, match="dataset must be one of"):
         WildsProtocol("imagenet")
-    with pytest.raises(ValueError, match="methods must be one of"):
-        WildsProtocol("camelyon17", methods=("rfc",))
+    with pytest.raises(ValueError, match="learners must be one of"):
+        WildsProtocol("camelyon17", learners=("rfc",))
     with pytest.raises(ValueError, match="scale"):
         WildsProtocol("camelyon17", scale=-1.0)
     with pytest.raises(ValueError, match="backbone must be one of"):
@@ -222,7 +222,7 @@ def test_bad_protocol_parameters_name_the_parameter():
 
 
 def test_a_run_killed_after_its_first_round_resumes_without_redoing_it(wilds_root, tmp_path):
-    args = ["--dataset", "camelyon17", "--root", str(wilds_root), "--methods", "feat", "--seeds", "0",
+    args = ["--dataset", "camelyon17", "--root", str(wilds_root), "--learners", "feat", "--seeds", "0",
             "--backbone", "small_cnn", "--pretrained", "false", "--scale", "0.006", "--ood-epochs", "1",
             "--resolution", "32", "--batch-size", "12", "--lr", "0.003", "--checkpoint-every", "5", "--no-dfr"]
     cache, out = tmp_path / "cache", tmp_path / "out"

@@ -14,7 +14,7 @@ from featlib import style
 from featbook import prose
 from featbook.tables import Stacked, Table, Tables, paired, split_by, table
 from featlib.experiments import cmnist_report as report
-from featlib.experiments.labels import DATASET_LABELS, INIT_LABELS, OBJECTIVE_LABELS
+from featlib.experiments.labels import DATASET_LABELS, LEARNER_LABELS, OBJECTIVE_LABELS
 
 
 def data_grid(data, per_env: int = 8):
@@ -79,7 +79,7 @@ def pretraining_findings(nf_runs: pd.DataFrame, feat_best: pd.DataFrame | None) 
 
 
 def _column_order(columns) -> list:
-    rank = {label: i for i, label in enumerate(INIT_LABELS.values())}
+    rank = {label: i for i, label in enumerate(LEARNER_LABELS.values())}
     return sorted(columns, key=lambda c: rank.get(c, len(rank)))
 
 
@@ -105,9 +105,9 @@ def comparison(wins: pd.DataFrame, feat: str = "ifeat") -> Table:
     frame = pd.DataFrame({
         "dataset": [DATASET_LABELS.get(d, d) for d in wins["dataset"]],
         "objective": [OBJECTIVE_LABELS.get(o, o) for o in wins["objective"]],
-        INIT_LABELS["erm"]: [prose.number(100 * v, 1) for v in wins["erm"]],
-        INIT_LABELS["bonsai"]: [prose.number(100 * v, 1) for v in wins["bonsai"]],
-        INIT_LABELS[feat]: [prose.number(100 * v, 1) for v in wins[feat]],
+        LEARNER_LABELS["erm"]: [prose.number(100 * v, 1) for v in wins["erm"]],
+        LEARNER_LABELS["bonsai"]: [prose.number(100 * v, 1) for v in wins["bonsai"]],
+        LEARNER_LABELS[feat]: [prose.number(100 * v, 1) for v in wins[feat]],
     })
     return table(frame, caption="Best mean OOD accuracy (%) on frozen features")
 
@@ -161,12 +161,12 @@ def table7_choices_table(comparison: pd.DataFrame, caption: str) -> Table:
                  note="Mean ± std over seeds (%); under it, (ours − paper) divided by the paper's std.")
 
 
-def set_sizes_figure(rounds: pd.DataFrame, datasets, init: str = "ifeat"):
+def set_sizes_figure(rounds: pd.DataFrame, datasets, learner: str = "ifeat"):
     """|D^a_k| and |D^r_k| after each accepted round, one panel per dataset."""
     fig, axes = style.panels(len(datasets), max_columns=2, extra_height=0.8)
     for ax, d in zip(axes, datasets):
-        shown = rounds[(rounds["init"] == init) & (rounds["dataset"] == d)]
-        report.plot_set_sizes(ax, shown, f"{INIT_LABELS[init]}, {DATASET_LABELS[d]}")
+        shown = rounds[(rounds["learner"] == learner) & (rounds["dataset"] == d)]
+        report.plot_set_sizes(ax, shown, f"{LEARNER_LABELS[learner]}, {DATASET_LABELS[d]}")
         if ax.get_legend():
             ax.get_legend().remove()
     style.legend_below(fig, axes, ncol=2)
@@ -189,11 +189,11 @@ def _ours(row) -> str:
     return prose.mean_std(100 * row.mean, 100 * row.std) if row.n_seeds > 1 else prose.number(100 * row.mean)
 
 
-def paper_cell(dataset: str, objective: str, init: str) -> str:
+def paper_cell(dataset: str, objective: str, learner: str) -> str:
     """The paper's Table 2 value of a cell as the prose writes it ("17.14 ± 0.73")."""
     from featlib.experiments.paper_values import TABLE2
 
-    mean, std = TABLE2[dataset][objective][init]
+    mean, std = TABLE2[dataset][objective][learner]
     return prose.mean_std(mean, std)
 
 
@@ -300,15 +300,15 @@ def presets_table(presets) -> Table:
     return table(pd.DataFrame(rows), caption="Protocol presets of ColoredMNIST", wrap=["what it sets", "source"])
 
 
-def feat_epochs(rounds: pd.DataFrame, init: str = "feat", dataset: str | None = None) -> int | None:
+def feat_epochs(rounds: pd.DataFrame, learner: str = "feat", dataset: str | None = None) -> int | None:
     """The epochs a feature learner's accepted rounds took, summed per seed and averaged over the
     seeds (where Fig. 1(b) puts FeAT's stars); None when ``rounds`` holds no accepted round of
-    ``init`` (of ``dataset``, when given)."""
+    ``learner`` (of ``dataset``, when given)."""
     if rounds is None or not len(rounds):
         return None
     picked = rounds[rounds["accepted"].astype(bool)]
-    if "init" in picked:
-        picked = picked[picked["init"] == init]
+    if "learner" in picked:
+        picked = picked[picked["learner"] == learner]
     if dataset is not None and "dataset" in picked:
         picked = picked[picked["dataset"] == dataset]
     if picked.empty:

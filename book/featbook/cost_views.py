@@ -7,17 +7,17 @@ import pandas as pd
 
 from featlib import style
 from featbook import prose
-from featlib.experiments.labels import DATASET_LABELS, INIT_LABELS
+from featlib.experiments.labels import DATASET_LABELS, LEARNER_LABELS
 from featlib.experiments.paper_values import TABLE14_TIME_UNIT
 from featbook.tables import Stacked, Table, Tables, table
 from featlib.cost.report import plot_costs
 
 BENCHMARK_LABELS = {"cmnist": "ColoredMNIST", "wilds": "WILDS"}
-METHOD_LABELS = {"erm": "ERM", "bonsai": "Bonsai", "feat": "FeAT", "ifeat": "iFeAT"}
+LEARNER_LABELS_BY_NAME = {"erm": "ERM", "bonsai": "Bonsai", "feat": "FeAT", "ifeat": "iFeAT"}
 
 
 def summary_table(summary: pd.DataFrame, caption: str) -> Tables:
-    """One table per benchmark: per method and round, the median step time (its min-max over
+    """One table per benchmark: per learner and round, the median step time (its min-max over
     repeats under it), the ratio to ERM, the peak memory and its ratio to ERM."""
     return Tables([_summary_table(part, f"{caption}: {BENCHMARK_LABELS.get(bench, bench)}")
                    for bench, part in summary.groupby("benchmark", sort=False)])
@@ -25,7 +25,7 @@ def summary_table(summary: pd.DataFrame, caption: str) -> Tables:
 
 def _summary_table(summary: pd.DataFrame, caption: str) -> Table:
     frame = pd.DataFrame({
-        "method": [METHOD_LABELS.get(m, m) for m in summary["method"]],
+        "learner": [LEARNER_LABELS_BY_NAME.get(m, m) for m in summary["learner"]],
         "round": summary["round"].astype(str),
         "step time": [Stacked(f"{prose.number(r.step_ms, 1)} ms",
                               f"{prose.number(r.step_ms_min, 1)}–{prose.number(r.step_ms_max, 1)}")
@@ -53,7 +53,7 @@ def schedule_table(estimate: pd.DataFrame, caption: str) -> Table:
     """The paper's schedule at our measured step times."""
     frame = pd.DataFrame({
         "benchmark": [BENCHMARK_LABELS.get(b, b) for b in estimate["benchmark"]],
-        "method": [METHOD_LABELS.get(m, m) for m in estimate["method"]],
+        "learner": [LEARNER_LABELS_BY_NAME.get(m, m) for m in estimate["learner"]],
         "paper's steps": [prose.integer(v) for v in estimate["paper_steps"]],
         "rounds": estimate["rounds"],
         "estimated time": [prose.minutes(v) for v in estimate["estimated_s"]],
@@ -67,12 +67,12 @@ def table14(paper: pd.DataFrame, ours_time: pd.Series, ours_memory: pd.Series, o
     memory) on the first line where this run measured the same dataset."""
     rows = []
     for r in paper.itertuples():
-        ours = "ifeat" if r.method == "feat" else r.method
+        ours = "ifeat" if r.learner == "feat" else r.learner
         same = r.dataset == ours_dataset and ours in ours_time.index
         unit = TABLE14_TIME_UNIT.get(r.dataset, "")
         rows.append({
             "dataset": DATASET_LABELS.get(r.dataset, r.dataset),
-            "method": "FeAT (iFeAT)" if r.method == "feat" else INIT_LABELS.get(r.method, r.method),
+            "learner": "FeAT (iFeAT)" if r.learner == "feat" else LEARNER_LABELS.get(r.learner, r.learner),
             "time / ERM": Stacked(prose.ratio(ours_time[ours]) if same else prose.MISSING, f"paper {prose.ratio(r.time_x_erm)}"),
             "memory / ERM": Stacked(prose.ratio(ours_memory[ours]) if same else prose.MISSING,
                                     f"paper {prose.ratio(r.memory_x_erm)}"),
@@ -128,7 +128,7 @@ def memory_from_round_2(committed: dict, failed: bool = False) -> str:
     parts = []
     for folder, results in committed.items():
         frame = results["summary"].astype({"round": str})
-        later = frame[(frame["method"] == "feat") & (frame["round"] != "1") & (frame["round"] != "synthesis")]
+        later = frame[(frame["learner"] == "feat") & (frame["round"] != "1") & (frame["round"] != "synthesis")]
         ratios = later.groupby("benchmark")["memory_x_erm"].max().to_dict()
         if ratios:
             each = prose.listing(f"{prose.ratio(v)} on {BENCHMARK_LABELS.get(b, b)}" for b, v in ratios.items())

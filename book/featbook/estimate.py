@@ -104,38 +104,38 @@ class Estimate:
 
 
 # -- ColoredMNIST (chapters 03 and 04) ---------------------------------------------------------
-def feature_learning_epochs(protocol, init: str, expected_rounds: int | None = None) -> float:
-    """ERM-step equivalents of one seed's feature learner ``init`` (Table 6's epochs, scaled;
+def feature_learning_epochs(protocol, learner: str, expected_rounds: int | None = None) -> float:
+    """ERM-step equivalents of one seed's feature learner ``learner`` (Table 6's epochs, scaled;
     FeAT's rounds up to ``expected_rounds`` + the discarded one, at most ``max_rounds``)."""
-    options = protocol.learner_options(init)
-    if init == "erm":
+    options = protocol.learner_options(learner)
+    if learner == "erm":
         epochs = options["epochs"]
-    elif init == "bonsai":
+    elif learner == "bonsai":
         epochs = sum(options["round_epochs"]) + options["synthesis_epochs"]
     else:
         rounds = min(protocol.max_rounds, (expected_rounds or protocol.max_rounds) + 1)
         epochs = options["epochs_per_round"] * rounds
-    return epochs * ROUND_COST[init]
+    return epochs * ROUND_COST[learner]
 
 
 def cmnist(protocols, oracle: bool = True) -> Estimate:
     """Every protocol of a ColoredMNIST chapter: feature learning, ERM-NF stacks, frozen heads."""
-    from featlib.experiments.colored_mnist import LEARNED_INITS
+    from featlib.experiments.colored_mnist import FEATURE_LEARNER_NAMES
     from featlib.experiments.paper_values import FEAT_STOP_ROUND
 
     est = Estimate()
     for p in protocols:
         size = mlp_size_factor(p.n_train, p.hidden_dim)
         seeds = len(p.seeds)
-        learned = [i for i in p.inits if i in LEARNED_INITS]
+        learned = [i for i in p.learners if i in FEATURE_LEARNER_NAMES]
         epochs = sum(feature_learning_epochs(p, i, FEAT_STOP_ROUND.get(p.dataset)) for i in learned) * seeds
         if oracle:
             epochs += p.learner_options("erm")["epochs"] * seeds
         est.add("feature learning", *(epochs * size * _device_s(MLP_STEP_S, d) for d in ("t4", "cpu")))
-        if "erm-nf" in p.inits:
+        if "erm-nf" in p.learners:
             run_steps = seeds * sum(len(p.configurations(o)) for o in p.objectives) * p.ood_steps
             est.add("ERM-NF runs", *(run_steps * size * _device_s(NF_RUN_STEP_S, d) for d in ("t4", "cpu")))
-        frozen = [i for i in p.inits if i != "erm-nf"]
+        frozen = [i for i in p.learners if i != "erm-nf"]
         if frozen:
             runs = seeds * len(frozen) * sum(len(p.configurations(o)) for o in p.objectives)
             head = p.n_train * p.hidden_dim / (50000 * 256) * p.ood_steps / 1000
@@ -214,21 +214,21 @@ def wilds(protocol, split_sizes: dict[str, int] | None = None, download: bool = 
     seeds = len(protocol.seed_list)
     est = Estimate()
     steps = 0.0
-    for method in protocol.methods:
-        if method == "erm":
+    for learner in protocol.learners:
+        if learner == "erm":
             steps += cfg.erm_steps
-        elif method == "bonsai":
+        elif learner == "bonsai":
             steps += cfg.steps_per_round * (cfg.rounds + 1) * ROUND_COST["bonsai"]
         else:
-            steps += cfg.steps_per_round * cfg.rounds * ROUND_COST[method]
+            steps += cfg.steps_per_round * cfg.rounds * ROUND_COST[learner]
     train_flops = steps * seeds * 3 * per_example * cfg.batch_size
     est.add("feature learning", *(train_flops / BACKBONE_FLOPS[d] + steps * seeds * STEP_OVERHEAD_S[d]
                                   for d in ("t4", "cpu")))
-    embed_flops = len(protocol.methods) * seeds * sum(sizes.values()) * per_example
+    embed_flops = len(protocol.learners) * seeds * sum(sizes.values()) * per_example
     est.add("embeddings", *(embed_flops / BACKBONE_FLOPS[d] for d in ("t4", "cpu")))
     ood = protocol.ood_config("erm")
     configs = sum(len(protocol.penalty_weights) if o in ("irmv1", "vrex", "irmx") else 1 for o in protocol.objectives)
-    head_steps = len(protocol.methods) * seeds * configs * ood.epochs * sizes.get("train", 0) / ood.batch_size
+    head_steps = len(protocol.learners) * seeds * configs * ood.epochs * sizes.get("train", 0) / ood.batch_size
     est.add("OOD stage", *(head_steps * STEP_OVERHEAD_S[d] for d in ("t4", "cpu")))
     if download:
         from featlib.data.wilds_data import download_size_gb
@@ -251,12 +251,12 @@ REAL_SPLIT_SIZES = {
 
 # -- chapter 07 ------------------------------------------------------------------------------
 def cost(settings, cases) -> Estimate:
-    """The cost benchmark: every method, round, step and repeat of each case."""
+    """The cost benchmark: every learner, round, step and repeat of each case."""
     est = Estimate()
     for case in cases:
         stages = 0
-        for method in settings.methods:
-            stages += 1 if method == "erm" else settings.rounds + (1 if method == "bonsai" else 0)
+        for learner in settings.learners:
+            stages += 1 if learner == "erm" else settings.rounds + (1 if learner == "bonsai" else 0)
         steps = stages * settings.steps * settings.repeats
         if getattr(case, "name", "") == "cmnist":
             size = mlp_size_factor(case.n_train, case.hidden_dim)

@@ -103,11 +103,11 @@ def show(what: str, prov: Mapping[str, Any], size: str | None = None) -> None:
     display(HTML(command_block(prov)))
 
 
-def termination_summary(stops, max_rounds: int, init: str = "ifeat", label: str = "FeAT (iFeAT)") -> str:
-    """How the rounds of ``init`` ended, from :func:`featlib.experiments.cmnist_report.stop_rounds`'s
+def termination_summary(stops, max_rounds: int, learner: str = "ifeat", label: str = "FeAT (iFeAT)") -> str:
+    """How the rounds of ``learner`` ended, from :func:`featlib.experiments.cmnist_report.stop_rounds`'s
     frame (one row per dataset and seed, ``discarded_round`` NaN when no round was discarded):
     how many runs the 130% check stopped, and how many ran to the cap of ``max_rounds``."""
-    rows = stops[stops["init"] == init]
+    rows = stops[stops["learner"] == learner]
     if rows.empty:
         return f"No rounds of {label} are recorded."
     by_rule = int(rows["discarded_round"].notna().sum())

@@ -69,7 +69,7 @@ def cmnist_scale(protocols, description: str | None = None) -> RunScale:
     def reference(p):
         preset = preset_of(p)
         return make_protocol(DEFAULT_PRESET if preset == "custom" else preset, dataset=p.dataset,
-                             objectives=p.objectives, inits=p.inits)
+                             objectives=p.objectives, learners=p.learners)
 
     protocols = list(protocols)
     description = description or describe_cmnist(protocols[0])

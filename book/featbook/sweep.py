@@ -531,9 +531,9 @@ def _run_ray(notebook: Path, todo: list[dict], address: str, workers: int | None
     if not ray.is_initialized():
         options = dict(include_dashboard=False, log_to_driver=False)
         if address == "local":
-            ray.init(num_cpus=workers, **options)
+            ray.learner(num_cpus=workers, **options)
         else:
-            ray.init(address=address, **options)
+            ray.learner(address=address, **options)
         started = True
     refs: dict = {}
     try:

@@ -10,7 +10,7 @@ from featlib import style
 from featbook import prose
 from featbook.tables import Stacked, Table, table
 from featlib.experiments import wilds_report as report
-from featlib.experiments.labels import INIT_LABELS
+from featlib.experiments.labels import LEARNER_LABELS
 
 
 def split_summary(data) -> Table:
@@ -61,7 +61,7 @@ def dfr_table(frame: pd.DataFrame, caption: str) -> Table:
 def rounds_table(frame: pd.DataFrame, caption: str) -> Table:
     """The feature-learning history (the frame of :func:`.wilds_report.rounds_table`)."""
     shown = pd.DataFrame({
-        "method": frame["method"], "seed": frame["seed"], "round": frame["round"],
+        "learner": frame["learner"], "seed": frame["seed"], "round": frame["round"],
         "steps": [prose.integer(v) for v in frame["steps"]],
         "train acc.": [prose.percent(v) for v in frame["train_acc"]],
         "retention acc.": [prose.percent(v) for v in frame.get("retention_acc", pd.Series([np.nan] * len(frame)))],
@@ -98,8 +98,8 @@ def table3_figure(results, dataset: str):
     return fig
 
 
-def method_label(method: str) -> str:
-    return INIT_LABELS.get(method, method)
+def method_label(learner: str) -> str:
+    return LEARNER_LABELS.get(learner, learner)
 
 
 def what_we_see(title: str, committed: bool, fetch_failed: bool = False) -> str:

@@ -3,7 +3,7 @@
     python -m featlib.cost --out results/cost/cpu                        # both cases, full size
     python -m featlib.cost --benchmarks cmnist --n-train 5000 --steps 12 --repeats 2
 
-Writes ``raw.csv`` (one row per case, repeat, method and round), ``summary.csv``,
+Writes ``raw.csv`` (one row per case, repeat, learner and round), ``summary.csv``,
 ``targets.csv``, ``schedule.csv`` and ``provenance.json`` (command, commit, device, versions,
 wall time, a manifest of the files) to ``--out``, replaced as a whole at the end
 (:mod:`featlib.io.result_folder`: ``records/`` stays in place, linked into the new folder before the
@@ -25,7 +25,7 @@ from ..device import describe_device, get_device
 from ..io.provenance import git_commit
 from ..io.cli import OneLineParser
 from ..io.result_folder import ResultFolder, check_out
-from .benchmark import COST_CASES, METHODS, CostSettings, run_cost_benchmark
+from .benchmark import COST_CASES, LEARNERS, CostSettings, run_cost_benchmark
 from .report import check_targets, format_table, format_targets, schedule_estimate, summarise
 from .results import KIND
 
@@ -37,7 +37,7 @@ def _pretrained(value: str):
 def parse_args(argv):
     p = OneLineParser(prog="python -m featlib.cost", description=__doc__.split("\n\n")[0])
     p.add_argument("--benchmarks", nargs="+", default=["cmnist", "wilds"], choices=COST_CASES.names())
-    p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    p.add_argument("--learners", "--methods", nargs="+", default=list(LEARNERS), choices=LEARNERS)
     p.add_argument("--rounds", type=int, default=4, help="rounds of Bonsai, FeAT and iFeAT (default 4)")
     p.add_argument("--steps", type=int, default=20, help="steps per round, warm-up included (default 20)")
     p.add_argument("--warmup", type=int, default=3)
@@ -62,7 +62,7 @@ def parse_args(argv):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        settings = CostSettings(tuple(args.methods), args.rounds, args.steps, args.warmup, args.repeats,
+        settings = CostSettings(tuple(args.learners), args.rounds, args.steps, args.warmup, args.repeats,
                                 not args.no_memory)
         cases = []
         for name in args.benchmarks:
@@ -89,13 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     raw = run_cost_benchmark(cases, settings, device=device, out=args.out)
     summary = summarise(raw)
     targets = check_targets(summary)
-    estimate = schedule_estimate(summary, {c.name: {m: c.schedule(m) for m in settings.methods} for c in cases})
+    estimate = schedule_estimate(summary, {c.name: {m: c.schedule(m) for m in settings.learners} for c in cases})
     wall = time.perf_counter() - start
     print(f"\ndevice: {describe_device(device)}, torch {torch.__version__}, {torch.get_num_threads()} threads")
     for case in cases:
         print(f"{case.name}: {case.describe()}")
     print(f"{settings.steps} steps per round ({settings.warmup} warm-up"
-          f"{', 1 memory' if settings.memory else ''}), {settings.repeats} repeats, methods interleaved\n")
+          f"{', 1 memory' if settings.memory else ''}), {settings.repeats} repeats, learners interleaved\n")
     print(format_table(summary))
     print("\nThe paper's schedule at our measured step times (no evaluation between rounds):")
     print(estimate.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             folder.add_csv(f"{name}.csv", frame)
         record = provenance(
             command_line("featlib.cost", argv), start, device, commit=commit,
-            cases={c.name: c.describe() for c in cases}, settings=vars(settings) | {"methods": settings.methods},
+            cases={c.name: c.describe() for c in cases}, settings=vars(settings) | {"learners": settings.learners},
             note="wall time includes measurements reused from --out/records, if any",
         )
         record["wall_time_s"] = wall

@@ -7,13 +7,13 @@ Two cases, registered in :data:`COST_CASES`:
 * ``"wilds"``: the WILDS learners of chapter 05 on one dataset and backbone at a fixed
   minibatch size (fabricated data offline, the real data where it is on disk).
 
-Every method runs the library's own learner (so the measured steps are the ones the book
+Every learner runs the library's own learner (so the measured steps are the ones the book
 trains with), ``steps`` steps per round, ``rounds`` rounds for Bonsai (plus its synthesis
 round), FeAT and iFeAT, with the termination check switched off (the "never" rule) so that round k
 is reached whatever the data. Methods are interleaved within each repeat (ERM, Bonsai, FeAT,
-iFeAT, then again), so slow drifts of the machine hit all methods alike.
+iFeAT, then again), so slow drifts of the machine hit all learners alike.
 
-A finished (case, repeat, method) measurement is written to ``out/records`` at once; a rerun
+A finished (case, repeat, learner) measurement is written to ``out/records`` at once; a rerun
 with the same settings skips it, so an interrupted benchmark resumes without losing work.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ from ..registry import Registry
 from ..validation import check_bool, check_choice, check_fits_in_memory, check_int, check_sequence, check_writable
 from .recorder import StepRecorder
 
-METHODS = ("erm", "bonsai", "feat", "ifeat")
+LEARNERS = ("erm", "bonsai", "feat", "ifeat")
 #: The termination rule used while benchmarking: no round is discarded, so FeAT and iFeAT run
 #: every requested round (featlib.feature_learning.termination).
 NO_TERMINATION = "never"
@@ -51,9 +51,9 @@ BACKBONE_NAMES = {"densenet121": "DenseNet-121", "resnet50": "ResNet-50", "small
 
 @dataclass(frozen=True)
 class CostSettings:
-    """How much to measure: rounds per method, steps per round, warm-up and repeats."""
+    """How much to measure: rounds per learner, steps per round, warm-up and repeats."""
 
-    methods: tuple[str, ...] = METHODS
+    learners: tuple[str, ...] = LEARNERS
     rounds: int = 4
     steps: int = 20
     warmup: int = 3
@@ -61,11 +61,11 @@ class CostSettings:
     memory: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "methods", tuple(check_sequence("methods", list(self.methods))))
-        for m in self.methods:
-            check_choice("methods", m, METHODS)
-        if "erm" not in self.methods:
-            raise ValueError(f"methods must include 'erm' (the ratios are to ERM); got {list(self.methods)}")
+        object.__setattr__(self, "learners", tuple(check_sequence("learners", list(self.learners))))
+        for m in self.learners:
+            check_choice("learners", m, LEARNERS)
+        if "erm" not in self.learners:
+            raise ValueError(f"learners must include 'erm' (the ratios are to ERM); got {list(self.learners)}")
         check_int("rounds", self.rounds, minimum=1)
         check_int("warmup", self.warmup, minimum=0)
         check_bool("memory", self.memory)
@@ -77,16 +77,16 @@ class CostSettings:
 
 
 class CostCase:
-    """One benchmark case: how to build the data once and run one method's learner."""
+    """One benchmark case: how to build the data once and run one learner's learner."""
 
     name: str
     batch_size: int
 
     def describe(self) -> str: ...
     def prepare(self, device: torch.device) -> None: ...
-    def run(self, method: str, settings: CostSettings, device: torch.device, scratch: Path) -> None: ...
-    def schedule(self, method: str) -> list[int]:
-        """The paper's steps per round of ``method`` (Bonsai: its rounds, then the synthesis)."""
+    def run(self, learner: str, settings: CostSettings, device: torch.device, scratch: Path) -> None: ...
+    def schedule(self, learner: str) -> list[int]:
+        """The paper's steps per round of ``learner`` (Bonsai: its rounds, then the synthesis)."""
         ...
 
 
@@ -129,26 +129,26 @@ class CMNISTCost(CostCase):
         if self._data is None:
             self._data = make_colored_mnist(self.dataset, self.seed, n_train=self.n_train, n_test=self.n_test).to(device)
 
-    def run(self, method: str, settings: CostSettings, device: torch.device, scratch: Path) -> None:
+    def run(self, learner: str, settings: CostSettings, device: torch.device, scratch: Path) -> None:
         from ..feature_learning import FEATURE_LEARNERS
 
         options = {"hidden_dim": self.hidden_dim}
-        if method == "erm":
+        if learner == "erm":
             options["epochs"] = settings.steps
-        elif method == "bonsai":
+        elif learner == "bonsai":
             options.update(round_epochs=(settings.steps,) * settings.rounds, synthesis_epochs=settings.steps)
         else:
             options.update(epochs_per_round=settings.steps, max_rounds=settings.rounds, termination_rule=NO_TERMINATION)
-        FEATURE_LEARNERS.get(method)(self._data, self.seed, **options)
+        FEATURE_LEARNERS.get(learner)(self._data, self.seed, **options)
 
-    def schedule(self, method: str) -> list[int]:
+    def schedule(self, learner: str) -> list[int]:
         from ..experiments.colored_mnist import SCHEDULES
         from ..experiments.paper_values import FEAT_STOP_ROUND
 
-        table6 = SCHEDULES[self.dataset][method]
-        if method == "erm":
+        table6 = SCHEDULES[self.dataset][learner]
+        if learner == "erm":
             return [table6["epochs"]]
-        if method == "bonsai":
+        if learner == "bonsai":
             return list(table6["round_epochs"]) + [table6["synthesis_epochs"]]
         return [table6["epochs_per_round"]] * FEAT_STOP_ROUND[self.dataset]
 
@@ -178,7 +178,7 @@ class WildsCost(CostCase):
         check_bool("download", self.download)
         check_int("batch_size", self.batch_size, minimum=1)
         self.protocol = WildsProtocol(
-            dataset=self.dataset, methods=("erm",), backbone=self.backbone, pretrained=self.pretrained,
+            dataset=self.dataset, learners=("erm",), backbone=self.backbone, pretrained=self.pretrained,
             batch_size=self.batch_size, resolution=self.resolution, max_token_length=self.max_token_length,
             dfr=False)
         if not self.fabricate and not self.download:
@@ -206,7 +206,7 @@ class WildsCost(CostCase):
     def backbone_description(self) -> str:
         return self._experiment.backbone_description if self._experiment else ""
 
-    def run(self, method: str, settings: CostSettings, device: torch.device, scratch: Path) -> None:
+    def run(self, learner: str, settings: CostSettings, device: torch.device, scratch: Path) -> None:
         from ..feature_learning import FEATURE_LEARNERS
         from ..feature_learning.minibatch_loop import MinibatchLoop
         from ..training.minibatch import Checkpoint
@@ -215,15 +215,15 @@ class WildsCost(CostCase):
             self.protocol.train_config(), steps_per_round=settings.steps, rounds=settings.rounds,
             erm_steps=settings.steps, termination_rule=NO_TERMINATION, checkpoint_every=10**9)
         loop = MinibatchLoop(data=self._experiment.data, new_model=self._experiment.new_model, config=config,
-                             seed=self.seed, checkpoint=Checkpoint(scratch / f"{method}.pt", every=10**9), device=device)
-        FEATURE_LEARNERS.get(method).on(loop, **config.learner_options(method))
+                             seed=self.seed, checkpoint=Checkpoint(scratch / f"{learner}.pt", every=10**9), device=device)
+        FEATURE_LEARNERS.get(learner).on(loop, **config.learner_options(learner))
 
-    def schedule(self, method: str) -> list[int]:
+    def schedule(self, learner: str) -> list[int]:
         spec = self.protocol.spec
         per_round = max(1, spec.fl_steps // spec.fl_rounds)
-        if method == "erm":
+        if learner == "erm":
             return [spec.erm_steps]
-        if method == "bonsai":
+        if learner == "bonsai":
             return [per_round] * (spec.fl_rounds + 1)
         return [per_round] * spec.fl_rounds
 
@@ -240,16 +240,16 @@ def _round_labels(stages: list[str]) -> list[str]:
     return labels
 
 
-def measure(case: CostCase, method: str, settings: CostSettings, device: torch.device) -> pd.DataFrame:
-    """One run of ``method``: a row per round with the median step time and the peak memory."""
+def measure(case: CostCase, learner: str, settings: CostSettings, device: torch.device) -> pd.DataFrame:
+    """One run of ``learner``: a row per round with the median step time and the peak memory."""
     recorder = settings.recorder()
     with tempfile.TemporaryDirectory() as scratch, recording(recorder):
         start = time.perf_counter()
-        case.run(method, settings, device, Path(scratch))
+        case.run(learner, settings, device, Path(scratch))
         wall = time.perf_counter() - start
     stages = list(recorder.stages.values())
     return pd.DataFrame([
-        {"method": method, "round": label, "stage": m.stage, "steps": m.steps, "timed_steps": len(m.seconds),
+        {"learner": learner, "round": label, "stage": m.stage, "steps": m.steps, "timed_steps": len(m.seconds),
          "step_s": m.median_seconds, "peak_bytes": m.peak_bytes, "run_wall_s": wall}
         for label, m in zip(_round_labels([m.stage for m in stages]), stages)
     ])
@@ -263,47 +263,47 @@ def _settings_key(case: CostCase, settings: CostSettings, device: torch.device) 
 
 def run_cost_benchmark(cases: list[CostCase], settings: CostSettings, *, device: torch.device | None = None,
                        out: str | Path | None = None, progress: bool = True) -> pd.DataFrame:
-    """Measure every method of ``settings`` on every case, ``repeats`` times (methods interleaved).
+    """Measure every learner of ``settings`` on every case, ``repeats`` times (learners interleaved).
 
-    Returns one row per (case, repeat, method, round). With ``out``, each finished measurement
+    Returns one row per (case, repeat, learner, round). With ``out``, each finished measurement
     is kept in ``out/records/`` and reused by a rerun with the same settings and device."""
     device = device or get_device()
     records = None if out is None else check_writable("out", out) / "records"
-    jobs = [(case, r, m) for case in cases for r in range(settings.repeats) for m in settings.methods]
+    jobs = [(case, r, m) for case in cases for r in range(settings.repeats) for m in settings.learners]
     frames = []
     bar = tqdm(jobs, desc="cost benchmark", disable=not progress)
-    for case, repeat, method in bar:
-        bar.set_postfix_str(f"{case.name} repeat {repeat + 1} {method}")
-        path = None if records is None else records / f"{case.name}-{_settings_key(case, settings, device)}-r{repeat}-{method}.csv"
+    for case, repeat, learner in bar:
+        bar.set_postfix_str(f"{case.name} repeat {repeat + 1} {learner}")
+        path = None if records is None else records / f"{case.name}-{_settings_key(case, settings, device)}-r{repeat}-{learner}.csv"
 
-        def measured(case=case, repeat=repeat, method=method) -> pd.DataFrame:
+        def measured(case=case, repeat=repeat, learner=learner) -> pd.DataFrame:
             case.prepare(device)
-            frame = measure(case, method, settings, device)
+            frame = measure(case, learner, settings, device)
             frame.insert(0, "repeat", repeat)
             frame.insert(0, "benchmark", case.name)
             return frame
 
         key = _settings_key(case, settings, device)
-        meta = piece_meta(key, None, repeat=repeat, method=method, device=device.type)
-        frames.append(cached(path, _record_reader(case.name, repeat, method, settings, expect=meta), measured,
+        meta = piece_meta(key, None, repeat=repeat, learner=learner, device=device.type)
+        frames.append(cached(path, _record_reader(case.name, repeat, learner, settings, expect=meta), measured,
                              lambda path, frame, meta=meta: write_verified_csv(path, frame, meta), what="cost record"))
     return pd.concat(frames, ignore_index=True)
 
 
-def expected_rounds(method: str, settings: CostSettings) -> list[str]:
-    """The round labels a measurement of ``method`` holds: ERM one, FeAT and iFeAT ``rounds``,
+def expected_rounds(learner: str, settings: CostSettings) -> list[str]:
+    """The round labels a measurement of ``learner`` holds: ERM one, FeAT and iFeAT ``rounds``,
     Bonsai ``rounds`` and its synthesis."""
-    if method == "erm":
+    if learner == "erm":
         return ["1"]
     labels = [str(k) for k in range(1, settings.rounds + 1)]
-    return labels + ["synthesis"] if method == "bonsai" else labels
+    return labels + ["synthesis"] if learner == "bonsai" else labels
 
 
-def _record_reader(benchmark: str, repeat: int, method: str, settings: CostSettings, expect: dict | None = None):
+def _record_reader(benchmark: str, repeat: int, learner: str, settings: CostSettings, expect: dict | None = None):
     """Reads a kept measurement back, checking that it holds every round of it once and (``expect``)
-    that its record names the settings, repeat and method it is read for (a record measured with
+    that its record names the settings, repeat and learner it is read for (a record measured with
     other settings and copied under this name is reported and measured again)."""
-    check = expect_keys(["benchmark", "repeat", "method", "round"],
-                        [(benchmark, repeat, method, r) for r in expected_rounds(method, settings)], allow_nan=True)
-    wanted = None if expect is None else {k: expect[k] for k in ("key", "repeat", "method", "device")}
+    check = expect_keys(["benchmark", "repeat", "learner", "round"],
+                        [(benchmark, repeat, learner, r) for r in expected_rounds(learner, settings)], allow_nan=True)
+    wanted = None if expect is None else {k: expect[k] for k in ("key", "repeat", "learner", "device")}
     return lambda path: read_verified_csv(path, check, dtype={"round": str}, expect=wanted)

@@ -1,6 +1,6 @@
 """Ratios to ERM, the book's targets for iFeAT, the paper's Table 14 beside ours, and the figures.
 
-* :func:`summarise`: per (benchmark, method, round) the median over repeats of the per-run
+* :func:`summarise`: per (benchmark, learner, round) the median over repeats of the per-run
   median step time, the spread over repeats, the peak memory, and both as ratios to ERM's
   step on the same benchmark, model and batch.
 * :func:`check_targets`: iFeAT per-step time <= 1.3x ERM and peak memory <= 1.5x ERM in every
@@ -32,9 +32,9 @@ def _round_key(label: str) -> int:
 
 
 def summarise(raw: pd.DataFrame) -> pd.DataFrame:
-    """One row per (benchmark, method, round), ratios to ERM's (single) round."""
+    """One row per (benchmark, learner, round), ratios to ERM's (single) round."""
     raw = raw.assign(round=raw["round"].astype(str))
-    grouped = raw.groupby(["benchmark", "method", "round"], sort=False)
+    grouped = raw.groupby(["benchmark", "learner", "round"], sort=False)
     out = grouped.agg(
         step_ms=("step_s", lambda s: 1e3 * float(np.median(s))),
         step_ms_min=("step_s", lambda s: 1e3 * float(np.min(s))),
@@ -43,12 +43,12 @@ def summarise(raw: pd.DataFrame) -> pd.DataFrame:
         timed_steps=("timed_steps", "sum"),
         repeats=("repeat", "nunique"),
     ).reset_index()
-    erm = out[out["method"] == "erm"].set_index("benchmark")
+    erm = out[out["learner"] == "erm"].set_index("benchmark")
     out["time_x_erm"] = out["step_ms"] / out["benchmark"].map(erm["step_ms"])
     out["memory_x_erm"] = out["peak_mb"] / out["benchmark"].map(erm["peak_mb"])
     order = {m: i for i, m in enumerate(("erm", "bonsai", "feat", "ifeat"))}
-    out = out.sort_values(["benchmark", "method", "round"],
-                          key=lambda c: c.map(order) if c.name == "method" else
+    out = out.sort_values(["benchmark", "learner", "round"],
+                          key=lambda c: c.map(order) if c.name == "learner" else
                           (c.map(_round_key) if c.name == "round" else c), kind="stable")
     return out.reset_index(drop=True)
 
@@ -63,8 +63,8 @@ def check_targets(summary: pd.DataFrame) -> pd.DataFrame:
     """One row per (benchmark, target): the measured value, the limit and whether it is met."""
     rows = []
     for bench, frame in summary.groupby("benchmark", sort=False):
-        erm_ms = float(frame.loc[frame["method"] == "erm", "step_ms"].iloc[0])
-        ifeat = frame[frame["method"] == "ifeat"]
+        erm_ms = float(frame.loc[frame["learner"] == "erm", "step_ms"].iloc[0])
+        ifeat = frame[frame["learner"] == "ifeat"]
         if len(ifeat):
             worst_t = ifeat["time_x_erm"].max()
             rows.append({"benchmark": bench, "target": "iFeAT step time <= 1.3x ERM (worst round)",
@@ -73,7 +73,7 @@ def check_targets(summary: pd.DataFrame) -> pd.DataFrame:
             if np.isfinite(worst_m):
                 rows.append({"benchmark": bench, "target": "iFeAT peak memory <= 1.5x ERM (worst round)",
                              "value": worst_m, "limit": IFEAT_MEMORY_LIMIT, "met": bool(worst_m <= IFEAT_MEMORY_LIMIT)})
-        feat = frame[(frame["method"] == "feat") & (frame["round"] != "synthesis")]
+        feat = frame[(frame["learner"] == "feat") & (frame["round"] != "synthesis")]
         if len(feat) >= 3:
             k = feat["round"].astype(int).to_numpy(float)
             slope, _, residuals = linear_fit(k, feat["step_ms"].to_numpy(float))
@@ -86,23 +86,23 @@ def check_targets(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def schedule_estimate(summary: pd.DataFrame, schedules: dict[str, dict[str, list[int]]]) -> pd.DataFrame:
-    """Per (benchmark, method): the paper's steps of each round times our measured step time of
+    """Per (benchmark, learner): the paper's steps of each round times our measured step time of
     that round (the last measured round stands in for later ones), summed; and as a ratio to ERM."""
     rows = []
-    for (bench, method), frame in summary.groupby(["benchmark", "method"], sort=False):
-        steps = schedules[bench][method]
+    for (bench, learner), frame in summary.groupby(["benchmark", "learner"], sort=False):
+        steps = schedules[bench][learner]
         ms = frame["step_ms"].tolist()
-        if method == "bonsai":  # rounds, then the synthesis round
+        if learner == "bonsai":  # rounds, then the synthesis round
             synthesis = frame.loc[frame["round"] == "synthesis", "step_ms"]
             per_round = frame.loc[frame["round"] != "synthesis", "step_ms"].tolist()
             times = [per_round[min(i, len(per_round) - 1)] for i in range(len(steps) - 1)]
             times.append(float(synthesis.iloc[0]) if len(synthesis) else per_round[-1])
         else:
             times = [ms[min(i, len(ms) - 1)] for i in range(len(steps))]
-        rows.append({"benchmark": bench, "method": method, "paper_steps": int(sum(steps)),
+        rows.append({"benchmark": bench, "learner": learner, "paper_steps": int(sum(steps)),
                      "rounds": len(steps), "estimated_s": float(np.dot(steps, times)) / 1e3})
     out = pd.DataFrame(rows)
-    erm = out[out["method"] == "erm"].set_index("benchmark")["estimated_s"]
+    erm = out[out["learner"] == "erm"].set_index("benchmark")["estimated_s"]
     out["time_x_erm"] = out["estimated_s"] / out["benchmark"].map(erm)
     return out
 
@@ -110,12 +110,12 @@ def schedule_estimate(summary: pd.DataFrame, schedules: dict[str, dict[str, list
 def paper_table14() -> pd.DataFrame:
     """Table 14 as printed (the paper's numbers), with the ratios to ERM computed from it."""
     rows = []
-    for dataset, methods in TABLE14.items():
-        for method, values in methods.items():
-            rows.append({"dataset": dataset, "method": method, "time": values["time"][0],
+    for dataset, learners in TABLE14.items():
+        for learner, values in learners.items():
+            rows.append({"dataset": dataset, "learner": learner, "time": values["time"][0],
                          "time_std": values["time"][1], "memory_pct": values["memory_pct"][0],
-                         "time_x_erm": values["time"][0] / methods["erm"]["time"][0],
-                         "memory_x_erm": values["memory_pct"][0] / methods["erm"]["memory_pct"][0]})
+                         "time_x_erm": values["time"][0] / learners["erm"]["time"][0],
+                         "memory_x_erm": values["memory_pct"][0] / learners["erm"]["memory_pct"][0]})
     return pd.DataFrame(rows)
 
 
@@ -126,8 +126,8 @@ def format_table(summary: pd.DataFrame) -> str:
         time=summary["time_x_erm"].map(lambda v: f"{v:5.2f}x"),
         memory=summary.apply(lambda r: "    n/a" if not np.isfinite(r.peak_mb) else f"{r.peak_mb:9.1f} MB", axis=1),
         mem_ratio=summary["memory_x_erm"].map(lambda v: "  n/a" if not np.isfinite(v) else f"{v:5.2f}x"),
-    )[["benchmark", "method", "round", "step", "time", "memory", "mem_ratio"]]
-    shown.columns = ["benchmark", "method", "round", "median step [min-max over repeats]", "time/ERM",
+    )[["benchmark", "learner", "round", "step", "time", "memory", "mem_ratio"]]
+    shown.columns = ["benchmark", "learner", "round", "median step [min-max over repeats]", "time/ERM",
                      "peak memory", "memory/ERM"]
     return shown.to_string(index=False)
 
@@ -140,7 +140,7 @@ def format_targets(targets: pd.DataFrame) -> str:
 
 
 def plot_costs(summary: pd.DataFrame, axes=None):
-    """Per benchmark: step time and peak memory per round, one line per method (ratios to ERM)."""
+    """Per benchmark: step time and peak memory per round, one line per learner (ratios to ERM)."""
     import matplotlib.pyplot as plt
 
     benches = list(dict.fromkeys(summary["benchmark"]))
@@ -154,15 +154,15 @@ def plot_costs(summary: pd.DataFrame, axes=None):
     for row, bench in zip(axes, benches):
         frame = summary[summary["benchmark"] == bench]
         for column, (ax, title) in zip(("time_x_erm", "memory_x_erm"), zip(row, ("step time", "peak memory"))):
-            for method, part in frame.groupby("method", sort=False):
+            for learner, part in frame.groupby("learner", sort=False):
                 part = part[part["round"] != "synthesis"]
-                colour, marker = styles.get(method, ("grey", "."))
+                colour, marker = styles.get(learner, ("grey", "."))
                 k = part["round"].astype(int)
-                if method == "erm":
+                if learner == "erm":
                     ax.axhline(1.0, color=colour, lw=1, ls="--", label="ERM")
                 else:
                     ax.plot(k, part[column], color=colour, marker=marker, label={"feat": "FeAT", "ifeat": "iFeAT",
-                                                                                 "bonsai": "Bonsai"}[method])
+                                                                                 "bonsai": "Bonsai"}[learner])
             limit = IFEAT_TIME_LIMIT if column == "time_x_erm" else IFEAT_MEMORY_LIMIT
             ax.axhline(limit, color="tab:green", lw=0.8, ls=":", label=f"iFeAT target ({limit}x)")
             ax.set_xlabel("round k")

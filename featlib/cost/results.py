@@ -26,5 +26,7 @@ def load_cost_results(directory: str | Path) -> dict | None:
     if found is None:
         return None
     record, files = found
+    record = {("learners" if k == "methods" else k): v for k, v in record.items()}  # featlib 0.4's name
     return {"provenance": record,
-            **{name: frame(files, directory, f"{name}.csv", remedy, dtype={"round": str}) for name in FILES}}
+            **{name: frame(files, directory, f"{name}.csv", remedy, dtype={"round": str}).rename(columns={"method": "learner"})
+               for name in FILES}}

@@ -11,7 +11,7 @@ import pandas as pd
 from .. import style
 from ..feature_learning.termination import DEFAULT_TERMINATION_THRESHOLD
 from .colored_mnist import format_mean_std, select_best
-from .labels import DATASET_LABELS, INIT_LABELS, OBJECTIVE_LABELS, label
+from .labels import DATASET_LABELS, LEARNER_LABELS, OBJECTIVE_LABELS, label
 from .paper_values import ORACLE, TABLE2, TABLE7
 
 
@@ -25,19 +25,19 @@ def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper
     best = select_best(results)
     cells: dict[tuple, dict[str, str]] = {}
     for row in best.itertuples():
-        col = (DATASET_LABELS[row.dataset], INIT_LABELS[row.init])
+        col = (DATASET_LABELS[row.dataset], LEARNER_LABELS[row.learner])
         name = label("objective", row.objective)
         cells.setdefault(col + ("ours",), {})[name] = format_mean_std(row.mean, row.std) + (
             f" (n = {row.n_seeds})" if with_n else "")
-        paper = TABLE2.get(row.dataset, {}).get(row.objective, {}).get(row.init)
+        paper = TABLE2.get(row.dataset, {}).get(row.objective, {}).get(row.learner)
         if with_paper:
             cells.setdefault(col + ("paper",), {})[name] = (
                 f"{paper[0]:.2f} ± {paper[1]:.2f}" if paper else "-")
     if oracle is not None:
         for dataset, frame in oracle.groupby("dataset"):
             values = frame["worst_test_acc"].to_numpy()
-            for init in best.loc[best["dataset"] == dataset, "init"].unique():
-                col = (DATASET_LABELS[dataset], INIT_LABELS[init])
+            for learner in best.loc[best["dataset"] == dataset, "learner"].unique():
+                col = (DATASET_LABELS[dataset], LEARNER_LABELS[learner])
                 cells[col + ("ours",)]["Oracle"] = format_mean_std(values.mean(), values.std()) + (
                     f" (n = {len(values)})" if with_n else "")
                 if with_paper:
@@ -47,7 +47,7 @@ def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper
     order += [r for r in frame.index if r not in order and r != "Oracle"]  # objectives of one's own
     order += ["Oracle"] if "Oracle" in frame.index else []
     frame = frame.reindex(order)
-    rank = {label: i for i, label in enumerate([*DATASET_LABELS.values(), *INIT_LABELS.values(), "ours", "paper"])}
+    rank = {label: i for i, label in enumerate([*DATASET_LABELS.values(), *LEARNER_LABELS.values(), "ours", "paper"])}
     frame = frame[sorted(frame.columns, key=lambda col: [rank[c] for c in col])]
     frame.columns = pd.MultiIndex.from_tuples(frame.columns, names=["dataset", "features", "source"])
     if not with_paper:
@@ -57,7 +57,7 @@ def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper
 
 def feat_comparison(results: pd.DataFrame, feat: str = "feat", others=("erm", "bonsai")) -> pd.DataFrame:
     """Per dataset and objective: does FeAT's best mean beat each other initialisation's?"""
-    best = select_best(results).set_index(["dataset", "objective", "init"])["mean"]
+    best = select_best(results).set_index(["dataset", "objective", "learner"])["mean"]
     rows = []
     for (dataset, objective), _ in best.groupby(level=[0, 1]):
         row = {"dataset": dataset, "objective": objective, feat: best.get((dataset, objective, feat), np.nan)}
@@ -128,7 +128,7 @@ def round_table(rounds: pd.DataFrame, dataset: str, with_paper: bool = True) -> 
     return table
 
 
-def against_table7(rounds_by_choice: dict[str, pd.DataFrame], dataset: str, init: str = "ifeat",
+def against_table7(rounds_by_choice: dict[str, pd.DataFrame], dataset: str, learner: str = "ifeat",
                    seeds=None) -> pd.DataFrame:
     """Each Table 7 cell (round x training / retention / OOD accuracy) of ``dataset`` under each
     choice (e.g. ``{"average": ..., "sum": ...}``: rounds frames of the same learner), as mean and
@@ -137,7 +137,7 @@ def against_table7(rounds_by_choice: dict[str, pd.DataFrame], dataset: str, init
     no seed of ours reached, is left out."""
     rows = []
     for choice, rounds in rounds_by_choice.items():
-        frame = rounds[(rounds["dataset"] == dataset) & (rounds["init"] == init)]
+        frame = rounds[(rounds["dataset"] == dataset) & (rounds["learner"] == learner)]
         if seeds is not None:
             frame = frame[frame["seed"].isin(list(seeds))]
         for metric, paper_values in TABLE7[dataset].items():
@@ -155,10 +155,10 @@ def stop_rounds(rounds: pd.DataFrame) -> pd.DataFrame:
     """Per dataset, learner and seed: the rounds kept, the round that was discarded (if any) and
     its training + retention accuracy (the rule's score) against the threshold."""
     rows = []
-    for (dataset, init, seed), frame in rounds.groupby(["dataset", "init", "seed"]):
+    for (dataset, learner, seed), frame in rounds.groupby(["dataset", "learner", "seed"]):
         frame = frame.sort_values("round")
         rejected = frame[~frame["accepted"].astype(bool)]
-        row = {"dataset": dataset, "init": init, "seed": int(seed), "rounds_kept": int(frame["accepted"].astype(bool).sum())}
+        row = {"dataset": dataset, "learner": learner, "seed": int(seed), "rounds_kept": int(frame["accepted"].astype(bool).sum())}
         if len(rejected):
             r = rejected.iloc[0]
             row.update(discarded_round=int(r["round"]), score=float(r.get("termination_score", np.nan)))
@@ -172,14 +172,14 @@ def stop_rounds(rounds: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def stop_margins(rounds: pd.DataFrame, dataset: str, init: str = "ifeat") -> pd.DataFrame:
+def stop_margins(rounds: pd.DataFrame, dataset: str, learner: str = "ifeat") -> pd.DataFrame:
     """The stop, seed by seed (Appendix F.1's rule): for each seed, the rounds it kept, the margin
     of the last kept round's training + retention accuracy over the threshold (points; a round 1
     has no retention accuracy and is always kept), the margin of the discarded round (negative),
     and the worst-test accuracy of the features the seed hands to the OOD stage (its last kept
     round's head). A seed whose kept round scored only just above the threshold is one that
     could have stopped a round earlier."""
-    frame = rounds[(rounds["dataset"] == dataset) & (rounds["init"] == init)]
+    frame = rounds[(rounds["dataset"] == dataset) & (rounds["learner"] == learner)]
     rows = []
     for seed, per_seed in frame.groupby("seed"):
         per_seed = per_seed.sort_values("round")
@@ -198,17 +198,17 @@ def stop_margins(rounds: pd.DataFrame, dataset: str, init: str = "ifeat") -> pd.
     return pd.DataFrame(rows)
 
 
-def early_stop_consequence(rounds: pd.DataFrame, dataset: str, init: str = "ifeat") -> dict | None:
+def early_stop_consequence(rounds: pd.DataFrame, dataset: str, learner: str = "ifeat") -> dict | None:
     """What a seed that stopped one round earlier than most would hand on: the most common number
     of kept rounds, and the mean worst-test accuracy of the round before it (its features) against
     that of the usual last round. None when fewer than two rounds are kept."""
-    margins = stop_margins(rounds, dataset, init)
+    margins = stop_margins(rounds, dataset, learner)
     if margins.empty:
         return None
     usual = int(margins["rounds_kept"].mode().iloc[0])
     if usual < 2:
         return None
-    frame = rounds[(rounds["dataset"] == dataset) & (rounds["init"] == init)]
+    frame = rounds[(rounds["dataset"] == dataset) & (rounds["learner"] == learner)]
     ood = frame.groupby("round")["ood_acc"].mean()
     return {"usual_rounds": usual, "ood_usual": float(ood[usual]), "ood_one_earlier": float(ood[usual - 1]),
             "closest_margin": float(margins.loc[margins["rounds_kept"] == usual, "kept_margin"].min()),
@@ -235,10 +235,10 @@ def describe_early_stop(consequence: dict | None, threshold: float = DEFAULT_TER
     return text
 
 
-def describe_stops(stops: pd.DataFrame, dataset: str, init: str) -> str:
+def describe_stops(stops: pd.DataFrame, dataset: str, learner: str) -> str:
     """One sentence: how many rounds each seed kept and the score of the discarded round, e.g.
     "kept 2 rounds in 5 of 5 seeds (seeds 1, 2, 3, 4, 5); the discarded round scored 127.1-128.9%"."""
-    frame = stops[(stops["dataset"] == dataset) & (stops["init"] == init)]
+    frame = stops[(stops["dataset"] == dataset) & (stops["learner"] == learner)]
     if frame.empty:
         return "no seed was run"
     parts = []

@@ -69,9 +69,9 @@ from ..validation import (
 #: Table 2's rows and columns. The paper's FeAT column is iFeAT (Sec. 5, "Practical
 #: implementations": "Throughout the whole experiment, we will use iFeAT").
 TABLE2_OBJECTIVES = ("erm", "irmv1", "vrex", "irmx", "ib_irm", "clove", "iga", "fishr")
-TABLE2_INITS = ("erm-nf", "erm", "bonsai", "ifeat")
+TABLE2_LEARNERS = ("erm-nf", "erm", "bonsai", "ifeat")
 #: Initialisations that a feature learner produces (all but ERM-NF).
-LEARNED_INITS = ("erm", "bonsai", "feat", "ifeat")
+FEATURE_LEARNER_NAMES = ("erm", "bonsai", "feat", "ifeat")
 
 #: Epochs per round of each feature learner, Table 6 (Appendix F.1).
 SCHEDULES: dict[str, dict[str, dict]] = {
@@ -115,7 +115,7 @@ def schedule(dataset: str, learner: str, epoch_scale: float = 1.0) -> dict:
     """Table 6's epochs of the feature learner ``learner`` on ``dataset`` (a patch variant uses
     its base dataset's), each multiplied by ``epoch_scale`` and rounded (at least 1): the keyword
     arguments ``epochs`` / ``round_epochs`` and ``synthesis_epochs`` / ``epochs_per_round``."""
-    check_choice("learner", learner, LEARNED_INITS)
+    check_choice("learner", learner, FEATURE_LEARNER_NAMES)
     check_positive("epoch_scale", epoch_scale)
     return {k: _scaled(v, epoch_scale) for k, v in SCHEDULES[schedule_dataset(dataset)][learner].items()}
 
@@ -146,7 +146,7 @@ class CMNISTProtocol:
     dataset: str = "cmnist025"
     seeds: tuple[int, ...] = tuple(range(1, 11))
     objectives: tuple[str, ...] = TABLE2_OBJECTIVES
-    inits: tuple[str, ...] = TABLE2_INITS
+    learners: tuple[str, ...] = TABLE2_LEARNERS
     penalty_weights: tuple[float, ...] = (1e1, 1e2, 1e3, 1e4, 1e5)
     pretrain_epochs: tuple[int, ...] = (0, 50, 100, 150, 200, 250)
     ood_steps: int = 1000
@@ -179,14 +179,14 @@ class CMNISTProtocol:
         check_protocol_dataset(self.dataset)
         PRECISIONS.get(self.precision)
         OOD_PATHS.get(self.ood_path)
-        for name in ("seeds", "objectives", "inits", "penalty_weights", "pretrain_epochs"):
+        for name in ("seeds", "objectives", "learners", "penalty_weights", "pretrain_epochs"):
             object.__setattr__(self, name, tuple(check_sequence(name, list(getattr(self, name)), unique=True)))
         for seed in self.seeds:
             check_seed("seeds", seed)
         for objective in self.objectives:
             OBJECTIVES.get(objective)
-        for init in self.inits:
-            check_choice("inits", init, ("erm-nf",) + LEARNED_INITS)
+        for learner in self.learners:
+            check_choice("learners", learner, ("erm-nf",) + FEATURE_LEARNER_NAMES)
         for weight in self.penalty_weights:
             check_positive("penalty_weights", weight, allow_zero=True)
         for epochs in self.pretrain_epochs:
@@ -229,11 +229,11 @@ class CMNISTProtocol:
 
         return int(protocol_bytes(self))
 
-    def learner_options(self, init: str) -> dict:
-        """Keyword arguments of the feature learner ``init`` for this dataset (Table 6, scaled)."""
-        options = schedule(self.dataset, init, self.epoch_scale)
+    def learner_options(self, learner: str) -> dict:
+        """Keyword arguments of the feature learner ``learner`` for this dataset (Table 6, scaled)."""
+        options = schedule(self.dataset, learner, self.epoch_scale)
         options.update(hidden_dim=self.hidden_dim, lr=self.lr, l2=self.l2)
-        if init in ("feat", "ifeat"):
+        if learner in ("feat", "ifeat"):
             options.update(max_rounds=self.max_rounds, retain_weight=self.retain_weight,
                            termination_threshold=self.termination_threshold, termination_rule=self.termination_rule,
                            head_combination=self.head_combination)
@@ -250,7 +250,7 @@ class CMNISTProtocol:
     #: every key until someone states here that a result does not depend on it (a stale result is
     #: never reused for a new field; tests/test_cache_keys.py checks that every name here is a field).
     PER_PIECE = {"seeds": "each piece is one seed and names it", "objectives": "each piece is one objective",
-                 "inits": "each piece is one learner"}
+                 "learners": "each piece is one learner"}
     OOD_ONLY = {"penalty_weights": "OOD stage", "pretrain_epochs": "OOD stage", "ood_steps": "OOD stage",
                 "eval_every": "OOD stage", "env_reduction": "OOD stage", "warmup_penalty_weight": "OOD stage",
                 "objective_options": "OOD stage", "precision": "OOD stage (feature learning runs in fp32)",
@@ -304,7 +304,7 @@ class CMNISTProtocol:
 
     def n_runs(self) -> int:
         """OOD-stage runs of the whole protocol."""
-        return len(self.seeds) * len(self.inits) * sum(len(self.configurations(o)) for o in self.objectives)
+        return len(self.seeds) * len(self.learners) * sum(len(self.configurations(o)) for o in self.objectives)
 
 
 
@@ -354,18 +354,18 @@ class ColoredMNISTExperiment:
 
     def _ood_meta(self, objective: str, groups) -> dict:
         p = self.protocol
-        return self._meta(p.ood_piece_key(objective), groups[0][1], init=groups[0][0], objective=objective,
+        return self._meta(p.ood_piece_key(objective), groups[0][1], learner=groups[0][0], objective=objective,
                           precision=p.precision, ood_path=p.ood_path)
 
-    def features(self, init: str, seed: int) -> LearnedFeatures:
-        """The feature learner ``init`` run on seed ``seed`` (loaded from the cache when there)."""
-        check_choice("init", init, LEARNED_INITS)
-        key = (init, seed)
+    def features(self, learner: str, seed: int) -> LearnedFeatures:
+        """The feature learner ``learner`` run on seed ``seed`` (loaded from the cache when there)."""
+        check_choice("learner", learner, FEATURE_LEARNER_NAMES)
+        key = (learner, seed)
         if key in self._features:
             return self._features[key]
         feature_key = self.protocol.key(CMNISTProtocol.FEATURE_FIELDS)
-        path = self._path("features", f"{init}-seed{seed}-{feature_key}.pt")
-        expect = {"key": feature_key, "seed": seed, "init": init}
+        path = self._path("features", f"{learner}-seed{seed}-{feature_key}.pt")
+        expect = {"key": feature_key, "seed": seed, "learner": learner}
 
         def load(path: Path) -> LearnedFeatures:
             saved = load_torch(path, keys=("state", "rounds", "epochs"), map_location=self.device, expect=expect)
@@ -380,41 +380,41 @@ class ColoredMNISTExperiment:
                 raise CorruptFileError(path, f"its 'rounds' entry is not a table ({err})") from None
             if not isinstance(saved["epochs"], int) or isinstance(saved["epochs"], bool):
                 raise CorruptFileError(path, f"its 'epochs' entry is a {type(saved['epochs']).__name__}")
-            return LearnedFeatures(init, model, rounds, saved["epochs"])
+            return LearnedFeatures(learner, model, rounds, saved["epochs"])
 
         def learn() -> LearnedFeatures:
             torch.manual_seed(seed)
-            return FEATURE_LEARNERS.get(init)(self.data(seed), seed, progress=self.progress,
-                                              **self.protocol.learner_options(init))
+            return FEATURE_LEARNERS.get(learner)(self.data(seed), seed, progress=self.progress,
+                                              **self.protocol.learner_options(learner))
 
         def save(path: Path, learned: LearnedFeatures) -> None:
             save_torch(path, {"state": learned.model.state_dict(), "rounds": learned.rounds.to_dict("list"),
-                              "epochs": learned.epochs}, meta=self._meta(feature_key, seed, init=init))
+                              "epochs": learned.epochs}, meta=self._meta(feature_key, seed, learner=learner))
 
         learned = cached(path, load, learn, save, what="cached features")
         self._features[key] = learned
         return learned
 
-    def rounds(self, init: str) -> pd.DataFrame:
+    def rounds(self, learner: str) -> pd.DataFrame:
         """Per-round histories of a feature learner over all seeds (Table 7 for iFeAT)."""
-        frames = [self.features(init, s).rounds.assign(seed=s) for s in self.protocol.seeds]
-        return pd.concat(frames, ignore_index=True).assign(dataset=self.protocol.dataset, init=init)
+        frames = [self.features(learner, s).rounds.assign(seed=s) for s in self.protocol.seeds]
+        return pd.concat(frames, ignore_index=True).assign(dataset=self.protocol.dataset, learner=learner)
 
     # -- the OOD stage -------------------------------------------------------------------
-    def _rows(self, final: dict, init_of_group, seed_of_group, configs, objective) -> pd.DataFrame:
+    def _rows(self, final: dict, learner_of_group, seed_of_group, configs, objective) -> pd.DataFrame:
         """One row per run from the final metrics, arrays of shape (groups, configurations)."""
         rows = []
-        for g, (init, seed) in enumerate(zip(init_of_group, seed_of_group)):
+        for g, (learner, seed) in enumerate(zip(learner_of_group, seed_of_group)):
             for c, (weight, pretrain) in enumerate(configs):
-                rows.append({"dataset": self.protocol.dataset, "init": init, "objective": objective, "seed": seed,
+                rows.append({"dataset": self.protocol.dataset, "learner": learner, "objective": objective, "seed": seed,
                              "penalty_weight": weight, "pretrain_epochs": pretrain,
                              **{k: float(v[g, c]) for k, v in final.items()}})
         return pd.DataFrame(rows)
 
     def _frozen_stack(self, objective: str, groups: list[tuple[str, int]], configs) -> pd.DataFrame:
-        """Heads on frozen features: every (init, seed) group x every configuration at once."""
+        """Heads on frozen features: every (learner, seed) group x every configuration at once."""
         p = self.protocol
-        learned = [self.features(init, seed) for init, seed in groups]
+        learned = [self.features(learner, seed) for learner, seed in groups]
         with torch.no_grad():
             feats = torch.stack([lf.model.featurizer(self.data(s).train_x) for lf, (_, s) in zip(learned, groups)])
             test_feats = [torch.stack([lf.model.featurizer(self.data(s).test[e].x) for lf, (_, s) in zip(learned, groups)])
@@ -434,8 +434,8 @@ class ColoredMNISTExperiment:
         """ERM-NF: whole networks from the seed's random initialisation, one per configuration."""
         p = self.protocol
         data = self.data(seed)
-        init = ColoredMNISTMLP(p.hidden_dim, seed=seed)
-        stack = StackedMLP([init] * len(configs)).to(self.device)
+        initial = ColoredMNISTMLP(p.hidden_dim, seed=seed)
+        stack = StackedMLP([initial] * len(configs)).to(self.device)
         train = LabelledInputs(data.train_x, data.train_y, data.env_slices)
         tests = [LabelledInputs(env.x, env.y) for env in data.test]
         weights = torch.tensor([w for w, _ in configs])
@@ -453,28 +453,28 @@ class ColoredMNISTExperiment:
         pieces = []
         for objective in p.objectives:
             ood_key = p.ood_piece_key(objective)
-            for init in [i for i in p.inits if i != "erm-nf"]:
+            for learner in [i for i in p.learners if i != "erm-nf"]:
                 for s in p.seeds:
-                    pieces.append((objective, "frozen", ((init, s),), self._piece_path(objective, init, s, ood_key)))
-            if "erm-nf" in p.inits:
+                    pieces.append((objective, "frozen", ((learner, s),), self._piece_path(objective, learner, s, ood_key)))
+            if "erm-nf" in p.learners:
                 for s in p.seeds:
                     pieces.append((objective, "nf", ((("erm-nf", s),)), self._piece_path(objective, "erm-nf", s, ood_key)))
         return pieces
 
-    def _piece_path(self, objective: str, init: str, seed: int, ood_key: str | None = None) -> Path | None:
+    def _piece_path(self, objective: str, learner: str, seed: int, ood_key: str | None = None) -> Path | None:
         ood_key = ood_key or self.protocol.ood_piece_key(objective)
-        if init == "erm-nf":
+        if learner == "erm-nf":
             return self._path("ood", f"nf-{objective}-seed{seed}-{ood_key}.csv")
-        return self._path("ood", f"frozen-{objective}-{init}-seed{seed}-{ood_key}.csv")
+        return self._path("ood", f"frozen-{objective}-{learner}-seed{seed}-{ood_key}.csv")
 
-    def piece(self, objective: str, init: str, seed: int) -> pd.DataFrame:
+    def piece(self, objective: str, learner: str, seed: int) -> pd.DataFrame:
         """The OOD-stage runs of one (objective, initialisation, seed), every configuration of the
         protocol: one unit of Table 2 (read from the cache when there, else trained and cached)."""
-        check_choice("init", init, ("erm-nf",) + LEARNED_INITS)
-        groups = ((init, seed),)
-        kind = "nf" if init == "erm-nf" else "frozen"
+        check_choice("learner", learner, ("erm-nf",) + FEATURE_LEARNER_NAMES)
+        groups = ((learner, seed),)
+        kind = "nf" if learner == "erm-nf" else "frozen"
         meta = self._ood_meta(objective, groups)
-        return cached(self._piece_path(objective, init, seed), self._piece_reader(objective, groups),
+        return cached(self._piece_path(objective, learner, seed), self._piece_reader(objective, groups),
                       lambda: self.run_piece(objective, kind, groups),
                       lambda path, frame: write_verified_csv(path, frame, meta), what="cached OOD-stage piece")
 
@@ -492,16 +492,16 @@ class ColoredMNISTExperiment:
     def _piece_reader(self, objective: str, groups) -> Callable[[Path], pd.DataFrame]:
         """Reads a cached piece back, checking that it holds every run of ``groups`` once."""
         configs = self.protocol.configurations(objective)
-        expected = [(self.protocol.dataset, init, objective, seed, w, k) for init, seed in groups for w, k in configs]
-        check = expect_keys(["dataset", "init", "objective", "seed", "penalty_weight", "pretrain_epochs"], expected)
+        expected = [(self.protocol.dataset, learner, objective, seed, w, k) for learner, seed in groups for w, k in configs]
+        check = expect_keys(["dataset", "learner", "objective", "seed", "penalty_weight", "pretrain_epochs"], expected)
         meta = self._ood_meta(objective, groups)
-        expect = {k: meta[k] for k in ("key", "seed", "init", "objective", "precision", "ood_path")}
+        expect = {k: meta[k] for k in ("key", "seed", "learner", "objective", "precision", "ood_path")}
         return lambda path: read_verified_csv(path, check, expect=expect)
 
     @staticmethod
     def _split(frame: pd.DataFrame, group) -> pd.DataFrame:
-        init, seed = group
-        return frame[(frame["init"] == init) & (frame["seed"] == seed)].reset_index(drop=True)
+        learner, seed = group
+        return frame[(frame["learner"] == learner) & (frame["seed"] == seed)].reset_index(drop=True)
 
     def _stack_missing_frozen(self, pieces) -> dict:
         """Train the missing frozen pieces of each objective as one stack. With a cache, those
@@ -585,12 +585,12 @@ class ColoredMNISTExperiment:
 
 # -- summaries -------------------------------------------------------------------------------
 def select_best(results: pd.DataFrame) -> pd.DataFrame:
-    """Per (dataset, init, objective): the configuration with the best mean worst-test accuracy
+    """Per (dataset, learner, objective): the configuration with the best mean worst-test accuracy
     over seeds, with mean and std (numpy's, ddof=0, as the reference) over seeds there."""
-    keys = ["dataset", "init", "objective"]
+    keys = ["dataset", "learner", "objective"]
     runs = results[keys + ["penalty_weight", "pretrain_epochs", "seed"]]
     if runs.duplicated().any():
-        raise ValueError(f"results hold {int(runs.duplicated().sum())} runs twice (same dataset, init, objective, "
+        raise ValueError(f"results hold {int(runs.duplicated().sum())} runs twice (same dataset, learner, objective, "
                          "configuration and seed): results of overlapping runs were concatenated")
     by_config = results.groupby(keys + ["penalty_weight", "pretrain_epochs"])["worst_test_acc"]
     stats = by_config.agg(mean="mean", std=lambda v: float(np.std(v)), n_seeds="count").reset_index()

@@ -130,7 +130,7 @@ def bonsai_dro_length(seed: int, device: torch.device, dataset: str = "cmnist025
 
     frames = []
     for dro_epochs in (150, 500):
-        p = CMNISTProtocol(dataset=dataset, seeds=(seed,), inits=("bonsai",), objectives=("irmv1", "vrex"), **overrides)
+        p = CMNISTProtocol(dataset=dataset, seeds=(seed,), learners=("bonsai",), objectives=("irmv1", "vrex"), **overrides)
         experiment = ColoredMNISTExperiment(p, device=device, progress=False)
         data = experiment.data(seed)
         torch.manual_seed(seed)

@@ -8,7 +8,7 @@ Algorithm 1 with every set kept is labelled as such.
 from __future__ import annotations
 
 #: Feature initialisations (ColoredMNIST and WILDS), in the order of the tables' columns.
-INIT_LABELS = {"erm-nf": "ERM-NF", "erm": "ERM", "bonsai": "Bonsai", "ifeat": "FeAT (iFeAT)",
+LEARNER_LABELS = {"erm-nf": "ERM-NF", "erm": "ERM", "bonsai": "Bonsai", "ifeat": "FeAT (iFeAT)",
                "feat": "FeAT, Alg. 1 (all sets)"}
 
 #: The sentence of the paper that makes iFeAT its FeAT column.
@@ -28,9 +28,9 @@ DATASET_LABELS = {"cmnist025": "ColoredMNIST-025", "cmnist01": "ColoredMNIST-01"
 
 
 def label(kind: str, key: str) -> str:
-    """The label of ``key`` among ``kind`` ("init", "objective" or "dataset"); for an objective
+    """The label of ``key`` among ``kind`` ("learner", "objective" or "dataset"); for an objective
     of one's own (featlib.experiments.objective_files) the ``label`` its class declares; else the key itself."""
-    table = {"init": INIT_LABELS, "objective": OBJECTIVE_LABELS, "dataset": DATASET_LABELS}[kind]
+    table = {"learner": LEARNER_LABELS, "objective": OBJECTIVE_LABELS, "dataset": DATASET_LABELS}[kind]
     if kind == "objective" and key not in table:
         return declared_label(key) or key
     return table.get(key, key)

@@ -30,10 +30,11 @@ WILDS_FILES = ("ood", "dfr", "rounds", "table3", "dfr_table")
 #: Old names in committed results -> today's (one vocabulary; committed files are never
 #: rewritten, they are read under today's names). Per-round records: the threshold of FeAT's
 #: check was ``threshold``; ColoredMNIST protocol records called it ``termination``; WILDS
-#: protocol records called the rule ``termination``.
-ROUND_COLUMN_ALIASES = {"threshold": "termination_threshold"}
-CMNIST_RECORD_ALIASES = {"termination": "termination_threshold"}
-WILDS_RECORD_ALIASES = {"termination": "termination_rule"}
+#: protocol records called the rule ``termination``. The feature learner was ``init`` (ColoredMNIST,
+#: Table 2's columns) and ``method`` (WILDS, cost) in rows, ``inits`` and ``methods`` in protocols.
+ROUND_COLUMN_ALIASES = {"threshold": "termination_threshold", "init": "learner", "method": "learner"}
+CMNIST_RECORD_ALIASES = {"termination": "termination_threshold", "inits": "learners"}
+WILDS_RECORD_ALIASES = {"termination": "termination_rule", "methods": "learners"}
 
 
 def renamed(record: dict, aliases: dict) -> dict:
@@ -101,11 +102,11 @@ def load_rounds(directory: str | Path) -> dict | None:
     frames = []
     for dataset in record.get("datasets") or []:
         path = directory / f"rounds-{dataset}.csv"
-        part = frame(files, directory, path.name, remedy)
+        part = frame(files, directory, path.name, remedy).rename(columns=ROUND_COLUMN_ALIASES)
         if "seed" not in part.columns:
             raise CorruptFileError(path, "it has no seed column", remedy)
         if "jobs" in record:
-            held = {(i, int(s)) for i, s in zip(part["init"], part["seed"])}
+            held = {(i, int(s)) for i, s in zip(part["learner"], part["seed"])}
             listed = {(i, int(s)) for d, i, s in record["jobs"] if d == dataset}
             if held != listed:
                 raise CorruptFileError(path, f"it holds (learner, seed) pairs {sorted(held)} where provenance.json "
@@ -155,4 +156,5 @@ def load_study(folder: str | Path, study: str) -> dict | None:
     name = f"{study}-provenance.json"
     if name not in files:
         raise CorruptFileError(folder / name, "it is not in provenance.json's manifest", _study_remedy(folder))
-    return {"frame": frame(files, folder, f"{study}.csv", _study_remedy(folder)), "provenance": json.loads(files[name])}
+    return {"frame": frame(files, folder, f"{study}.csv", _study_remedy(folder)).rename(columns=ROUND_COLUMN_ALIASES),
+            "provenance": json.loads(files[name])}

@@ -44,7 +44,7 @@ from .cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS
 from .colored_mnist import SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
 from .results import RUN_CMNIST as KIND
 
-INITS = ("erm-nf", "erm", "bonsai", "ifeat", "feat")
+LEARNER_CHOICES = ("erm-nf", "erm", "bonsai", "ifeat", "feat")
 #: ``--size``: protocol fields over the preset's. "small" is chapter 04's small profile
 #: (notebooks/profiles/small.yaml): 2,000 training images, width 64, 150 OOD steps, 2 x 3 configurations.
 SIZES = {"full": {}, "small": {"n_train": 2000, "n_test": 1000, "hidden_dim": 64, "ood_steps": 150, "epoch_scale": 0.3,
@@ -57,7 +57,7 @@ def parse_args(argv):
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--datasets", nargs="+", default=list(SCHEDULES), choices=list(SCHEDULES))
     parser.add_argument("--seeds", nargs="+", type=int, default=list(range(1, 11)))
-    parser.add_argument("--inits", nargs="+", default=list(INITS), choices=list(INITS),
+    parser.add_argument("--learners", "--inits", nargs="+", default=list(LEARNER_CHOICES), choices=list(LEARNER_CHOICES),
                         help="feature initialisations (Table 2's columns); default: all five")
     parser.add_argument("--cache-dir", default="_cache/cmnist", type=Path)
     parser.add_argument("--mnist-source", default="auto", choices=SOURCES)
@@ -93,12 +93,12 @@ def prepare(args) -> list[CMNISTProtocol]:
     """Every check before any work: --objective-file and --objectives, the protocols (seeds...),
     --datasets, --out and --cache-dir."""
     check_sequence("--datasets", args.datasets, unique=True)
-    check_sequence("--inits", args.inits, unique=True)
+    check_sequence("--learners", args.learners, unique=True)
     chosen = {k: v for k, v in (("precision", args.precision), ("ood_path", args.ood_path)) if v is not None}
     chosen.update(_objectives(args))
     # make_protocol's recipe, with this module's CMNISTProtocol; --size over the preset
     preset = PROTOCOL_PRESETS.get(args.preset).values | SIZES[args.size]
-    protocols = [CMNISTProtocol(**(preset | dict(dataset=d, seeds=tuple(args.seeds), inits=tuple(args.inits), **chosen)))
+    protocols = [CMNISTProtocol(**(preset | dict(dataset=d, seeds=tuple(args.seeds), learners=tuple(args.learners), **chosen)))
                  for d in args.datasets]
     from .objective_files import objective_file, path_notes
 
@@ -161,7 +161,7 @@ def run(args, protocols: list[CMNISTProtocol]) -> tuple[ResultFolder, dict]:
         t0 = time.perf_counter()
         experiment = ColoredMNISTExperiment(protocol, cache_dir=args.cache_dir, mnist_source=args.mnist_source)
         folder.add_csv(f"runs-{protocol.dataset}.csv", experiment.run())
-        learned = [i for i in ("ifeat", "feat", "bonsai") if i in protocol.inits]
+        learned = [i for i in ("ifeat", "feat", "bonsai") if i in protocol.learners]
         folder.add_csv(f"rounds-{protocol.dataset}.csv",
                        pd.concat([experiment.rounds(i) for i in learned], ignore_index=True) if learned else pd.DataFrame())
         folder.add_csv(f"oracle-{protocol.dataset}.csv", experiment.oracle())

@@ -1,7 +1,7 @@
 """Feature learning alone, at full data size: the per-round data behind Table 7 and the stop rounds.
 
     python -m featlib.experiments.run_rounds --out results/cmnist-rounds \\
-        [--datasets cmnist025 cmnist01] [--inits ifeat feat] [--seeds 1 2 3 4 5] \\
+        [--datasets cmnist025 cmnist01] [--learners ifeat feat] [--seeds 1 2 3 4 5] \\
         [--cache-dir _cache/cmnist] [--termination-rule paper] [--termination-threshold 1.30] [--head-combination sum]
 
 For every dataset, feature learner and seed this trains the learner with the protocol's defaults
@@ -42,7 +42,7 @@ from ..device import get_device
 from ..io.provenance import command_line, git_commit, provenance
 from ..io.result_folder import ResultFolder, check_out
 from ..validation import check_sequence, check_writable
-from .colored_mnist import LEARNED_INITS, SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
+from .colored_mnist import FEATURE_LEARNER_NAMES, SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
 
 from .results import RUN_ROUNDS as KIND, load_rounds
 
@@ -52,7 +52,7 @@ def parse_args(argv):
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--datasets", nargs="+", default=list(SCHEDULES), choices=list(SCHEDULES))
-    parser.add_argument("--inits", nargs="+", default=["ifeat", "feat"], choices=list(LEARNED_INITS))
+    parser.add_argument("--learners", "--inits", nargs="+", default=["ifeat", "feat"], choices=list(FEATURE_LEARNER_NAMES))
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
     parser.add_argument("--max-rounds", type=int, default=CMNISTProtocol.max_rounds)
     parser.add_argument("--n-train", type=int, default=CMNISTProtocol.n_train,
@@ -72,9 +72,9 @@ def parse_args(argv):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:  # every check before any work; --out is replaced as a whole at the end, keeping earlier jobs
-        for name in ("datasets", "inits", "seeds"):
+        for name in ("datasets", "learners", "seeds"):
             check_sequence(f"--{name}", getattr(args, name), unique=True)
-        protocols = [CMNISTProtocol(dataset=d, seeds=tuple(args.seeds), inits=tuple(args.inits),
+        protocols = [CMNISTProtocol(dataset=d, seeds=tuple(args.seeds), learners=tuple(args.learners),
                                     max_rounds=args.max_rounds, termination_rule=args.termination_rule,
                                     termination_threshold=args.termination_threshold,
                                     head_combination=args.head_combination, n_train=args.n_train,
@@ -92,20 +92,20 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     commit = git_commit()  # now: the checkout may move while the run goes on
     timings = {}
-    jobs = [(p, i, s) for i in args.inits for p in protocols for s in p.seeds]  # learner by learner
+    jobs = [(p, i, s) for i in args.learners for p in protocols for s in p.seeds]  # learner by learner
     experiments = {p.dataset: ColoredMNISTExperiment(p, cache_dir=args.cache_dir, mnist_source=args.mnist_source,
                                                      progress=False) for p in protocols}
     bar = tqdm(jobs, desc="feature learning")
     try:
-        for protocol, init, seed in bar:
-            bar.set_postfix_str(f"{protocol.dataset} {init} seed {seed}")
+        for protocol, learner, seed in bar:
+            bar.set_postfix_str(f"{protocol.dataset} {learner} seed {seed}")
             t0 = time.perf_counter()
-            experiments[protocol.dataset].features(init, seed)
-            timings[f"{protocol.dataset}/{init}/seed{seed}"] = time.perf_counter() - t0
+            experiments[protocol.dataset].features(learner, seed)
+            timings[f"{protocol.dataset}/{learner}/seed{seed}"] = time.perf_counter() - t0
     except CacheWriteError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    new = pd.concat([experiments[p.dataset].rounds(i) for p in protocols for i in p.inits], ignore_index=True)
+    new = pd.concat([experiments[p.dataset].rounds(i) for p in protocols for i in p.learners], ignore_index=True)
     this_run = provenance(
         command_line("featlib.experiments.run_rounds", argv), start, commit=commit,
         wall_time_s_per_run=timings, jobs=[[p.dataset, i, s] for p, i, s in jobs],
@@ -114,25 +114,25 @@ def main(argv: list[str] | None = None) -> int:
     rows, runs = new, [this_run]
     if earlier is not None:
         old = earlier["rounds"]
-        done = set(zip(new["dataset"], new["init"], new["seed"]))
-        keep = [key not in done for key in zip(old["dataset"], old["init"], old["seed"])]
+        done = set(zip(new["dataset"], new["learner"], new["seed"]))
+        keep = [key not in done for key in zip(old["dataset"], old["learner"], old["seed"])]
         rows = pd.concat([old[keep], new], ignore_index=True)
         runs = runs_of(earlier["provenance"]) + runs
-    order = {"dataset": {d: k for k, d in enumerate(SCHEDULES)}, "init": {i: k for k, i in enumerate(LEARNED_INITS)}}
-    rows = rows.sort_values(["dataset", "init", "seed", "round"],
+    order = {"dataset": {d: k for k, d in enumerate(SCHEDULES)}, "learner": {i: k for k, i in enumerate(FEATURE_LEARNER_NAMES)}}
+    rows = rows.sort_values(["dataset", "learner", "seed", "round"],
                             key=lambda col: col.map(order[col.name]) if col.name in order else col, kind="stable")
-    all_jobs = sorted({(d, i, int(s)) for d, i, s in zip(rows["dataset"], rows["init"], rows["seed"])},
-                      key=lambda j: (order["dataset"][j[0]], order["init"][j[1]], j[2]))
+    all_jobs = sorted({(d, i, int(s)) for d, i, s in zip(rows["dataset"], rows["learner"], rows["seed"])},
+                      key=lambda j: (order["dataset"][j[0]], order["learner"][j[1]], j[2]))
     datasets = [d for d in SCHEDULES if d in set(rows["dataset"])]
     folder = ResultFolder(args.out, kind=KIND)
     for dataset in datasets:
         folder.add_csv(f"rounds-{dataset}.csv", rows[rows["dataset"] == dataset].reset_index(drop=True))
     record = dict(this_run)
     record.update(
-        datasets=datasets, inits=[i for i in LEARNED_INITS if i in set(rows["init"])],
+        datasets=datasets, learners=[i for i in FEATURE_LEARNER_NAMES if i in set(rows["learner"])],
         seeds=sorted({j[2] for j in all_jobs}), jobs=[list(j) for j in all_jobs],
         protocols=[protocol_record(p) | {"seeds": sorted({j[2] for j in all_jobs if j[0] == p.dataset}),
-                                         "inits": [i for i in LEARNED_INITS if any(j[:2] == (p.dataset, i) for j in all_jobs)]}
+                                         "learners": [i for i in FEATURE_LEARNER_NAMES if any(j[:2] == (p.dataset, i) for j in all_jobs)]}
                    for p in protocols] + [q for q in (earlier["provenance"].get("protocols", []) if earlier else [])
                                           if q["dataset"] not in args.datasets],
         runs=runs,
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 #: Fields of a protocol record that may differ between the runs of one rounds folder.
-_PER_RUN = ("seeds", "inits")
+_PER_RUN = ("seeds", "learners")
 #: Values a field had before it was recorded (older runs lack it): the default they ran with.
 _RECORD_DEFAULTS = {"head_combination": "average"}
 
@@ -176,8 +176,8 @@ def runs_of(record: dict) -> list[dict]:
     runs accumulated) the record itself, with the jobs it computed."""
     if "runs" in record:
         return list(record["runs"])
-    run = {k: v for k, v in record.items() if k not in ("files", "protocols", "datasets", "inits", "seeds")}
-    run["jobs"] = [[d, i, s] for d in record.get("datasets", []) for i in record.get("inits", [])
+    run = {k: v for k, v in record.items() if k not in ("files", "protocols", "datasets", "learners", "seeds")}
+    run["jobs"] = [[d, i, s] for d in record.get("datasets", []) for i in record.get("learners", [])
                    for s in record.get("seeds", [])]
     return [run]
 

@@ -2,7 +2,7 @@
 
     python -m featlib.experiments.run_wilds --dataset camelyon17 --root /data/wilds \\
         --out results/wilds/camelyon17 [--cache-dir _cache/wilds] [--download] [--seeds 0 1 2]
-        [--methods erm bonsai feat] [--scale 1.0] [--backbone densenet121] [--fabricate]
+        [--learners erm bonsai feat] [--scale 1.0] [--backbone densenet121] [--fabricate]
 
 writes ``ood.csv`` (every OOD-stage head, per epoch), ``dfr.csv``, ``rounds.csv``,
 ``table3.csv`` / ``dfr_table.csv`` (ours beside the paper's) and ``provenance.json`` (command,
@@ -32,7 +32,7 @@ from ..device import get_device
 from ..io.provenance import command_line, git_commit, provenance
 from ..io.result_folder import ResultFolder, check_out
 from ..validation import check_writable
-from .wilds_experiment import METHODS, WildsExperiment, WildsProtocol
+from .wilds_experiment import LEARNERS, WildsExperiment, WildsProtocol
 from .wilds_report import dfr_table, table3
 
 from .results import RUN_WILDS as KIND
@@ -50,7 +50,7 @@ def parse_args(argv):
     parser.add_argument("--cache-dir", default="_cache/wilds", type=Path)
     parser.add_argument("--download", action="store_true")
     parser.add_argument("--fabricate", action="store_true", help="write the fabricated dataset into --root first")
-    parser.add_argument("--methods", nargs="+", default=["erm", "bonsai", "feat"], choices=METHODS)
+    parser.add_argument("--learners", "--methods", nargs="+", default=["erm", "bonsai", "feat"], choices=LEARNERS)
     parser.add_argument("--seeds", nargs="+", type=int, default=None)
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies Table 12's steps")
     parser.add_argument("--backbone", default=None)
@@ -70,7 +70,7 @@ def prepare(args) -> WildsExperiment:
     """Every check before any training: the protocol, --out and --cache-dir writable, the
     dataset on disk (fabricated first with --fabricate) and readable."""
     protocol = WildsProtocol(
-        dataset=args.dataset, methods=tuple(args.methods), seeds=None if args.seeds is None else tuple(args.seeds),
+        dataset=args.dataset, learners=tuple(args.learners), seeds=None if args.seeds is None else tuple(args.seeds),
         backbone=args.backbone, pretrained=_pretrained(args.pretrained), scale=args.scale, lr=args.lr,
         batch_size=args.batch_size, ood_epochs=args.ood_epochs, resolution=args.resolution,
         max_examples=args.max_examples, dfr=not args.no_dfr, checkpoint_every=args.checkpoint_every,

@@ -1,7 +1,7 @@
 """Saliency of the WILDS feature learners (Appendix F.4, Figs. 6-12, Table 13).
 
 For one dataset of chapter 05's protocol, the same test examples are explained for each
-method's learned model (ERM, Bonsai, FeAT as iFeAT by default): GradCAM of the predicted class on the
+learner's learned model (ERM, Bonsai, FeAT as iFeAT by default): GradCAM of the predicted class on the
 image backbones (Camelyon17, FMoW, iWildCam, RxRx1) and integrated gradients on the word
 embeddings for the text backbones (CivilComments, Amazon), with the example's label and each
 model's prediction, as Table 13 lists them. The models come from
@@ -19,21 +19,21 @@ import torch
 from ..saliency import HighlightedText, decode_tokens, gradcam, highlight_tokens, image_gradcam_layer, token_attributions
 from ..saliency.plot import normalise_maps, plot_overlay_grid
 from ..validation import check_int, check_sequence
-from .wilds_experiment import METHOD_LABELS, METHODS, WildsExperiment
+from .wilds_experiment import LEARNER_LABELS_BY_NAME, LEARNERS, WildsExperiment
 
 
 @dataclass
 class WildsSaliency:
     """Explained examples of one WILDS dataset.
 
-    ``table``: one row per example (index in the split, label, each method's prediction);
-    images: ``images`` (n, 3, H, W) in [0, 1] for display and ``maps[method]`` (n, H, W);
-    text: ``tokens[i]`` and ``scores[method][i]`` (one signed score per token)."""
+    ``table``: one row per example (index in the split, label, each learner's prediction);
+    images: ``images`` (n, 3, H, W) in [0, 1] for display and ``maps[learner]`` (n, H, W);
+    text: ``tokens[i]`` and ``scores[learner][i]`` (one signed score per token)."""
 
     dataset: str
     modality: str
     split: str
-    methods: list[str]
+    learners: list[str]
     table: pd.DataFrame
     images: np.ndarray | None = None
     maps: dict[str, np.ndarray] = field(default_factory=dict)
@@ -41,11 +41,11 @@ class WildsSaliency:
     scores: dict[str, list[np.ndarray]] = field(default_factory=dict)
 
     def highlighted(self, i: int):
-        """Example ``i`` as coloured tokens, one line per method (green: for the predicted class)."""
+        """Example ``i`` as coloured tokens, one line per learner (green: for the predicted class)."""
         label = self.table.iloc[i]["label"]
         blocks = [highlight_tokens(self.tokens[i], self.scores[m][i], label=label,
-                                   prediction=f"{METHOD_LABELS[m]}: {self.table.iloc[i][METHOD_LABELS[m]]}")
-                  for m in self.methods]
+                                   prediction=f"{LEARNER_LABELS_BY_NAME[m]}: {self.table.iloc[i][LEARNER_LABELS_BY_NAME[m]]}")
+                  for m in self.learners]
         return HighlightedText.join(blocks)
 
 
@@ -63,13 +63,13 @@ def pick_examples(n_split: int, n: int, seed: int) -> np.ndarray:
     return np.sort(rng.choice(n_split, size=min(n, n_split), replace=False))
 
 
-def explain_wilds(experiment: WildsExperiment, methods=("erm", "bonsai", "ifeat"), *, seed: int | None = None,
+def explain_wilds(experiment: WildsExperiment, learners=("erm", "bonsai", "ifeat"), *, seed: int | None = None,
                   n_examples: int = 4, split: str = "test", example_seed: int = 0, n_steps: int = 32) -> WildsSaliency:
-    """Learn (or load) each method's model for ``seed`` and explain ``n_examples`` of ``split``."""
-    check_sequence("methods", list(methods))
-    for m in methods:
-        if m not in METHODS:
-            raise ValueError(f"methods must be one of {', '.join(repr(x) for x in METHODS)}; got {m!r}")
+    """Learn (or load) each learner's model for ``seed`` and explain ``n_examples`` of ``split``."""
+    check_sequence("learners", list(learners))
+    for m in learners:
+        if m not in LEARNERS:
+            raise ValueError(f"learners must be one of {', '.join(repr(x) for x in LEARNERS)}; got {m!r}")
     check_int("n_examples", n_examples, minimum=1)
     data = experiment.data
     if split not in data.splits:
@@ -82,34 +82,34 @@ def explain_wilds(experiment: WildsExperiment, methods=("erm", "bonsai", "ifeat"
     y = torch.as_tensor([int(item[1]) for item in items])
     modality = experiment.protocol.spec.modality
     table = pd.DataFrame({"example": index, "label": y.numpy()})
-    result = WildsSaliency(experiment.protocol.dataset, modality, split, list(methods), table)
+    result = WildsSaliency(experiment.protocol.dataset, modality, split, list(learners), table)
     if modality == "image":
         result.images = display_images(x)
     else:
         ids, mask = x[..., 0], x[..., 1]
         tokenizer = experiment.text_transform.tokenizer
         result.tokens = [decode_tokens(tokenizer, ids[i], mask[i]) for i in range(len(ids))]
-    for method in methods:
-        model = experiment.learn(method, seed).model.to(experiment.device).eval()
+    for learner in learners:
+        model = experiment.learn(learner, seed).model.to(experiment.device).eval()
         with torch.no_grad():
             predicted = model(x.to(experiment.device)).argmax(-1).cpu()
-        table[METHOD_LABELS[method]] = predicted.numpy()
+        table[LEARNER_LABELS_BY_NAME[learner]] = predicted.numpy()
         if modality == "image":
-            result.maps[method] = normalise_maps(gradcam(model, image_gradcam_layer(model), x, target=predicted))
+            result.maps[learner] = normalise_maps(gradcam(model, image_gradcam_layer(model), x, target=predicted))
         else:
-            result.scores[method] = token_attributions(model, x[..., 0], target=predicted, attention_mask=x[..., 1],
+            result.scores[learner] = token_attributions(model, x[..., 0], target=predicted, attention_mask=x[..., 1],
                                                        n_steps=n_steps)
     return result
 
 
 def plot_wilds_saliency(result: WildsSaliency):
-    """Rows: examples; columns: the input, then each method's GradCAM overlaid (the method named
-    over the first row), each cell titled by the method's prediction."""
+    """Rows: examples; columns: the input, then each learner's GradCAM overlaid (the learner named
+    over the first row), each cell titled by the learner's prediction."""
     def head(m):
-        return METHOD_LABELS[m].replace(" (all sets)", "")
+        return LEARNER_LABELS_BY_NAME[m].replace(" (all sets)", "")
 
-    titles = {METHOD_LABELS[m]: [(f"{head(m)}\n" if i == 0 else "") + f"pred {p}"
-                                 for i, p in enumerate(result.table[METHOD_LABELS[m]])]
-              for m in result.methods}
-    return plot_overlay_grid(result.images, {METHOD_LABELS[m]: result.maps[m] for m in result.methods},
+    titles = {LEARNER_LABELS_BY_NAME[m]: [(f"{head(m)}\n" if i == 0 else "") + f"pred {p}"
+                                 for i, p in enumerate(result.table[LEARNER_LABELS_BY_NAME[m]])]
+              for m in result.learners}
+    return plot_overlay_grid(result.images, {LEARNER_LABELS_BY_NAME[m]: result.maps[m] for m in result.learners},
                              cell_titles=titles, row_labels=[f"label {y}" for y in result.table["label"]])

@@ -51,7 +51,7 @@ from .colored_mnist import CMNISTProtocol, ColoredMNISTExperiment, select_best
 #: feature learning plus small stacks on a CPU), the whole-network ERM-NF column last.
 LEARNER_ORDER = ("erm", "bonsai", "ifeat", "feat", "erm-nf")
 #: Fields of a protocol that may differ between the pieces of one cell: which pieces a run made.
-_PER_RUN_FIELDS = ("seeds", "objectives", "inits")
+_PER_RUN_FIELDS = ("seeds", "objectives", "learners")
 ORACLE = "oracle"
 
 
@@ -99,7 +99,7 @@ def pieces_of(protocol: CMNISTProtocol) -> list[Piece]:
     """Every piece of ``protocol`` in the order :func:`run_pieces` computes them: per learner in
     :data:`LEARNER_ORDER`, seed by seed, every objective; the oracle piece of each seed first."""
     pieces = [Piece(protocol.dataset, ORACLE, "erm", s) for s in protocol.seeds]
-    for learner in [l for l in LEARNER_ORDER if l in protocol.inits]:
+    for learner in [l for l in LEARNER_ORDER if l in protocol.learners]:
         for seed in protocol.seeds:
             pieces += [Piece(protocol.dataset, learner, o, seed) for o in protocol.objectives]
     return pieces
@@ -141,7 +141,7 @@ def read_piece(folder: Path, piece: Piece) -> tuple[pd.DataFrame, dict] | None:
     if len(frame) != record.get("rows"):
         raise CorruptFileError(csv_path, f"it holds {len(frame)} rows where its record says {record.get('rows')}", remedy)
     if piece.learner != ORACLE:
-        keys = set(zip(frame["dataset"], frame["init"], frame["objective"], frame["seed"]))
+        keys = set(zip(frame["dataset"], frame["learner"], frame["objective"], frame["seed"]))
         if keys != {(piece.dataset, piece.learner, piece.objective, piece.seed)}:
             raise CorruptFileError(csv_path, f"its rows are not those of {piece}", remedy)
     elif set(zip(frame["dataset"], frame["seed"])) != {(piece.dataset, piece.seed)}:
@@ -205,7 +205,7 @@ def table2(loaded: dict) -> pd.DataFrame:
     """Table 2 from loaded pieces: per (dataset, learner, objective) the configuration with the
     best mean worst-test accuracy over the seeds there, with mean, std and ``n_seeds``."""
     if loaded is None or loaded["runs"].empty:
-        return pd.DataFrame(columns=["dataset", "init", "objective", "mean", "std", "n_seeds"])
+        return pd.DataFrame(columns=["dataset", "learner", "objective", "mean", "std", "n_seeds"])
     return select_best(loaded["runs"])
 
 

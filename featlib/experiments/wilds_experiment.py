@@ -51,12 +51,12 @@ from ..training.wilds_ood_stage import (
 from ..validation import (
     check_bool, check_choice, check_int, check_positive, check_seed, check_sequence, check_writable,
 )
-from .labels import INIT_LABELS
+from .labels import LEARNER_LABELS
 
 #: Table 3's initialisations in its row order (its FeAT rows are iFeAT's, Sec. 5), and FeAT as
 #: Algorithm 1 with every set kept.
-METHODS = ("erm", "bonsai", "ifeat", "feat")
-METHOD_LABELS = {m: INIT_LABELS[m] for m in METHODS}
+LEARNERS = ("erm", "bonsai", "ifeat", "feat")
+LEARNER_LABELS_BY_NAME = {m: LEARNER_LABELS[m] for m in LEARNERS}
 DFR_SPLITS = {"ood_val": ("val", None), "train_test": ("train", "test"), "val_test": ("val", "test")}
 
 
@@ -65,7 +65,7 @@ class WildsProtocol:
     """What one Table 3 column needs; defaults are the paper's (Tables 10 and 12)."""
 
     dataset: str
-    methods: tuple = ("erm", "bonsai", "ifeat")
+    learners: tuple = ("erm", "bonsai", "ifeat")
     objectives: tuple = WILDS_OBJECTIVES
     seeds: tuple | None = None  # default: range(spec.n_seeds)
     penalty_weights: tuple = PENALTY_SWEEP
@@ -88,9 +88,9 @@ class WildsProtocol:
 
     def __post_init__(self) -> None:
         spec = WILDS_DATASETS.get(self.dataset)
-        check_sequence("methods", self.methods, unique=True)
-        for m in self.methods:
-            check_choice("methods", m, METHODS)
+        check_sequence("learners", self.learners, unique=True)
+        for m in self.learners:
+            check_choice("learners", m, LEARNERS)
         check_sequence("objectives", self.objectives, unique=True)
         for o in self.objectives:
             check_choice("objectives", o, WILDS_OBJECTIVES)
@@ -147,10 +147,10 @@ class WildsProtocol:
             penalty_weights=tuple(self.penalty_weights),
         )
 
-    #: Fields that no key holds: each piece names its method, seed and objective itself, and
+    #: Fields that no key holds: each piece names its learner, seed and objective itself, and
     #: ``dfr`` and ``checkpoint_every`` only say what to run and how often to save, not what a
     #: piece holds (changing either once restarted every run from scratch).
-    PER_PIECE_FIELDS = ("methods", "objectives", "seeds")
+    PER_PIECE_FIELDS = ("learners", "objectives", "seeds")
     RUN_CONTROL_FIELDS = ("dfr", "checkpoint_every")
     #: Fields that change the OOD stage only (not the learned features, embeddings or DFR).
     OOD_FIELDS = ("penalty_weights", "ood_epochs")
@@ -172,7 +172,7 @@ class WildsProtocol:
 
 class VerifiedCheckpoint(Checkpoint):
     """A feature-learning checkpoint written with its size, checksum and record (config key, seed,
-    method) (:func:`featlib.io.cache.save_torch`); one that is damaged, another run's, or not a
+    learner) (:func:`featlib.io.cache.save_torch`); one that is damaged, another run's, or not a
     checkpoint dict is reported by path and the run starts again rather than resuming from it."""
 
     def __init__(self, path, every: int = 500, meta: dict | None = None):
@@ -182,13 +182,13 @@ class VerifiedCheckpoint(Checkpoint):
     def load(self) -> dict | None:
         if not self.path.exists():
             return None
-        expect = {k: self.meta[k] for k in ("key", "seed", "method") if k in self.meta}
+        expect = {k: self.meta[k] for k in ("key", "seed", "learner") if k in self.meta}
         try:
             state = load_torch(self.path, expect=expect)
             if not isinstance(state, dict):
                 raise CorruptFileError(self.path, f"it holds a {type(state).__name__}, not a checkpoint")
-            if "method" in self.meta and saved_learner(state) != self.meta["method"]:
-                raise CorruptFileError(self.path, f"it is not a checkpoint of {self.meta['method']!r} (its learner: "
+            if "learner" in self.meta and saved_learner(state) != self.meta["learner"]:
+                raise CorruptFileError(self.path, f"it is not a checkpoint of {self.meta['learner']!r} (its learner: "
                                                   f"{saved_learner(state)!r})")
         except CorruptFileError as err:
             warnings.warn(f"bad checkpoint {err}; starting this run again", CacheWarning, stacklevel=2)
@@ -199,8 +199,8 @@ class VerifiedCheckpoint(Checkpoint):
         save_torch(self.path, state, self.meta)
 
 
-def protocols_for(datasets, methods, overrides: dict) -> dict[str, WildsProtocol]:
-    """A :class:`WildsProtocol` per dataset of ``datasets`` with ``methods``, each with the fields
+def protocols_for(datasets, learners, overrides: dict) -> dict[str, WildsProtocol]:
+    """A :class:`WildsProtocol` per dataset of ``datasets`` with ``learners``, each with the fields
     ``overrides[dataset]`` sets (chapter 06's ``wilds_overrides``). ValueError, naming the key,
     for an override of a name that is no WILDS dataset (a misspelt name would otherwise be dropped
     and the dataset run at full scale) or an unknown protocol field; an override of a dataset that
@@ -214,30 +214,30 @@ def protocols_for(datasets, methods, overrides: dict) -> dict[str, WildsProtocol
     if stray:
         raise ValueError(f"wilds_overrides names {', '.join(map(repr, stray))}, which is not a WILDS dataset "
                          f"(wilds_datasets is {names}); use the datasets' names: {', '.join(WILDS_DATASETS.names())}")
-    fields = {f.name for f in dataclasses.fields(WildsProtocol)} - {"dataset", "methods"}
+    fields = {f.name for f in dataclasses.fields(WildsProtocol)} - {"dataset", "learners"}
     for name, values in overrides.items():
         unknown = sorted(set(values) - fields)
         if unknown:
             raise ValueError(f"wilds_overrides[{name!r}] sets unknown field(s) {', '.join(unknown)}; "
                              f"WildsProtocol's fields are: {', '.join(sorted(fields))}")
-    return {name: WildsProtocol(dataset=name, methods=tuple(methods), **overrides.get(name, {})) for name in names}
+    return {name: WildsProtocol(dataset=name, learners=tuple(learners), **overrides.get(name, {})) for name in names}
 
 
 @dataclass
 class WildsResults:
-    ood: pd.DataFrame  # one row per (method, seed, objective, penalty, epoch)
-    dfr: pd.DataFrame  # one row per (method, seed, target)
-    rounds: pd.DataFrame  # feature-learning history, one row per (method, seed, round)
+    ood: pd.DataFrame  # one row per (learner, seed, objective, penalty, epoch)
+    dfr: pd.DataFrame  # one row per (learner, seed, target)
+    rounds: pd.DataFrame  # feature-learning history, one row per (learner, seed, round)
     backbone: str = ""  # the backbone's description (pretrained or not)
     notes: list = field(default_factory=list)
 
     def best(self) -> pd.DataFrame:
-        return best_epochs(self.ood, ["method", "objective", "seed"])
+        return best_epochs(self.ood, ["learner", "objective", "seed"])
 
     def table(self) -> pd.DataFrame:
-        """Table 3's OOD-objective rows: per (method, objective) the selected penalty weight and
+        """Table 3's OOD-objective rows: per (learner, objective) the selected penalty weight and
         test score (mean, std over seeds)."""
-        return select(self.best(), ["method", "objective"])
+        return select(self.best(), ["learner", "objective"])
 
 
 class WildsExperiment:
@@ -315,34 +315,34 @@ class WildsExperiment:
         """What a piece records about what made it (:func:`featlib.io.cache.piece_meta`)."""
         return piece_meta(self.protocol.key(), seed, device=self.device.type, **extra)
 
-    def checkpoint(self, method: str, seed: int) -> Checkpoint:
-        return VerifiedCheckpoint(self._path(f"learn-{method}-s{seed}.pt"), every=self.protocol.checkpoint_every,
-                                  meta=self._meta(seed, method=method))
+    def checkpoint(self, learner: str, seed: int) -> Checkpoint:
+        return VerifiedCheckpoint(self._path(f"learn-{learner}-s{seed}.pt"), every=self.protocol.checkpoint_every,
+                                  meta=self._meta(seed, learner=learner))
 
-    def learn(self, method: str, seed: int) -> Learned:
+    def learn(self, learner: str, seed: int) -> Learned:
         """Feature learning (resumes from its checkpoint; returns at once when finished). One
-        process at a time learns a (method, seed): another waits, then resumes from the finished
+        process at a time learns a (learner, seed): another waits, then resumes from the finished
         checkpoint."""
-        check_choice("method", method, METHODS)
-        checkpoint = self.checkpoint(method, seed)
+        check_choice("learner", learner, LEARNERS)
+        checkpoint = self.checkpoint(learner, seed)
         loop = MinibatchLoop(data=self.data, new_model=self.new_model, config=self.protocol.train_config(), seed=seed,
                              checkpoint=checkpoint, device=self.device, progress=self.progress)
         with PieceLock(checkpoint.path):
-            return FEATURE_LEARNERS.get(method).on(loop, **loop.config.learner_options(method))
+            return FEATURE_LEARNERS.get(learner).on(loop, **loop.config.learner_options(learner))
 
-    def _read_embeddings(self, path: Path, method: str, seed: int) -> dict[str, torch.Tensor]:
+    def _read_embeddings(self, path: Path, learner: str, seed: int) -> dict[str, torch.Tensor]:
         splits = self.data.splits
-        emb = load_torch(path, keys=[*splits, "head"], expect={"key": self.protocol.key(), "seed": seed, "method": method})
+        emb = load_torch(path, keys=[*splits, "head"], expect={"key": self.protocol.key(), "seed": seed, "learner": learner})
         for split, subset in splits.items():
             if not torch.is_tensor(emb[split]) or emb[split].shape[0] != len(subset):
                 raise CorruptFileError(path, f"its {split!r} embeddings do not hold one row per example of the split "
                                              f"({len(subset)})")
         return emb
 
-    def embeddings(self, method: str, seed: int) -> dict[str, torch.Tensor]:
+    def embeddings(self, learner: str, seed: int) -> dict[str, torch.Tensor]:
         """The frozen featurizer's embeddings of every split, and the learned head."""
         def compute() -> dict[str, torch.Tensor]:
-            learned = self.learn(method, seed)
+            learned = self.learn(learner, seed)
             cfg = self.protocol.train_config()
             out = {split: embed(learned.model.featurizer, subset, self.device, cfg.eval_batch_size, cfg.num_workers,
                                 desc=f"embed {split}" if self.progress else None)
@@ -350,8 +350,8 @@ class WildsExperiment:
             out["head"] = learned.model.classifier.cpu()
             return out
 
-        return cached(self._path(f"embed-{method}-s{seed}.pt"), lambda path: self._read_embeddings(path, method, seed),
-                      compute, lambda path, emb: save_torch(path, emb, self._meta(seed, method=method)),
+        return cached(self._path(f"embed-{learner}-s{seed}.pt"), lambda path: self._read_embeddings(path, learner, seed),
+                      compute, lambda path, emb: save_torch(path, emb, self._meta(seed, learner=learner)),
                       what="cached embeddings")
 
     def _score_heads(self, emb: dict[str, torch.Tensor]):
@@ -366,72 +366,72 @@ class WildsExperiment:
             return out
         return score
 
-    def ood(self, method: str, seed: int, objective: str) -> pd.DataFrame:
-        """The OOD stage's history for one (method, seed, objective): all penalty weights."""
+    def ood(self, learner: str, seed: int, objective: str) -> pd.DataFrame:
+        """The OOD stage's history for one (learner, seed, objective): all penalty weights."""
         config = self.protocol.ood_config(objective)
-        expected = [(method, seed, objective, float(np.float32(w)), e + 1)
+        expected = [(learner, seed, objective, float(np.float32(w)), e + 1)
                     for e in range(config.epochs) for w in config.weights]
-        check = expect_keys(["method", "seed", "objective", "penalty_weight", "epoch"], expected, allow_nan=True)
+        check = expect_keys(["learner", "seed", "objective", "penalty_weight", "epoch"], expected, allow_nan=True)
 
         def compute() -> pd.DataFrame:
-            emb = self.embeddings(method, seed)
+            emb = self.embeddings(learner, seed)
             history = train_heads(
                 emb["train"].to(self.device), self.data.labels("train"), self.data.groups("train"),
                 self.data.grouper.n_groups, emb["head"], config, self._score_heads(emb),
-                seed=seed, progress=f"{method} s{seed} {objective}" if self.progress else False,
+                seed=seed, progress=f"{learner} s{seed} {objective}" if self.progress else False,
             )
             history.insert(0, "seed", seed)
-            history.insert(0, "method", method)
+            history.insert(0, "learner", learner)
             return history
 
-        meta = self._meta(seed, method=method, objective=objective, ood_key=self.protocol.ood_key())
-        expect = {k: meta[k] for k in ("key", "seed", "method", "objective", "ood_key")}
-        return cached(self._path(f"ood-{method}-s{seed}-{objective}-{self.protocol.ood_key()}.csv"),
+        meta = self._meta(seed, learner=learner, objective=objective, ood_key=self.protocol.ood_key())
+        expect = {k: meta[k] for k in ("key", "seed", "learner", "objective", "ood_key")}
+        return cached(self._path(f"ood-{learner}-s{seed}-{objective}-{self.protocol.ood_key()}.csv"),
                       lambda path: read_verified_csv(path, check, expect=expect), compute,
                       lambda path, frame: write_verified_csv(path, frame, meta), what="cached OOD-stage piece")
 
-    def dfr(self, method: str, seed: int) -> pd.DataFrame:
+    def dfr(self, learner: str, seed: int) -> pd.DataFrame:
         """DFR (target: the label) and DFR-s (target: the spurious attribute, when the dataset
         has one) on the embeddings, with the dataset's protocol (Appendix F.2)."""
         spec = self.protocol.spec
         targets = [t for t in ("label", "spurious") if t == "label" or spec.spurious_field is not None]
-        check = expect_keys(["method", "seed", "target"], [(method, seed, t) for t in targets], allow_nan=True)
+        check = expect_keys(["learner", "seed", "target"], [(learner, seed, t) for t in targets], allow_nan=True)
 
         def compute() -> pd.DataFrame:
-            emb = self.embeddings(method, seed)
+            emb = self.embeddings(learner, seed)
             table = pd.DataFrame([run_dfr(self.data, emb, spec, target, seed) for target in targets])
             table.insert(0, "seed", seed)
-            table.insert(0, "method", method)
+            table.insert(0, "learner", learner)
             return table
 
-        meta = self._meta(seed, method=method)
+        meta = self._meta(seed, learner=learner)
 
         def read(path: Path) -> pd.DataFrame:
-            table = read_verified_csv(path, check, expect={"key": meta["key"], "seed": seed, "method": method})
+            table = read_verified_csv(path, check, expect={"key": meta["key"], "seed": seed, "learner": learner})
             if "failure" not in table.columns:
                 raise CorruptFileError(path, "it lacks the column failure")
             return table.assign(failure=table["failure"].fillna("").astype(str))  # "" reads back as NaN
 
-        return cached(self._path(f"dfr-{method}-s{seed}.csv"), read, compute,
+        return cached(self._path(f"dfr-{learner}-s{seed}.csv"), read, compute,
                       lambda path, table: write_verified_csv(path, table, meta), what="cached DFR piece")
 
-    def rounds(self, method: str, seed: int) -> pd.DataFrame:
-        table = self.learn(method, seed).rounds.copy()
+    def rounds(self, learner: str, seed: int) -> pd.DataFrame:
+        table = self.learn(learner, seed).rounds.copy()
         table.insert(0, "seed", seed)
-        table.insert(0, "method", method)
+        table.insert(0, "learner", learner)
         return table
 
     def run(self) -> WildsResults:
         """Every piece of the protocol (cached ones are read back)."""
         p = self.protocol
         ood, dfr, rounds = [], [], []
-        for method in p.methods:
+        for learner in p.learners:
             for seed in p.seed_list:
-                rounds.append(self.rounds(method, seed))
+                rounds.append(self.rounds(learner, seed))
                 for objective in p.objectives:
-                    ood.append(self.ood(method, seed, objective))
+                    ood.append(self.ood(learner, seed, objective))
                 if p.dfr and p.spec.dfr_protocol != "none":
-                    dfr.append(self.dfr(method, seed))
+                    dfr.append(self.dfr(learner, seed))
         notes = []
         if p.spec.dfr_protocol in ("train_test", "val_test"):
             fit, scored = DFR_SPLITS[p.spec.dfr_protocol]

@@ -14,7 +14,7 @@ from .. import style
 from ..data.wilds_data import WILDS_DATASETS
 from .paper_values import TABLE3
 from .labels import OBJECTIVE_LABELS
-from .wilds_experiment import METHOD_LABELS, WildsResults
+from .wilds_experiment import LEARNER_LABELS_BY_NAME, WildsResults
 
 
 def mean_std(mean: float, std: float) -> str:
@@ -23,8 +23,8 @@ def mean_std(mean: float, std: float) -> str:
     return f"{mean:.2f} ± {std:.2f}" if std is not None and not np.isnan(std) else f"{mean:.2f}"
 
 
-def _paper(dataset: str, method: str, row: str) -> str:
-    value = TABLE3.get(dataset, {}).get((method, row))
+def _paper(dataset: str, learner: str, row: str) -> str:
+    value = TABLE3.get(dataset, {}).get((learner, row))
     return "-" if value is None else mean_std(*value)
 
 
@@ -36,14 +36,14 @@ def table3(results: WildsResults, dataset: str) -> pd.DataFrame:
     rows = []
     for _, r in selected.iterrows():
         rows.append({
-            "Init.": METHOD_LABELS[r["method"]], "Method": OBJECTIVE_LABELS[r["objective"]],
+            "Init.": LEARNER_LABELS_BY_NAME[r["learner"]], "Method": OBJECTIVE_LABELS[r["objective"]],
             f"ours: {spec.metric_label}": mean_std(100 * r["test_mean"], 100 * r["test_std"]),
             "ours: OOD val.": f"{100 * r['val_mean']:.2f}",
             "penalty weight": "-" if r["objective"] in ("erm", "group_dro") else f"{r['penalty_weight']:g}",
             "seeds": int(r["seeds"]),
-            f"paper: {spec.metric_label}": _paper(dataset, r["method"], r["objective"]),
+            f"paper: {spec.metric_label}": _paper(dataset, r["learner"], r["objective"]),
         })
-    order = {m: i for i, m in enumerate(METHOD_LABELS.values())}
+    order = {m: i for i, m in enumerate(LEARNER_LABELS_BY_NAME.values())}
     obj_order = {m: i for i, m in enumerate(OBJECTIVE_LABELS.values())}
     table = pd.DataFrame(rows)
     if table.empty:
@@ -58,15 +58,15 @@ def dfr_table(results: WildsResults, dataset: str) -> pd.DataFrame:
     spec = WILDS_DATASETS.get(dataset)
     if results.dfr.empty:
         return pd.DataFrame()
-    agg = results.dfr.groupby(["method", "target"], as_index=False).agg(
+    agg = results.dfr.groupby(["learner", "target"], as_index=False).agg(
         mean=("test_metric", "mean"), std=("test_metric", "std"), C=("C", lambda c: ", ".join(f"{v:g}" for v in c)),
         seeds=("seed", "nunique"))
     rows = []
     for _, r in agg.iterrows():
         row = "dfr" if r["target"] == "label" else "dfr-s"
-        rows.append({"Init.": METHOD_LABELS[r["method"]], "Method": OBJECTIVE_LABELS[row],
+        rows.append({"Init.": LEARNER_LABELS_BY_NAME[r["learner"]], "Method": OBJECTIVE_LABELS[row],
                      "ours": mean_std(100 * r["mean"], 100 * r["std"]), "C per seed": r["C"],
-                     "seeds": int(r["seeds"]), "paper": _paper(dataset, r["method"], row),
+                     "seeds": int(r["seeds"]), "paper": _paper(dataset, r["learner"], row),
                      "what is measured": spec.metric_label if row == "dfr" else
                      f"worst-group acc. predicting '{spec.spurious_field}'"})
     return pd.DataFrame(rows)
@@ -77,16 +77,16 @@ def plot_table3(results: WildsResults, dataset: str, ax=None):
     values as black markers (labelled as the paper's)."""
     spec = WILDS_DATASETS.get(dataset)
     selected = results.table()
-    methods = [m for m in METHOD_LABELS if m in set(selected["method"])]
+    learners = [m for m in LEARNER_LABELS_BY_NAME if m in set(selected["learner"])]
     objectives = [o for o in OBJECTIVE_LABELS if o in set(selected["objective"])]
     ax = ax or plt.subplots(figsize=(1.6 * len(objectives) + 2, 3.4))[1]
-    width = 0.8 / max(1, len(methods))
-    for i, m in enumerate(methods):
-        part = selected[selected["method"] == m].set_index("objective")
-        xs = np.arange(len(objectives)) + (i - (len(methods) - 1) / 2) * width
+    width = 0.8 / max(1, len(learners))
+    for i, m in enumerate(learners):
+        part = selected[selected["learner"] == m].set_index("objective")
+        xs = np.arange(len(objectives)) + (i - (len(learners) - 1) / 2) * width
         means = [100 * part.loc[o, "test_mean"] if o in part.index else np.nan for o in objectives]
         stds = [100 * part.loc[o, "test_std"] if o in part.index else np.nan for o in objectives]
-        ax.bar(xs, means, width, yerr=np.nan_to_num(stds), label=f"{METHOD_LABELS[m]} (ours)", alpha=0.85)
+        ax.bar(xs, means, width, yerr=np.nan_to_num(stds), label=f"{LEARNER_LABELS_BY_NAME[m]} (ours)", alpha=0.85)
         paper = [TABLE3.get(dataset, {}).get((m, o), (np.nan, 0))[0] for o in objectives]
         ax.scatter(xs, paper, marker="_", s=250, color="black", zorder=3,
                    label="paper (Table 3)" if i == 0 else None)
@@ -98,12 +98,12 @@ def plot_table3(results: WildsResults, dataset: str, ax=None):
 
 
 def rounds_table(results: WildsResults) -> pd.DataFrame:
-    """The feature-learning history: per method, seed and round, training / retention accuracy,
+    """The feature-learning history: per learner, seed and round, training / retention accuracy,
     official OOD validation and test scores of the round's classifier, and acceptance."""
-    keep = ["method", "seed", "round", "steps", "train_acc", "retention_acc", "val_metric", "test_metric",
+    keep = ["learner", "seed", "round", "steps", "train_acc", "retention_acc", "val_metric", "test_metric",
             "accepted", "size_augmentation", "size_retention"]
     table = results.rounds[[c for c in keep if c in results.rounds.columns]].copy()
-    table["method"] = table["method"].map(METHOD_LABELS)
+    table["learner"] = table["learner"].map(LEARNER_LABELS_BY_NAME)
     return table
 
 

@@ -84,7 +84,7 @@ class CacheWriteError(ValueError):
 def piece_meta(key: str, seed: int | None = None, **extra) -> dict:
     """What a cache piece records about what made it: the config ``key`` and ``seed`` it was
     computed for, the torch version, and whatever the caller adds (``device``, ``precision``,
-    ``ood_path``, ``init``...); None values are left out."""
+    ``ood_path``, ``learner``...); None values are left out."""
     import torch
 
     return {"key": key, "seed": seed, "torch": torch.__version__,

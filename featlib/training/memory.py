@@ -194,11 +194,11 @@ def protocol_bytes(protocol) -> float:
     (training and test images), and one network's training during feature learning."""
     n, h = protocol.n_train, protocol.hidden_dim
     data = 4 * INPUT_DIM * (n + 3 * protocol.n_test)
-    groups = len([i for i in protocol.inits if i != "erm-nf"]) * len(protocol.seeds)
+    groups = len([i for i in protocol.learners if i != "erm-nf"]) * len(protocol.seeds)
     needed = [data + stage_bytes("mlp", "erm", n, h, 1)]  # feature learning: one network
     for objective in protocol.objectives:
         runs = len(protocol.configurations(objective))
-        if "erm-nf" in protocol.inits:
+        if "erm-nf" in protocol.learners:
             needed.append(data + stage_bytes("mlp", objective, n, h, runs))
         if groups:
             needed.append(data + stage_bytes("heads", objective, n, h, runs, groups))
