@@ -31,7 +31,7 @@ FULL_BATCH = [
 ]
 #: Minibatch cases (WILDS, fabricated Camelyon17, a small CNN): learners run by WildsExperiment.
 MINIBATCH = ["erm", "feat", "ifeat", "bonsai"]
-WILDS_SMALL = dict(backbone="small_cnn", pretrained=False, scale=0.006, ood_epochs=1, resolution=32,
+WILDS_SMALL = dict(backbone="small_cnn", pretrained=False, epoch_scale=0.006, ood_epochs=1, resolution=32,
                    batch_size=12, lr=0.003, checkpoint_every=5)
 
 

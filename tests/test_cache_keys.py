@@ -24,7 +24,7 @@ CMNIST_OTHER = {
 #: For every field of WildsProtocol, a second valid value.
 WILDS_OTHER = {
     "dataset": "camelyon17", "learners": ("erm",), "objectives": ("erm",), "seeds": (3,), "penalty_weights": (5.0,),
-    "backbone": "small_cnn", "pretrained": False, "scale": 0.5, "rounds": 4, "batch_size": 7, "lr": 0.5,
+    "backbone": "small_cnn", "pretrained": False, "epoch_scale": 0.5, "rounds": 4, "batch_size": 7, "lr": 0.5,
     "ood_epochs": 2, "resolution": 16, "max_examples": 50, "max_token_length": 16, "termination_rule": "paper",
     "head_combination": "average", "dfr": False, "checkpoint_every": 9,
 }

@@ -76,7 +76,7 @@ def test_wilds_runs_table_12s_rounds_unchecked_by_default_and_the_130_rule_by_na
     root = tmp_path / "wilds"
     fabricate_wilds("rxrx1", root)
     protocol = WildsProtocol("rxrx1", learners=("ifeat",), seeds=(0,), backbone="small_cnn", pretrained=False,
-                             scale=0.002, resolution=32, batch_size=12, lr=0.003, checkpoint_every=50, dfr=False)
+                             epoch_scale=0.002, resolution=32, batch_size=12, lr=0.003, checkpoint_every=50, dfr=False)
     assert protocol.train_config().rounds == 10
     learned = WildsExperiment(protocol, root, tmp_path / "cache").learn("ifeat", 0)
     assert learned.rounds["round"].tolist() == list(range(1, 11))

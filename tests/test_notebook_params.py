@@ -47,8 +47,8 @@ def test_bad_parameters_are_rejected_with_the_parameter_named(prefix, params, ex
 def test_annotations_and_defaults_give_the_accepted_types():
     nb = chapter("05")
     assert parameter_annotations(nb)["pretrained"][1] == (bool, str)
-    assert parameter_defaults(nb)["scale"] == 1.0
-    check_parameters(nb, {"pretrained": False, "scale": 2, "fabricate": True})  # an int for a float is fine
+    assert parameter_defaults(nb)["epoch_scale"] == 1.0
+    check_parameters(nb, {"pretrained": False, "epoch_scale": 2, "fabricate": True})  # an int for a float is fine
     check_parameters(chapter("03"), {"cache_dir": None})  # annotated str | None
 
 

@@ -124,7 +124,7 @@ def test_book_renders_every_chapter_with_figures(built_book):
         (2, {"ood_steps": -1}, "ood_steps must be an integer in [1, inf]; got -1"),
         (4, {"dataset": "imagenet"}, "dataset must be one of 'camelyon17', 'civilcomments', 'fmow', 'iwildcam', "
                                      "'amazon', 'rxrx1'; got 'imagenet'"),
-        (4, {"scale": -0.5}, "scale must be a finite number > 0; got -0.5"),
+        (4, {"epoch_scale": -0.5}, "epoch_scale must be a finite number > 0; got -0.5"),
         (4, {"learners": ["erm", "rfc"]}, "learners must be one of 'erm', 'bonsai', 'ifeat', 'feat'; got 'rfc'"),
         (5, {"dataset": "cmnist02"}, "dataset must be one of 'cmnist025', 'cmnist01', 'cmnist025-patch', "
                                      "'cmnist01-patch'; got 'cmnist02'"),
@@ -205,7 +205,7 @@ def test_chapter_05_batch_run_on_civilcomments_with_the_offline_text_backbone(tm
     """The papermill use: the same notebook, another dataset."""
     nb = list_notebooks()[4]
     params = {"dataset": "civilcomments", "data_root": str(tmp_path / "data"), "fabricate": True, "seeds": [0],
-              "learners": ["erm", "feat"], "backbone": "minilm", "max_token_length": 24, "scale": 0.0003,
+              "learners": ["erm", "feat"], "backbone": "minilm", "max_token_length": 24, "epoch_scale": 0.0003,
               "lr": 1e-4, "ood_epochs": 2, "progress": False, "cache_dir": str(tmp_path / "cache")}
     execute_notebook(nb, tmp_path / "civil.ipynb", params)
     r = read_records(tmp_path / "civil.ipynb")

@@ -226,7 +226,7 @@ def test_estimates_never_put_a_gpu_behind_a_cpu_and_count_fabricated_data_as_fab
 
     small = load_profile("small")["05_feat_on_wilds"]
     protocol = WildsProtocol(dataset=small["dataset"], learners=tuple(small["learners"]), seeds=tuple(small["seeds"]),
-                             scale=small["scale"], backbone=small["backbone"], pretrained=small["pretrained"],
+                             epoch_scale=small["epoch_scale"], backbone=small["backbone"], pretrained=small["pretrained"],
                              lr=small["lr"], batch_size=small["batch_size"], ood_epochs=small["ood_epochs"],
                              resolution=small["resolution"])
     fabricated = estimate.wilds(protocol, fabricated=True)
@@ -275,7 +275,7 @@ def colab_estimates():
                                  for d in v["datasets"]])
     v = _protocols("05_feat_on_wilds", profile["05_feat_on_wilds"])
     out["05"] = estimate.wilds(WildsProtocol(dataset=v["dataset"], learners=tuple(v["learners"]), seeds=tuple(v["seeds"]),
-                                             scale=v["scale"], max_examples=v["max_examples"],
+                                             epoch_scale=v["epoch_scale"], max_examples=v["max_examples"],
                                              max_token_length=v["max_token_length"]), download=True)
     v = _protocols("06_which_features_are_learned", profile["06_which_features_are_learned"])
     assert v["wilds_datasets"] == []

@@ -74,7 +74,7 @@ def _chapter05(profile):
     v = parameter_defaults(NOTEBOOK["05"]) | load_profile(profile).get("05_feat_on_wilds", {})
     protocol = WildsProtocol(dataset=v["dataset"], learners=tuple(v["learners"]),
                              seeds=None if v["seeds"] is None else tuple(v["seeds"]), backbone=v["backbone"],
-                             pretrained=v["pretrained"], scale=v["scale"], lr=v["lr"], batch_size=v["batch_size"],
+                             pretrained=v["pretrained"], epoch_scale=v["epoch_scale"], lr=v["lr"], batch_size=v["batch_size"],
                              ood_epochs=v["ood_epochs"], resolution=v["resolution"], max_examples=v["max_examples"],
                              max_token_length=v["max_token_length"])
     return protocol, v

@@ -87,7 +87,7 @@ def test_wilds_explanations_for_an_image_dataset(tmp_path):
     root = tmp_path / "wilds"
     fabricate_wilds("camelyon17", root)
     protocol = WildsProtocol(dataset="camelyon17", learners=("erm", "ifeat"), seeds=(0,), backbone="small_cnn",
-                             pretrained=False, scale=0.0005, batch_size=8, resolution=32, ood_epochs=1, dfr=False)
+                             pretrained=False, epoch_scale=0.0005, batch_size=8, resolution=32, ood_epochs=1, dfr=False)
     experiment = WildsExperiment(protocol, root, tmp_path / "cache", device=torch.device("cpu"))
     result = explain_wilds(experiment, ("erm", "ifeat"), n_examples=3)
     assert result.modality == "image" and result.images.shape == (3, 3, 32, 32)

@@ -340,7 +340,7 @@ def test_5_the_oracle_is_cached(tmp_path, monkeypatch):
 
 
 def test_5_wilds_keys_hold_only_what_changes_the_results():
-    base = WildsProtocol("camelyon17", backbone="small_cnn", scale=0.01)
+    base = WildsProtocol("camelyon17", backbone="small_cnn", epoch_scale=0.01)
     assert replace(base, checkpoint_every=7).key() == base.key()
     assert replace(base, dfr=False).key() == base.key()
     assert replace(base, ood_epochs=3).key() == base.key()  # the features do not change ...
@@ -406,7 +406,7 @@ def test_6_run_cmnist_and_run_wilds_check_out_before_any_training(tmp_path):
     fabricate_wilds("camelyon17", tmp_path / "wilds")
     line = one_line_error(command(
         "featlib.experiments.run_wilds", "--dataset", "camelyon17", "--root", tmp_path / "wilds", "--learners", "erm",
-        "--seeds", 0, "--backbone", "small_cnn", "--pretrained", "false", "--scale", "0.002", "--ood-epochs", 1,
+        "--seeds", 0, "--backbone", "small_cnn", "--pretrained", "false", "--epoch-scale", "0.002", "--ood-epochs", 1,
         "--resolution", 32, "--batch-size", 12, "--no-dfr", "--cache-dir", tmp_path / "wilds-cache",
         "--out", blocker / "out", timeout=600))
     assert "--out" in line
@@ -458,8 +458,8 @@ def test_7_a_damaged_fabricated_wilds_folder_is_named_and_fabricate_repairs_it(t
 @pytest.mark.parametrize("module, args, message", [
     ("featlib.experiments.run_cmnist", ["--seeds", "-1"], "seeds must be an integer in [0, 4294967295]; got -1"),
     ("featlib.experiments.run_cmnist", ["--datasets", "cmnist025", "cmnist025"], "--datasets must not repeat"),
-    ("featlib.experiments.run_wilds", ["--dataset", "camelyon17", "--root", "wilds", "--scale", "-1"],
-     "scale must be a finite number > 0; got -1.0"),
+    ("featlib.experiments.run_wilds", ["--dataset", "camelyon17", "--root", "wilds", "--epoch-scale", "-1"],
+     "epoch_scale must be a finite number > 0; got -1.0"),
     ("featlib.experiments.run_wilds", ["--dataset", "camelyon17", "--root", "wilds", "--lr", "nan"],
      "lr must be a finite number > 0; got nan"),
     ("featlib.experiments.run_rounds", ["--seeds", "1", "--cache-dir", "a-file/cache"], "--cache-dir"),

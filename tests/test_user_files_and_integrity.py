@@ -285,7 +285,7 @@ def test_case_5_pretrained_auto_enters_the_wilds_key_as_what_was_loaded(tmp_path
 
     fabricate_wilds("camelyon17", tmp_path / "wilds")
     protocol = WildsProtocol(dataset="camelyon17", learners=("erm",), seeds=(0,), backbone="small_cnn",
-                             pretrained="auto", scale=0.002, resolution=32, batch_size=12)
+                             pretrained="auto", epoch_scale=0.002, resolution=32, batch_size=12)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # small_cnn has no pretrained weights: "auto" falls back, with a warning
         exp = WildsExperiment(protocol, tmp_path / "wilds", tmp_path / "cache", device=torch.device("cpu"))
@@ -460,7 +460,7 @@ def test_case_10_a_misspelt_wilds_overrides_dataset_is_refused():
 
     nb = next(p for p in list_notebooks() if p.stem.startswith("06"))
     with pytest.raises(ValueError, match="'camelyon', which is not a WILDS dataset"):
-        check_parameters(nb, {"wilds_datasets": ["camelyon17"], "wilds_overrides": {"camelyon": {"scale": 0.01}}})
+        check_parameters(nb, {"wilds_datasets": ["camelyon17"], "wilds_overrides": {"camelyon": {"epoch_scale": 0.01}}})
 
 
 # -- 11. checked before any work ---------------------------------------------------------------------------

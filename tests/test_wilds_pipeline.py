@@ -164,7 +164,7 @@ def test_selection_takes_the_best_epoch_then_the_best_mean_penalty():
 
 
 # ---------------------------------------------------------------------------------- end to end
-SMALL = dict(backbone="small_cnn", pretrained=False, scale=0.002, ood_epochs=2, resolution=32,
+SMALL = dict(backbone="small_cnn", pretrained=False, epoch_scale=0.002, ood_epochs=2, resolution=32,
              batch_size=12, lr=0.003, checkpoint_every=5)
 
 
@@ -201,7 +201,7 @@ def test_camelyon17_protocol_end_to_end(wilds_root, tmp_path):
 
 def test_civilcomments_with_the_offline_text_backbone(wilds_root, tmp_path):
     protocol = WildsProtocol("civilcomments", learners=("erm", "feat"), seeds=(0,), backbone="minilm",
-                             scale=0.0003, ood_epochs=2, max_token_length=24, lr=1e-4, checkpoint_every=50)
+                             epoch_scale=0.0003, ood_epochs=2, max_token_length=24, lr=1e-4, checkpoint_every=50)
     results = WildsExperiment(protocol, wilds_root, tmp_path).run()
     assert "MiniLM" in results.backbone or "minilm" in results.backbone.lower()
     assert set(results.dfr.target) == {"label", "spurious"}
@@ -215,15 +215,15 @@ def test_bad_protocol_parameters_name_the_parameter():
         WildsProtocol("imagenet")
     with pytest.raises(ValueError, match="learners must be one of"):
         WildsProtocol("camelyon17", learners=("rfc",))
-    with pytest.raises(ValueError, match="scale"):
-        WildsProtocol("camelyon17", scale=-1.0)
+    with pytest.raises(ValueError, match="epoch_scale"):
+        WildsProtocol("camelyon17", epoch_scale=-1.0)
     with pytest.raises(ValueError, match="backbone must be one of"):
         WildsProtocol("camelyon17", backbone="vgg")
 
 
 def test_a_run_killed_after_its_first_round_resumes_without_redoing_it(wilds_root, tmp_path):
     args = ["--dataset", "camelyon17", "--root", str(wilds_root), "--learners", "feat", "--seeds", "0",
-            "--backbone", "small_cnn", "--pretrained", "false", "--scale", "0.006", "--ood-epochs", "1",
+            "--backbone", "small_cnn", "--pretrained", "false", "--epoch-scale", "0.006", "--ood-epochs", "1",
             "--resolution", "32", "--batch-size", "12", "--lr", "0.003", "--checkpoint-every", "5", "--no-dfr"]
     cache, out = tmp_path / "cache", tmp_path / "out"
     env = {**os.environ, "FEATLIB_DEVICE": "cpu", "OMP_NUM_THREADS": "1"}

@@ -34,7 +34,7 @@ WILDS_FILES = ("ood", "dfr", "rounds", "table3", "dfr_table")
 #: Table 2's columns) and ``method`` (WILDS, cost) in rows, ``inits`` and ``methods`` in protocols.
 ROUND_COLUMN_ALIASES = {"threshold": "termination_threshold", "init": "learner", "method": "learner"}
 CMNIST_RECORD_ALIASES = {"termination": "termination_threshold", "inits": "learners"}
-WILDS_RECORD_ALIASES = {"termination": "termination_rule", "methods": "learners"}
+WILDS_RECORD_ALIASES = {"termination": "termination_rule", "methods": "learners", "scale": "epoch_scale"}
 
 
 def renamed(record: dict, aliases: dict) -> dict:

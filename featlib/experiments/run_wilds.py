@@ -2,7 +2,7 @@
 
     python -m featlib.experiments.run_wilds --dataset camelyon17 --root /data/wilds \\
         --out results/wilds/camelyon17 [--cache-dir _cache/wilds] [--download] [--seeds 0 1 2]
-        [--learners erm bonsai feat] [--scale 1.0] [--backbone densenet121] [--fabricate]
+        [--learners erm bonsai feat] [--epoch-scale 1.0] [--backbone densenet121] [--fabricate]
 
 writes ``ood.csv`` (every OOD-stage head, per epoch), ``dfr.csv``, ``rounds.csv``,
 ``table3.csv`` / ``dfr_table.csv`` (ours beside the paper's) and ``provenance.json`` (command,
@@ -52,7 +52,7 @@ def parse_args(argv):
     parser.add_argument("--fabricate", action="store_true", help="write the fabricated dataset into --root first")
     parser.add_argument("--learners", "--methods", nargs="+", default=["erm", "bonsai", "feat"], choices=LEARNERS)
     parser.add_argument("--seeds", nargs="+", type=int, default=None)
-    parser.add_argument("--scale", type=float, default=1.0, help="multiplies Table 12's steps")
+    parser.add_argument("--epoch-scale", "--scale", type=float, default=1.0, help="multiplies Table 12's steps")
     parser.add_argument("--backbone", default=None)
     parser.add_argument("--pretrained", default="auto", choices=["auto", "true", "false"])
     parser.add_argument("--lr", type=float, default=None)
@@ -71,7 +71,7 @@ def prepare(args) -> WildsExperiment:
     dataset on disk (fabricated first with --fabricate) and readable."""
     protocol = WildsProtocol(
         dataset=args.dataset, learners=tuple(args.learners), seeds=None if args.seeds is None else tuple(args.seeds),
-        backbone=args.backbone, pretrained=_pretrained(args.pretrained), scale=args.scale, lr=args.lr,
+        backbone=args.backbone, pretrained=_pretrained(args.pretrained), epoch_scale=args.epoch_scale, lr=args.lr,
         batch_size=args.batch_size, ood_epochs=args.ood_epochs, resolution=args.resolution,
         max_examples=args.max_examples, dfr=not args.no_dfr, checkpoint_every=args.checkpoint_every,
     )

@@ -18,7 +18,7 @@ recomputes nothing that is there. The key holds what changes the learned feature
 run-control options ``dfr`` and ``checkpoint_every``); the OOD stage's pieces also carry the key
 of its own options (penalty weights, epochs) in their names. Pieces are verified when read back
 (a damaged one is reported and recomputed) and each is computed by one process at a time
-(:mod:`featlib.io.cache`). ``scale`` multiplies Table 12's step counts (1.0 is the
+(:mod:`featlib.io.cache`). ``epoch_scale`` multiplies Table 12's step counts (1.0 is the
 paper's), so small CPU runs keep the protocol's shape.
 """
 from __future__ import annotations
@@ -71,7 +71,8 @@ class WildsProtocol:
     penalty_weights: tuple = PENALTY_SWEEP
     backbone: str | None = None  # default: spec.backbone
     pretrained: bool | str = "auto"
-    scale: float = 1.0  # multiplies Table 12's steps
+    #: multiplies Table 12's steps (the name ColoredMNIST gives the multiplier of Table 6's epochs)
+    epoch_scale: float = 1.0
     rounds: int | None = None  # default: Table 12
     batch_size: int | None = None
     lr: float | None = None  # default: Table 10's (small from-scratch CPU runs need a larger one)
@@ -105,7 +106,7 @@ class WildsProtocol:
             BACKBONES.get(self.backbone)
         if self.pretrained not in (True, False, "auto"):
             raise ValueError(f"pretrained must be True, False or 'auto'; got {self.pretrained!r}")
-        check_positive("scale", self.scale)
+        check_positive("epoch_scale", self.epoch_scale)
         if self.lr is not None:
             check_positive("lr", self.lr)
         for name in ("rounds", "batch_size", "ood_epochs", "resolution", "max_examples", "max_token_length"):
@@ -128,10 +129,10 @@ class WildsProtocol:
     def train_config(self) -> WildsTrainConfig:
         spec = self.spec
         rounds = self.rounds or spec.fl_rounds
-        steps = max(1, round(spec.fl_steps * self.scale))
+        steps = max(1, round(spec.fl_steps * self.epoch_scale))
         return WildsTrainConfig(
             steps_per_round=max(1, steps // rounds), rounds=rounds,
-            erm_steps=max(1, round(spec.erm_steps * self.scale)),
+            erm_steps=max(1, round(spec.erm_steps * self.epoch_scale)),
             batch_size=self.batch_size or spec.batch_size, domains_per_batch=spec.domains_per_batch,
             lr=self.lr or spec.lr, weight_decay=spec.weight_decay, optimizer=spec.optimizer, scheduler=spec.scheduler,
             retain_weight=spec.retain_penalty, termination_rule=self.termination_rule,
@@ -155,7 +156,12 @@ class WildsProtocol:
     #: Fields that change the OOD stage only (not the learned features, embeddings or DFR).
     OOD_FIELDS = ("penalty_weights", "ood_epochs")
 
+    #: Today's field names -> the names featlib 0.4 hashed them under, so caches made before the
+    #: one vocabulary keep their keys.
+    HASHED_AS = {"epoch_scale": "scale", "learners": "methods"}
+
     def _hash(self, fields: dict) -> str:
+        fields = {self.HASHED_AS.get(k, k): v for k, v in fields.items()}
         blob = json.dumps({**fields, "featlib": __version__}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:10]
 

@@ -95,6 +95,11 @@ def _meta_json(meta: dict | None) -> str:
     return "" if meta is None else json.dumps(meta, sort_keys=True, separators=(",", ":"), default=str)
 
 
+#: Names an older featlib wrote in piece records -> today's (the feature learner was ``init`` in
+#: ColoredMNIST pieces and ``method`` in WILDS ones), so pieces made before keep being used.
+RECORD_ALIASES = {"init": "learner", "method": "learner"}
+
+
 def _check_meta(path: Path, found: dict | None, expect: dict | None) -> None:
     """:class:`CorruptFileError` when the record ``found`` does not hold the ``expect`` values."""
     if not expect:
@@ -102,6 +107,7 @@ def _check_meta(path: Path, found: dict | None, expect: dict | None) -> None:
     if found is None:
         raise CorruptFileError(path, "it does not record which configuration and seed made it (written by an older "
                                      "featlib, or not by featlib), so it cannot be checked")
+    found = {RECORD_ALIASES.get(k, k): v for k, v in found.items()}
     for name, value in expect.items():
         if found.get(name) != value:
             raise CorruptFileError(path, f"it was made for {name}={found.get(name)!r}, not {value!r} (copied from "

@@ -1,0 +1,81 @@
+"""One name per concept across chapters, profiles, command lines, protocols and results.
+
+The feature learner is ``learner`` (a list of them ``learners``; never ``init``/``inits`` as the
+ColoredMNIST code said, nor ``method``/``methods`` as the WILDS and cost code said), FeAT's check
+is ``termination_threshold`` and ``termination_rule``, and the multiplier of the paper's training
+length is ``epoch_scale``. Committed results written under the old names are read under these
+(:mod:`featlib.experiments.results`), never rewritten."""
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from featbook.notebook_params import parameter_defaults
+from featbook.notebooks import list_notebooks
+from featlib.cost.benchmark import CostSettings
+from featlib.experiments.colored_mnist import CMNISTProtocol
+from featlib.experiments.results import load_rounds
+from featlib.experiments.wilds_experiment import WildsProtocol
+from featlib.feature_learning.minibatch_loop import WildsTrainConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Old names of one concept each, and the name that replaced them.
+RETIRED = {"init": "learner", "inits": "learners", "method": "learner", "methods": "learners",
+           "termination": "termination_threshold or termination_rule", "threshold": "termination_threshold",
+           "scale": "epoch_scale"}
+
+
+def keys(tree) -> set[str]:
+    """Every mapping key in a nested YAML document."""
+    if isinstance(tree, dict):
+        return set(tree) | {k for v in tree.values() for k in keys(v)}
+    if isinstance(tree, list):
+        return {k for v in tree for k in keys(v)}
+    return set()
+
+
+@pytest.mark.parametrize("notebook", list_notebooks(), ids=lambda p: p.stem[:2])
+def test_no_chapter_parameter_uses_a_retired_name(notebook):
+    found = set(parameter_defaults(notebook)) & set(RETIRED)
+    assert not found, {name: RETIRED[name] for name in found}
+
+
+@pytest.mark.parametrize("profile", sorted((ROOT / "notebooks" / "profiles").glob("*.yaml")), ids=lambda p: p.name)
+def test_no_profile_key_uses_a_retired_name(profile):
+    found = keys(yaml.safe_load(profile.read_text())) & set(RETIRED)
+    assert not found, {name: RETIRED[name] for name in found}
+
+
+def test_protocols_and_settings_name_the_learners_alike():
+    for cls in (CMNISTProtocol, WildsProtocol, WildsTrainConfig, CostSettings):
+        fields = {f.name for f in dataclasses.fields(cls)}
+        assert not fields & set(RETIRED), (cls.__name__, fields & set(RETIRED))
+    for cls in (CMNISTProtocol, WildsProtocol, CostSettings):
+        assert "learners" in {f.name for f in dataclasses.fields(cls)}, cls.__name__
+    assert {"epoch_scale"} <= {f.name for f in dataclasses.fields(CMNISTProtocol)} & {f.name for f in dataclasses.fields(WildsProtocol)}
+
+
+@pytest.mark.parametrize("module, argv", [
+    ("featlib.experiments.run_cmnist", ["--out", "x"]),
+    ("featlib.experiments.run_rounds", ["--out", "x"]),
+    ("featlib.experiments.run_wilds", ["--dataset", "camelyon17", "--root", "r", "--out", "x"]),
+    ("featlib.cost.__main__", ["--out", "x"]),
+])
+def test_command_lines_take_learners_and_still_accept_the_old_option(module, argv):
+    import importlib
+
+    parse = importlib.import_module(module).parse_args
+    new = vars(parse(argv + ["--learners", "erm"]))
+    assert new["learners"] == ["erm"] and not set(new) & set(RETIRED)
+    old = "--methods" if module.endswith(("run_wilds", "__main__")) else "--inits"
+    assert vars(parse(argv + [old, "erm"]))["learners"] == ["erm"]
+
+
+@pytest.mark.parametrize("folder", ["cmnist-rounds", "cmnist-head-sum"])
+def test_committed_results_written_under_old_names_read_under_todays(folder):
+    loaded = load_rounds(ROOT / "results" / folder)
+    columns = set(loaded["rounds"].columns)
+    assert {"learner", "termination_threshold"} <= columns and not columns & {"init", "method", "threshold"}
+    for protocol in loaded["provenance"]["protocols"]:
+        assert "learners" in protocol and not set(protocol) & {"inits", "methods", "termination"}
