@@ -43,6 +43,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from ..hparams import WILDS, values
 from ..registry import Registry
 from ..validation import check_bool, check_choice, check_int, check_positive
 
@@ -72,7 +73,8 @@ _DATASET_CLASSES = {
 
 @dataclass(frozen=True)
 class WildsSpec:
-    """One column of the paper's Tables 8-12 for a WILDS dataset (protocol.md section 5).
+    """One column of the paper's Tables 8-12 for a WILDS dataset (protocol.md section 5); the
+    values of Tables 10 and 12 come from :data:`featlib.hparams.WILDS`.
 
     Table 10 (general hyperparameters): ``n_seeds``, ``lr``, ``weight_decay``, ``scheduler``,
     ``batch_size``, ``backbone``, ``optimizer``, ``domains_per_batch``, ``groupby_fields``,
@@ -135,64 +137,51 @@ def _register(spec: WildsSpec) -> WildsSpec:
     return WILDS_DATASETS.register(spec.name)(spec)
 
 
-# Table 12 note: its "steps per round" row reads 10 for iWildCam and RxRx1, which contradicts
-# overall steps / rounds (48,000 / 2 and 20,000 / 10); we use overall // rounds everywhere
-# (Amazon: 31,000 // 3 = 10,333 where the table rounds up to 10,334).
-# Table 3's column order: Camelyon17, CivilComments, FMoW, iWildCam, Amazon, RxRx1.
+# Tables 10 and 12's values come from featlib.hparams.WILDS (the one home of the paper's
+# hyper-parameters, with the Table 12 note on steps per round); the rest of each spec is what the
+# dataset is. Table 3's column order: Camelyon17, CivilComments, FMoW, iWildCam, Amazon, RxRx1.
 _register(WildsSpec(
     name="camelyon17", title="Camelyon17", version_dir="camelyon17_v1.0", modality="image",
-    backbone="densenet121", metric="acc_avg", metric_label="Avg. acc. (%)",
-    groupby_fields=("hospital",), lr=1e-4, weight_decay=0.0, optimizer="sgd", scheduler=None,
-    batch_size=32, domains_per_batch=3, epochs=10, n_seeds=10,
-    fl_steps=10_000, fl_rounds=2, retain_penalty=1e-2, erm_steps=10_000,
+    backbone="densenet121", metric="acc_avg", metric_label="Avg. acc. (%)", groupby_fields=("hospital",),
     # No proper OOD validation set: DFR is fitted on a random split of train + test ("cheat").
     dfr_protocol="train_test", spurious_field="hospital", resolution=(96, 96), max_token_length=None,
+    **values(WILDS["camelyon17"]),
 ))
 _register(WildsSpec(
     name="civilcomments", title="CivilComments", version_dir="civilcomments_v1.0", modality="text",
     backbone="distilbert", metric="acc_wg", metric_label="Worst acc. (%)",
     # Demographics x toxicity; the WILDS default training groups are ("black", "y").
-    groupby_fields=("black", "y"), lr=1e-5, weight_decay=0.01, optimizer="adam", scheduler=None,
-    batch_size=16, domains_per_batch=5, epochs=5, n_seeds=3,
-    fl_steps=50_445, fl_rounds=3, retain_penalty=1e-2, erm_steps=50_445,
+    groupby_fields=("black", "y"),
     dfr_protocol="ood_val", spurious_field="black", resolution=None, max_token_length=300,
+    **values(WILDS["civilcomments"]),
 ))
 _register(WildsSpec(
     name="fmow", title="FMoW", version_dir="fmow_v1.1", modality="image",
-    backbone="densenet121", metric="acc_worst_region", metric_label="Worst acc. (%)",
-    groupby_fields=("year", "region"), lr=1e-4, weight_decay=0.0, optimizer="adam", scheduler=None,
-    batch_size=32, domains_per_batch=5, epochs=12, n_seeds=3,
-    fl_steps=9_600, fl_rounds=2, retain_penalty=1.0, erm_steps=9_600,
+    backbone="densenet121", metric="acc_worst_region", metric_label="Worst acc. (%)", groupby_fields=("year", "region"),
     dfr_protocol="ood_val", spurious_field="region", resolution=(224, 224), max_token_length=None,
+    **values(WILDS["fmow"]),
 ))
 _register(WildsSpec(
     name="iwildcam", title="iWildCam", version_dir="iwildcam_v2.0", modality="image",
-    backbone="resnet50", metric="F1-macro_all", metric_label="Macro F1",
-    groupby_fields=("location",), lr=1e-4, weight_decay=0.0, optimizer="adam", scheduler=None,
-    batch_size=16, domains_per_batch=10, epochs=9, n_seeds=3,
-    fl_steps=48_000, fl_rounds=2, retain_penalty=0.5, erm_steps=48_000,
+    backbone="resnet50", metric="F1-macro_all", metric_label="Macro F1", groupby_fields=("location",),
     # The authors' own SGD logistic regression on OOD val + test ("cheat").
     dfr_protocol="val_test", spurious_field="location", resolution=(448, 448), max_token_length=None,
+    **values(WILDS["iwildcam"]),
 ))
 _register(WildsSpec(
     name="amazon", title="Amazon", version_dir="amazon_v2.1", modality="text",
     backbone="distilbert", metric="10th_percentile_acc", metric_label="10-th per. acc. (%)",
     # Table 10 says "Countries" (a slip); WILDS and Table 8 group Amazon by reviewer.
-    groupby_fields=("user",), lr=2e-6, weight_decay=0.0, optimizer="adam", scheduler=None,
-    # Table 10 lists 200 training epochs; Table 12's 31,000 steps are about 4 epochs.
-    batch_size=64, domains_per_batch=5, epochs=200, n_seeds=3,
-    fl_steps=31_000, fl_rounds=3, retain_penalty=2.0, erm_steps=31_000,
+    groupby_fields=("user",),
     dfr_protocol="val_test", spurious_field=None, resolution=None, max_token_length=512,
+    **values(WILDS["amazon"]),
 ))
 _register(WildsSpec(
     name="rxrx1", title="RxRx1", version_dir="rxrx1_v1.0", modality="image",
-    backbone="resnet50", metric="acc_avg", metric_label="Avg. acc. (%)",
-    groupby_fields=("experiment",), lr=1e-3, weight_decay=1e-5, optimizer="adam",
-    scheduler="cosine_warmup", batch_size=72, domains_per_batch=10, epochs=90, n_seeds=3,
-    # ERM: 15,000 steps following Fish (text under Table 12); FeAT / Bonsai: 20,000.
-    fl_steps=20_000, fl_rounds=10, retain_penalty=10.0, erm_steps=15_000,
+    backbone="resnet50", metric="acc_avg", metric_label="Avg. acc. (%)", groupby_fields=("experiment",),
     # DFR did not converge on RxRx1 in the paper (no DFR entries in Table 3).
     dfr_protocol="none", spurious_field=None, resolution=None, max_token_length=None,
+    **values(WILDS["rxrx1"]),
 ))
 
 

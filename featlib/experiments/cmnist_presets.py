@@ -22,7 +22,8 @@ of that, and disagrees with the text elsewhere. A preset is a named set of
   switched on at the pre-training length, and penalty weights {1e3, 5e3, 1e4, 5e4, 1e5}. It is
   meant for the ERM-NF column; with it, every feature learner uses those widths and rates too.
 
-:func:`make_protocol` builds a protocol from a preset and fields that override it;
+The values of both presets live with the paper's in :mod:`featlib.hparams` (``REFERENCE_CODE``,
+``RFC_ERM_NF``), each with the file it comes from. :func:`make_protocol` builds a protocol from a preset and fields that override it;
 :func:`preset_of` names the preset a protocol follows (or ``"custom"``), which the chapters print
 beside their tables.
 """
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
 
+from ..hparams import REFERENCE_CODE, RFC_ERM_NF, values
 from ..registry import Registry
 from .colored_mnist import CMNISTProtocol
 
@@ -60,11 +62,7 @@ class ProtocolPreset:
 
 
 #: The reference code's per-objective choices (FeAT / Bonsai authors' ColoredMNIST ``train.py``).
-REFERENCE_OBJECTIVE_OPTIONS = {
-    "erm": {"risk_reduction": "mean", "steps": 501},
-    "fishr": {"l2_scope": "featurizer"},
-    "clove": {"l2_scope": "none"},
-}
+REFERENCE_OBJECTIVE_OPTIONS = REFERENCE_CODE["objective_options"].value
 
 PROTOCOL_PRESETS: Registry[ProtocolPreset] = Registry("preset")
 PROTOCOL_PRESETS.register("featlib")(ProtocolPreset(
@@ -75,15 +73,12 @@ PROTOCOL_PRESETS.register("reference")(ProtocolPreset(
     "reference", "the FeAT authors' run_exp.py: 501 OOD steps, ERM as the pooled mean (501 steps), penalty weight 1 "
                  "during pre-training, Fishr's L2 on the featurizer only, CLOvE without L2",
     "LFhase/FeAT ColoredMNIST/run_exp.py and train.py (= TjuJianyu/RFC coloredmnist/train.py)",
-    {"ood_steps": 501, "warmup_penalty_weight": 1.0, "objective_options": REFERENCE_OBJECTIVE_OPTIONS}))
+    values(REFERENCE_CODE)))
 PROTOCOL_PRESETS.register("rfc-erm-nf")(ProtocolPreset(
     "rfc-erm-nf", "the Bonsai authors' ERM-NF sweep: width 390, lr 5e-4, L2 0.0011, 1,001 steps, penalty weight 1 "
                   "during pre-training, penalty weights 1e3, 5e3, 1e4, 5e4 and 1e5",
     "TjuJianyu/RFC scripts/coloredmnist/coloredmnist_anneal.sh",
-    {"hidden_dim": 390, "lr": 5e-4, "l2": 0.0011, "ood_steps": 1001, "warmup_penalty_weight": 1.0,
-     "penalty_weights": (1e3, 5e3, 1e4, 5e4, 1e5),
-     "objective_options": {"erm": {"risk_reduction": "mean"}, "fishr": {"l2_scope": "featurizer"},
-                           "clove": {"l2_scope": "none"}}}))
+    values(RFC_ERM_NF)))
 
 DEFAULT_PRESET = "featlib"
 

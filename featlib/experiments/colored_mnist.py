@@ -61,6 +61,7 @@ from ..models.stacked import StackedHeads, StackedMLP
 from ..objectives import OBJECTIVES, make_objective
 from ..training import OOD_PATHS, PRECISIONS
 from ..training.ood_stage import LabelledInputs, OODStageConfig, train_stack
+from ..hparams import APPENDIX_F1, TABLE6, values
 from ..validation import (
     check_seed,
     check_choice, check_fits_in_memory, check_int, check_positive, check_sequence, check_writable,
@@ -73,21 +74,10 @@ TABLE2_LEARNERS = ("erm-nf", "erm", "bonsai", "ifeat")
 #: Initialisations that a feature learner produces (all but ERM-NF).
 FEATURE_LEARNER_NAMES = ("erm", "bonsai", "feat", "ifeat")
 
-#: Epochs per round of each feature learner, Table 6 (Appendix F.1).
-SCHEDULES: dict[str, dict[str, dict]] = {
-    "cmnist025": {
-        "erm": {"epochs": 150},
-        "bonsai": {"round_epochs": (50, 150), "synthesis_epochs": 500},
-        "feat": {"epochs_per_round": 150},
-        "ifeat": {"epochs_per_round": 150},
-    },
-    "cmnist01": {
-        "erm": {"epochs": 500},
-        "bonsai": {"round_epochs": (150, 400), "synthesis_epochs": 500},
-        "feat": {"epochs_per_round": 150},
-        "ifeat": {"epochs_per_round": 150},
-    },
-}
+#: Epochs per round of each feature learner, Table 6 (Appendix F.1): :data:`featlib.hparams.TABLE6`.
+SCHEDULES: dict[str, dict[str, dict]] = TABLE6
+#: Appendix F.1's values (featlib.hparams.APPENDIX_F1), the protocol's defaults.
+PAPER = values(APPENDIX_F1)
 
 
 def _scaled(value, scale: float):
@@ -144,25 +134,25 @@ class CMNISTProtocol:
     """Everything that defines a ColoredMNIST study; the defaults are the paper's full scale."""
 
     dataset: str = "cmnist025"
-    seeds: tuple[int, ...] = tuple(range(1, 11))
+    seeds: tuple[int, ...] = PAPER["seeds"]
     objectives: tuple[str, ...] = TABLE2_OBJECTIVES
     learners: tuple[str, ...] = TABLE2_LEARNERS
-    penalty_weights: tuple[float, ...] = (1e1, 1e2, 1e3, 1e4, 1e5)
-    pretrain_epochs: tuple[int, ...] = (0, 50, 100, 150, 200, 250)
-    ood_steps: int = 1000
-    hidden_dim: int = 256
-    n_train: int = 50000
-    n_test: int = 10000
+    penalty_weights: tuple[float, ...] = PAPER["penalty_weights"]
+    pretrain_epochs: tuple[int, ...] = PAPER["pretrain_epochs"]
+    ood_steps: int = PAPER["ood_steps"]
+    hidden_dim: int = PAPER["hidden_dim"]
+    n_train: int = PAPER["n_train"]
+    n_test: int = PAPER["n_test"]
     epoch_scale: float = 1.0  # multiplies every feature-learning epoch count of Table 6
-    max_rounds: int = 5
-    retain_weight: float = 0.01
+    max_rounds: int = PAPER["max_rounds"]
+    retain_weight: float = PAPER["retain_weight"]
     termination_threshold: float = DEFAULT_TERMINATION_THRESHOLD  # of FeAT's termination check (Appendix F.1: 130%)
     termination_rule: str = DEFAULT_TERMINATION  # a rule of featlib.feature_learning.termination
     #: How FeAT/iFeAT combine their rounds' heads: "average" (Sec. 4, Algorithm 1) or "sum" (the
     #: authors' code); featlib.feature_learning.feat_rounds.HEAD_COMBINATIONS.
     head_combination: str = DEFAULT_HEAD_COMBINATION
-    lr: float = 1e-3
-    l2: float = 1e-3
+    lr: float = PAPER["lr"]
+    l2: float = PAPER["l2"]
     eval_every: int = 100
     env_reduction: str = "mean"
     #: The penalty weight during the ERM pre-training steps (the reference code's ``anneal_val``,

@@ -43,6 +43,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from ..hparams import APPENDIX_F1
 from .. import __version__
 from ..io.cache import CorruptFileError, cached, load_torch, piece_meta, save_torch
 from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist, patch_mask
@@ -75,8 +76,8 @@ class SaliencyProtocol:
     feat_rounds: int = 2
     bonsai: bool = True
     epoch_scale: float = 1.0  # multiplies every epoch count (ERM snapshots included)
-    lr: float = 1e-3
-    l2: float = 1e-3
+    lr: float = APPENDIX_F1["lr"].value
+    l2: float = APPENDIX_F1["l2"].value
     termination_threshold: float = DEFAULT_TERMINATION_THRESHOLD
     n_attribution: int = 1000
     ig_steps: int = 32

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from ..hparams import APPENDIX_F1
 from ..registry import Registry
 from ..training.ood_stage import accuracy as batched_accuracy
 from ..training.ood_stage import per_run_squared_norm
@@ -121,8 +122,9 @@ class Learner:
     name: str
     algorithm: Callable[..., Learned]
 
-    def __call__(self, data, seed: int, *, model: str = "mlp", hidden_dim: int = 256, lr: float = 1e-3,
-                 l2: float = 1e-3, progress: bool = False, **options) -> Learned:
+    def __call__(self, data, seed: int, *, model: str = "mlp", hidden_dim: int = APPENDIX_F1["hidden_dim"].value,
+                 lr: float = APPENDIX_F1["lr"].value, l2: float = APPENDIX_F1["l2"].value, progress: bool = False,
+                 **options) -> Learned:
         """Full batch on a ColoredMNIST dataset ``data`` (``model``: "mlp" or "cnn"), the options
         named as in Table 6 (see the module docstring)."""
         from .full_batch_loop import FullBatchLoop

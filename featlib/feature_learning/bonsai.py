@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..hparams import TABLE6
 from ..validation import check_int, check_sequence
 from .base import Learned, Loop, register
 from .erm import erm_loss
@@ -67,9 +68,11 @@ def average_round_heads(multi_head: nn.Linear, rounds: int) -> nn.Linear:
 
 
 @register("bonsai")
-def bonsai(loop: Loop, *, round_steps: Sequence[int] = (50, 150), synthesis_steps: int = 500) -> Learned:
+def bonsai(loop: Loop, *, round_steps: Sequence[int] = TABLE6["cmnist025"]["bonsai"]["round_epochs"],
+           synthesis_steps: int = TABLE6["cmnist025"]["bonsai"]["synthesis_epochs"]) -> Learned:
     """Bonsai's rounds (ERM, then DRO over the groups so far), each on a fresh network, and its
-    synthesis round; ``round_steps``: each round's length, ``synthesis_steps``: the synthesis's."""
+    synthesis round; ``round_steps``: each round's length, ``synthesis_steps``: the synthesis's
+    (by default ColoredMNIST-025's, Table 6)."""
     check_sequence("round_epochs", round_steps)
     for e in round_steps:
         check_int("round_epochs", e, minimum=1)

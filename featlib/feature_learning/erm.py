@@ -14,10 +14,13 @@ from collections.abc import Sequence
 import pandas as pd
 from torch import nn
 
+from ..hparams import APPENDIX_F1, TABLE6, values
 from ..models.cmnist_models import CMNIST_MODELS
 from ..validation import check_int, check_positive, check_sequence
 from .base import Learned, Loop, register
 from .full_batch_loop import FullBatchLoop
+
+PAPER = values(APPENDIX_F1)
 
 
 def erm_loss(loop: Loop, net: nn.Module):
@@ -33,7 +36,7 @@ def erm_row(loop: Loop, net: nn.Module, steps: int) -> dict:
 
 
 @register("erm")
-def erm(loop: Loop, *, steps: int = 150) -> Learned:
+def erm(loop: Loop, *, steps: int = TABLE6["cmnist025"]["erm"]["epochs"]) -> Learned:
     """ERM from the seed's random initialisation for ``steps`` steps; one history row."""
     check_int("steps", steps, minimum=0)
     state = loop.resume("erm")
@@ -45,8 +48,8 @@ def erm(loop: Loop, *, steps: int = 150) -> Learned:
 
 
 def erm_snapshots(
-    data, seed: int, *, epochs: Sequence[int] = (150, 300, 450), model: str = "mlp", hidden_dim: int = 256,
-    lr: float = 1e-3, l2: float = 1e-3, progress: bool = False,
+    data, seed: int, *, epochs: Sequence[int] = (150, 300, 450), model: str = "mlp",
+    hidden_dim: int = PAPER["hidden_dim"], lr: float = PAPER["lr"], l2: float = PAPER["l2"], progress: bool = False,
 ) -> dict[int, Learned]:
     """One full-batch ERM run of ``max(epochs)`` epochs (one Adam optimiser) with a copy of the
     network kept after each epoch count in ``epochs``: ``{epoch: Learned}`` in increasing order.

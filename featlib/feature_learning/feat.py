@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import copy
 
+from ..hparams import APPENDIX_F1, TABLE6
 from ..validation import check_choice, check_int
 from .base import Learned, Loop, register
 from .feat_rounds import DEFAULT_HEAD_COMBINATION, FeATRounds
@@ -53,7 +54,8 @@ from .termination import DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD
 
 
 def _feat(
-    loop: Loop, *, variant: str, steps_per_round: int = 150, max_rounds: int = 5, retain_weight: float = 0.01,
+    loop: Loop, *, variant: str, steps_per_round: int = TABLE6["cmnist025"]["ifeat"]["epochs_per_round"],
+    max_rounds: int = APPENDIX_F1["max_rounds"].value, retain_weight: float = APPENDIX_F1["retain_weight"].value,
     termination_threshold: float = DEFAULT_TERMINATION_THRESHOLD, termination_rule: str = DEFAULT_TERMINATION,
     head_combination: str = DEFAULT_HEAD_COMBINATION, keep_full_set: bool = True,
 ) -> Learned:

@@ -44,6 +44,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
+from ..hparams import APPENDIX_F1
 from ..validation import check_bool, check_choice, check_int, check_positive
 from .termination import (
     DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD, TERMINATION_RULES, retention_paper, retention_undivided,
@@ -116,7 +117,7 @@ def set_means(values: torch.Tensor, masks: Sequence[torch.Tensor],
 class FeATRounds:
     """Sets, stored heads and the stopping rule of FeAT / iFeAT over ``n`` training examples."""
 
-    def __init__(self, n: int, variant: str, *, retain_weight: float = 0.01,
+    def __init__(self, n: int, variant: str, *, retain_weight: float = APPENDIX_F1["retain_weight"].value,
                  termination_threshold: float = DEFAULT_TERMINATION_THRESHOLD,
                  termination_rule: str = DEFAULT_TERMINATION, keep_full_set: bool = True,
                  head_combination: str = DEFAULT_HEAD_COMBINATION, device: torch.device | str = "cpu"):

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from ..hparams import APPENDIX_F1
 from ..models.cmnist_models import CMNIST_MODELS, make_cmnist_model
 from ..models.mlp import fresh_head
 from ..validation import check_int, check_positive
@@ -26,8 +27,8 @@ class FullBatchLoop:
 
     length_unit = "epochs"
 
-    def __init__(self, data, seed: int, *, model: str = "mlp", hidden_dim: int = 256, lr: float = 1e-3,
-                 l2: float = 1e-3, progress: bool = False):
+    def __init__(self, data, seed: int, *, model: str = "mlp", hidden_dim: int = APPENDIX_F1["hidden_dim"].value,
+                 lr: float = APPENDIX_F1["lr"].value, l2: float = APPENDIX_F1["l2"].value, progress: bool = False):
         CMNIST_MODELS.get(model)
         self.data, self.seed, self.model = data, seed, model
         self.hidden_dim = check_int("hidden_dim", hidden_dim, minimum=1)

@@ -24,6 +24,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
+from ..hparams import APPENDIX_F1
 from ..models.wilds_backbones import WildsModel, linear_head
 from ..objectives import per_sample_cross_entropy
 from ..training.minibatch import Checkpoint, DomainBatchSampler, autocast, make_optimizer, make_scheduler, stream_seed
@@ -47,7 +48,7 @@ class WildsTrainConfig:
     weight_decay: float = 0.0
     optimizer: str = "adam"
     scheduler: str | None = None
-    retain_weight: float = 0.01
+    retain_weight: float = APPENDIX_F1["retain_weight"].value  # WildsProtocol passes Table 12's per dataset
     termination_threshold: float = DEFAULT_TERMINATION_THRESHOLD
     #: A rule of featlib.feature_learning.termination; WILDS runs Table 12's rounds unchecked.
     termination_rule: str = WILDS_DEFAULT_TERMINATION

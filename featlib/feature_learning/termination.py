@@ -29,6 +29,8 @@ whatever rule ran.
 """
 from __future__ import annotations
 
+from ..hparams import APPENDIX_F1
+
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -82,7 +84,7 @@ TERMINATION_RULES.register("never")(TerminationRule(
 DEFAULT_TERMINATION = "paper"
 #: The threshold of the check, training + retention accuracy, as a fraction (Appendix F.1: 130%).
 #: The one place this value is written: every protocol, learner and report takes it from here.
-DEFAULT_TERMINATION_THRESHOLD = 1.30
+DEFAULT_TERMINATION_THRESHOLD = APPENDIX_F1["termination_threshold"].value
 #: WILDS runs the rounds of Table 12 ("Num. of rounds") with no check: the authors' WILDS code has
 #: none, and the paper's rounds per dataset (RxRx1: 10) are what the 130% rule, with the retention
 #: accuracy divided by k-1, would not let run. The rule stays selectable for WILDS by name.

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..hparams import APPENDIX_F1
 from ..objectives import OBJECTIVES, make_objective
 from ..objectives.base import promote
 from ..registry import Registry
@@ -55,9 +56,9 @@ class OODStageConfig:
     """Hyperparameters of the OOD stage shared by all runs of a stack (Appendix F.1)."""
 
     objective: str
-    steps: int = 1000
-    lr: float = 1e-3
-    l2: float = 1e-3
+    steps: int = APPENDIX_F1["ood_steps"].value
+    lr: float = APPENDIX_F1["lr"].value
+    l2: float = APPENDIX_F1["l2"].value
     eval_every: int = 100
     env_reduction: str = "mean"
     warmup_penalty_weight: float = 0.0
