@@ -1,6 +1,6 @@
 """Benchmark: time and memory per step of ERM, Bonsai, FeAT and iFeAT, per round.
 
-A thin entry point to ``python -m featlib.cost`` (same arguments), kept beside the other
+A thin entry point to ``python -m featlib.cli.cost`` (same arguments), kept beside the other
 benchmarks. It prints, measured side by side in one run on one device, the median step time
 and peak memory of every round of every learner with their ratios to ERM, the paper's schedule
 at those step times, and whether iFeAT stays within 1.3x ERM's time and 1.5x its memory and
@@ -11,7 +11,7 @@ FeAT's step time is linear in the round k.
 """
 import sys
 
-from featlib.cost.__main__ import main
+from featlib.cli.cost import main
 
 if __name__ == "__main__":
     sys.exit(main())

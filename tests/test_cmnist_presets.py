@@ -74,7 +74,7 @@ def test_a_preset_runs_end_to_end_and_its_options_reach_the_ood_stage(monkeypatc
 
 
 def test_run_cmnist_takes_the_preset_precision_and_path(tmp_path):
-    from featlib.experiments.run_cmnist import parse_args, prepare
+    from featlib.cli.run_cmnist import parse_args, prepare
 
     args = parse_args(["--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"), "--datasets", "cmnist01",
                        "--seeds", "1", "2", "--preset", "reference", "--precision", "bf16", "--ood-path", "plain"])

@@ -194,8 +194,8 @@ def test_after_a_failed_fetch_a_chapter_says_the_fetch_failed_not_that_nothing_i
     def offline(url):
         raise ConnectionRefusedError("connection refused")
     failed = committed.locate("../results/cost", get=offline)
-    text = evidence.missing(failed, "cost measurement", "python -m featlib.cost --out results/cost/<device>")
-    assert "committed yet" not in text and "python -m featlib.cost" not in text
+    text = evidence.missing(failed, "cost measurement", "python -m featlib.cli.cost --out results/cost/<device>")
+    assert "committed yet" not in text and "python -m featlib.cli.cost" not in text
     assert "fetching `results/cost`" in text and "failed" in text and "run this cell again" in text
     # several folders: the failed one is reported; none failed and none found: nothing is committed
     nothing = committed.Located(None, "Nothing is committed in `results/x` yet.")
@@ -217,7 +217,7 @@ def test_a_fetched_folder_that_does_not_load_tells_a_colab_reader_to_run_the_cel
 
     def loader(path):
         raise CorruptFileError(damaged, "it is not the file provenance.json lists",
-                               "rerun `python -m featlib.cost --out x` or restore the folder from git")
+                               "rerun `python -m featlib.cli.cost --out x` or restore the folder from git")
     assert committed.load(found, loader) is None
     assert found.failed and not found and "run this cell again" in found.note
     assert "restore the folder from git" not in found.note and "python -m" not in found.note

@@ -168,7 +168,7 @@ def test_bad_settings_name_the_parameter(kwargs, message):
 
 
 def test_cli_rejects_bad_input_before_measuring(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "featlib.cost", "--benchmarks", "cmnist", "--n-train", "0"],
+    out = subprocess.run([sys.executable, "-m", "featlib.cli.cost", "--benchmarks", "cmnist", "--n-train", "0"],
                          capture_output=True, text=True)
     assert out.returncode == 2
     assert "n_train must be an integer in [2, 50000]; got 0" in out.stderr
@@ -176,7 +176,7 @@ def test_cli_rejects_bad_input_before_measuring(tmp_path):
 
 def test_cli_prints_the_table_and_targets_and_writes_provenance(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "featlib.cost", "--benchmarks", "cmnist", "--n-train", "400", "--hidden-dim", "8",
+        [sys.executable, "-m", "featlib.cli.cost", "--benchmarks", "cmnist", "--n-train", "400", "--hidden-dim", "8",
          "--rounds", "3", "--steps", "4", "--warmup", "1", "--repeats", "1", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -3,7 +3,7 @@ import pandas as pd
 
 from featbook import evidence, leaks
 
-PROV = {"command": "python -m featlib.experiments.run_rounds --out /tmp/runs/cmnist-rounds --cache-dir /work/main/_cache/cmnist",
+PROV = {"command": "python -m featlib.cli.run_rounds --out /tmp/runs/cmnist-rounds --cache-dir /work/main/_cache/cmnist",
         "commit": "1152ffb3e5bea8a9076293deb15e6cd881eed77c", "device": "cpu", "threads": 2,
         "wall_time_s": 471.8, "seeds": [1, 2, 3, 4, 5], "datasets": ["cmnist025", "cmnist01"]}
 
@@ -43,8 +43,8 @@ def test_a_folder_that_runs_added_to_names_every_run_commit_and_the_summed_wall_
 
     prov = {"seeds": [1, 2], "datasets": ["cmnist01"], "device": "cpu", "threads": 2, "commit": "b" * 40,
             "wall_time_s": 60.0,
-            "runs": [{"command": "python -m featlib.experiments.run_rounds --seeds 1", "commit": "a" * 40, "wall_time_s": 600.0},
-                     {"command": "python -m featlib.experiments.run_rounds --seeds 2", "commit": "b" * 40, "wall_time_s": 60.0}]}
+            "runs": [{"command": "python -m featlib.cli.run_rounds --seeds 1", "commit": "a" * 40, "wall_time_s": 600.0},
+                     {"command": "python -m featlib.cli.run_rounds --seeds 2", "commit": "b" * 40, "wall_time_s": 60.0}]}
     line = evidence.provenance_line("Rounds", prov).replace("\xa0", " ")
     assert "2 seeds" in line and "aaaaaaaaaaaa and bbbbbbbbbbbb" in line and "2 runs, 11 min of wall time in all" in line
     block = evidence.command_block(prov)

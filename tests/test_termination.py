@@ -133,7 +133,7 @@ def test_committed_rounds_are_read_under_todays_names(repo_root):
     run with the same protocol may still add seeds to them (the old field name is no difference)."""
     from featlib.experiments.colored_mnist import CMNISTProtocol
     from featlib.experiments.results import load_rounds
-    from featlib.experiments.run_rounds import check_same_protocols, protocol_record
+    from featlib.cli.run_rounds import check_same_protocols, protocol_record
 
     loaded = load_rounds(repo_root / "results" / "cmnist-rounds")
     assert "termination_threshold" in loaded["rounds"] and "threshold" not in loaded["rounds"]

@@ -221,7 +221,7 @@ KILLED_RUN = r"""
 import os, signal, sys
 from pathlib import Path
 import pandas as pd
-import featlib.experiments.run_cmnist as run_cmnist
+import featlib.cli.run_cmnist as run_cmnist
 
 out, kill_at, seeds = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 
@@ -314,7 +314,7 @@ def test_4_repeated_seeds_datasets_or_methods_are_refused(tmp_path):
     with pytest.raises(ValueError, match="runs twice"):
         select_best(pd.concat([runs, runs]))
     out = tmp_path / "out"
-    line = one_line_error(command("featlib.experiments.run_cmnist", "--out", out, "--seeds", 1, 1, timeout=120))
+    line = one_line_error(command("featlib.cli.run_cmnist", "--out", out, "--seeds", 1, 1, timeout=120))
     assert "seeds must not repeat a value" in line and not out.exists()
 
 
@@ -399,13 +399,13 @@ def test_6_run_cmnist_and_run_wilds_check_out_before_any_training(tmp_path):
 
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    line = one_line_error(command("featlib.experiments.run_cmnist", "--out", blocker / "out", "--seeds", 1,
+    line = one_line_error(command("featlib.cli.run_cmnist", "--out", blocker / "out", "--seeds", 1,
                                   "--cache-dir", tmp_path / "cmnist-cache", timeout=120))
     assert "--out" in line and "is a file, not a folder" in line
     assert not (tmp_path / "cmnist-cache").exists()
     fabricate_wilds("camelyon17", tmp_path / "wilds")
     line = one_line_error(command(
-        "featlib.experiments.run_wilds", "--dataset", "camelyon17", "--root", tmp_path / "wilds", "--learners", "erm",
+        "featlib.cli.run_wilds", "--dataset", "camelyon17", "--root", tmp_path / "wilds", "--learners", "erm",
         "--seeds", 0, "--backbone", "small_cnn", "--pretrained", "false", "--epoch-scale", "0.002", "--ood-epochs", 1,
         "--resolution", 32, "--batch-size", 12, "--no-dfr", "--cache-dir", tmp_path / "wilds-cache",
         "--out", blocker / "out", timeout=600))
@@ -450,19 +450,19 @@ def test_7_a_damaged_fabricated_wilds_folder_is_named_and_fabricate_repairs_it(t
     with pytest.raises(ValueError, match=f"{folder} is incomplete or damaged: the split"):
         load_wilds("camelyon17", tmp_path)
     line = one_line_error(command(
-        "featlib.experiments.run_wilds", "--dataset", "camelyon17", "--root", tmp_path, "--out", tmp_path / "out",
+        "featlib.cli.run_wilds", "--dataset", "camelyon17", "--root", tmp_path, "--out", tmp_path / "out",
         "--cache-dir", tmp_path / "cache", "--backbone", "small_cnn", "--pretrained", "false", timeout=300))
     assert str(folder) in line and "--fabricate" in line and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("module, args, message", [
-    ("featlib.experiments.run_cmnist", ["--seeds", "-1"], "seeds must be an integer in [0, 4294967295]; got -1"),
-    ("featlib.experiments.run_cmnist", ["--datasets", "cmnist025", "cmnist025"], "--datasets must not repeat"),
-    ("featlib.experiments.run_wilds", ["--dataset", "camelyon17", "--root", "wilds", "--epoch-scale", "-1"],
+    ("featlib.cli.run_cmnist", ["--seeds", "-1"], "seeds must be an integer in [0, 4294967295]; got -1"),
+    ("featlib.cli.run_cmnist", ["--datasets", "cmnist025", "cmnist025"], "--datasets must not repeat"),
+    ("featlib.cli.run_wilds", ["--dataset", "camelyon17", "--root", "wilds", "--epoch-scale", "-1"],
      "epoch_scale must be a finite number > 0; got -1.0"),
-    ("featlib.experiments.run_wilds", ["--dataset", "camelyon17", "--root", "wilds", "--lr", "nan"],
+    ("featlib.cli.run_wilds", ["--dataset", "camelyon17", "--root", "wilds", "--lr", "nan"],
      "lr must be a finite number > 0; got nan"),
-    ("featlib.experiments.run_rounds", ["--seeds", "1", "--cache-dir", "a-file/cache"], "--cache-dir"),
+    ("featlib.cli.run_rounds", ["--seeds", "1", "--cache-dir", "a-file/cache"], "--cache-dir"),
 ])
 def test_7_bad_arguments_give_one_line_and_exit_status_2(tmp_path, module, args, message):
     (tmp_path / "a-file").write_text("")
@@ -472,10 +472,10 @@ def test_7_bad_arguments_give_one_line_and_exit_status_2(tmp_path, module, args,
 
 
 def test_7_cost_with_real_data_missing_names_its_download_flag(tmp_path):
-    line = one_line_error(command("featlib.cost", "--benchmarks", "wilds", "--real-data", "--wilds-root",
+    line = one_line_error(command("featlib.cli.cost", "--benchmarks", "wilds", "--real-data", "--wilds-root",
                                   tmp_path / "none", timeout=120))
     assert "--download" in line and "camelyon17_v1.0 does not exist" in line
-    assert "--download" in command("featlib.cost", "--help", timeout=120).stdout
+    assert "--download" in command("featlib.cli.cost", "--help", timeout=120).stdout
 
 
 def test_7_a_malformed_profile_is_one_line_with_its_file(tmp_path, monkeypatch, capsys):
@@ -496,7 +496,7 @@ class Crash(Exception):
 
 
 def test_8_a_resumed_run_writes_the_same_bytes_as_an_uninterrupted_one(tmp_path, monkeypatch):
-    from featlib.experiments import run_cmnist
+    from featlib.cli import run_cmnist
 
     monkeypatch.setattr(run_cmnist, "CMNISTProtocol", lambda **kw: CMNISTProtocol(**{**TINY, **kw}))
     monkeypatch.setattr(run_cmnist, "LEARNER_CHOICES", ("erm-nf", "erm"))

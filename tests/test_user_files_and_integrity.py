@@ -77,7 +77,7 @@ FABRICATED_RUN = r"""
 import sys
 from pathlib import Path
 import pandas as pd
-from featlib.experiments import run_cmnist
+from featlib.cli import run_cmnist
 
 class Fabricated:
     def __init__(self, protocol, **kwargs):
@@ -107,7 +107,7 @@ def test_case_1_run_cmnist_out_dot_in_a_folder_of_user_files_exits_2_and_deletes
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "day1.md").write_text("ideas")
     before = tree(tmp_path)
-    line = one_line_error(command("featlib.experiments.run_cmnist", "--out", ".", "--seeds", 1,
+    line = one_line_error(command("featlib.cli.run_cmnist", "--out", ".", "--seeds", 1,
                                   "--cache-dir", tmp_path / "elsewhere-cache", cwd=tmp_path, timeout=120))
     assert "--out ." in line and "working directory" in line
     assert tree(tmp_path) == before and not (tmp_path / "elsewhere-cache").exists()
@@ -122,7 +122,7 @@ def test_case_1_out_guard_refuses_what_a_run_would_delete(tmp_path, case, repo_r
         {"kind": "featlib.experiments.run_cmnist", "files": {}}))
     (proj / "results" / "wilds").mkdir()
     (proj / "results" / "wilds" / "provenance.json").write_text(json.dumps(
-        {"command": "python -m featlib.experiments.run_wilds --out results/wilds", "files": {}}))
+        {"command": "python -m featlib.cli.run_wilds --out results/wilds", "files": {}}))
     (proj / "paper").mkdir()
     (proj / "paper" / "draft.tex").write_text("draft")
     cwd, cache, out = proj, proj / "_cache", None
@@ -130,17 +130,17 @@ def test_case_1_out_guard_refuses_what_a_run_would_delete(tmp_path, case, repo_r
     if case == "cache-inside-out":
         out, cache, expected = proj / "results", proj / "results" / "_cache", "--cache-dir"
     elif case == "folder-of-result-folders":
-        out, expected = proj / "results", "no featlib.experiments.run_cmnist run wrote"
+        out, expected = proj / "results", "no run_cmnist run wrote"
     elif case == "foreign-files":
         out, expected = proj / "paper", "draft.tex"
     elif case == "ancestor":
         cwd, out, expected = proj / "paper", "..", "working directory or holds it"
     elif case == "other-kind":
-        out, expected = proj / "results" / "wilds", "featlib.experiments.run_wilds"
+        out, expected = proj / "results" / "wilds", "featlib.cli.run_wilds"
     elif case == "repository":
         cwd, out, expected = tmp_path, repo_root, "git checkout"
     before = tree(tmp_path)
-    line = one_line_error(command("featlib.experiments.run_cmnist", "--out", out, "--seeds", 1, "--cache-dir", cache,
+    line = one_line_error(command("featlib.cli.run_cmnist", "--out", out, "--seeds", 1, "--cache-dir", cache,
                                   cwd=cwd, timeout=120))
     assert expected in line, line
     assert tree(tmp_path) == before
@@ -168,7 +168,7 @@ COST_ARGS = ["--benchmarks", "cmnist", "--learners", "erm", "feat", "--n-train",
 KILLED_COST = r"""
 import os, signal, sys
 from pathlib import Path
-from featlib.cost.__main__ import main
+from featlib.cli.cost import main
 
 seen = []
 
@@ -185,7 +185,7 @@ sys.exit(main(sys.argv[1:]))
 
 def test_case_2_cost_records_survive_a_kill_while_the_new_folder_is_swapped_in(tmp_path):
     out = tmp_path / "cost"
-    first = command("featlib.cost", *COST_ARGS, "--out", out, timeout=300)
+    first = command("featlib.cli.cost", *COST_ARGS, "--out", out, timeout=300)
     assert first.returncode == 0, first.stderr[-2000:]
     records = {p.name: p.read_bytes() for p in (out / "records").glob("*.csv")}
     assert len(records) == 2
@@ -193,7 +193,7 @@ def test_case_2_cost_records_survive_a_kill_while_the_new_folder_is_swapped_in(t
                             capture_output=True, text=True, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     assert {p.name: p.read_bytes() for p in (out / "records").glob("*.csv")} == records  # still in --out
-    again = command("featlib.cost", *COST_ARGS, "--out", out, timeout=300)
+    again = command("featlib.cli.cost", *COST_ARGS, "--out", out, timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
     assert {p.name: p.read_bytes() for p in (out / "records").glob("*.csv")} == records
     assert [p.name for p in tmp_path.iterdir()] == ["cost"]  # no stale sibling left
@@ -406,6 +406,7 @@ def _tiny_study(seed: int, device, steps: int = 3) -> pd.DataFrame:
 
 
 def test_case_8_gap_studies_verify_their_pieces_and_resume_byte_identically(tmp_path, monkeypatch):
+    from featlib.cli.gap_studies import main
     from featlib.experiments import gap_studies
     from featlib.experiments.results import load_study
 
@@ -413,18 +414,18 @@ def test_case_8_gap_studies_verify_their_pieces_and_resume_byte_identically(tmp_
         gap_studies.STUDIES.register("tiny-test-study")(_tiny_study)
     cache, out = tmp_path / "cache", tmp_path / "gaps"
     monkeypatch.chdir(tmp_path)
-    assert gap_studies.main(["tiny-test-study", "--seeds", "1", "2", "--out", str(out), "--cache-dir", str(cache)]) == 0
+    assert main(["tiny-test-study", "--seeds", "1", "2", "--out", str(out), "--cache-dir", str(cache)]) == 0
     first = (out / "tiny-test-study.csv").read_bytes()
     pieces = sorted(cache.glob("tiny-test-study-seed*.csv"))
     assert len(pieces) == 2
     pieces[1].write_bytes(pieces[1].read_bytes()[:-30])  # a cut piece
     with pytest.warns(CacheWarning, match=pieces[1].name):
-        assert gap_studies.main(["tiny-test-study", "--seeds", "1", "2", "--out", str(out), "--cache-dir",
+        assert main(["tiny-test-study", "--seeds", "1", "2", "--out", str(out), "--cache-dir",
                                  str(cache)]) == 0
     assert (out / "tiny-test-study.csv").read_bytes() == first  # recomputed, the same bytes
     with warnings.catch_warnings():
         warnings.simplefilter("error", CacheWarning)
-        assert gap_studies.main(["tiny-test-study", "--seeds", "1", "2", "--out", str(out), "--cache-dir",
+        assert main(["tiny-test-study", "--seeds", "1", "2", "--out", str(out), "--cache-dir",
                                  str(cache)]) == 0  # resumed from the cache
     assert (out / "tiny-test-study.csv").read_bytes() == first
     study = load_study(out, "tiny-test-study")
@@ -469,10 +470,10 @@ def test_case_10_a_misspelt_wilds_overrides_dataset_is_refused():
 def test_case_11_values_that_failed_late_are_refused_before_any_work(tmp_path, case):
     (tmp_path / "a-file").write_text("")
     cache = tmp_path / "cache"
-    module, args, env, expected = "featlib.experiments.run_cmnist", ["--seeds", 1], ENV, "--out"
+    module, args, env, expected = "featlib.cli.run_cmnist", ["--seeds", 1], ENV, "--out"
     out = tmp_path / "out"
     if case == "gap-out-under-a-file":
-        module, args, out = "featlib.experiments.gap_studies", ["erm-nf-erm", "--seeds", 1], tmp_path / "a-file" / "o"
+        module, args, out = "featlib.cli.gap_studies", ["erm-nf-erm", "--seeds", 1], tmp_path / "a-file" / "o"
     elif case == "long-name":
         out = tmp_path / ("r" * 240)
         expected = "shorter name"
@@ -580,7 +581,7 @@ PIECES_DISK_FULL = r"""
 import resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (8000, 8000))  # the learned features (25 kB) cannot be written
-from featlib.experiments import run_cmnist
+from featlib.cli import run_cmnist
 from featlib.experiments.colored_mnist import CMNISTProtocol
 tiny = dict(objectives=("erm",), penalty_weights=(1e2,), pretrain_epochs=(0,), ood_steps=5, hidden_dim=16,
             n_train=300, n_test=200, epoch_scale=0.05, max_rounds=1, eval_every=5)
@@ -611,10 +612,10 @@ def test_case_13_a_malformed_manifest_entry_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("module, args", [
-    ("featlib.experiments.run_rounds", ["--seeds", "1", "1"]),
-    ("featlib.experiments.run_rounds", ["--datasets", "nope"]),
-    ("featlib.experiments.gap_studies", ["erm-nf-erm", "--seeds", "2", "2"]),
-    ("featlib.experiments.gap_studies", ["no-such-study"]),
+    ("featlib.cli.run_rounds", ["--seeds", "1", "1"]),
+    ("featlib.cli.run_rounds", ["--datasets", "nope"]),
+    ("featlib.cli.gap_studies", ["erm-nf-erm", "--seeds", "2", "2"]),
+    ("featlib.cli.gap_studies", ["no-such-study"]),
 ])
 def test_case_13_argument_errors_of_run_rounds_and_gap_studies_are_one_line(tmp_path, module, args):
     one_line_error(command(module, "--out", tmp_path / "out", *args, cwd=tmp_path, timeout=120))

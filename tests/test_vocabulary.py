@@ -57,10 +57,10 @@ def test_protocols_and_settings_name_the_learners_alike():
 
 
 @pytest.mark.parametrize("module, argv", [
-    ("featlib.experiments.run_cmnist", ["--out", "x"]),
-    ("featlib.experiments.run_rounds", ["--out", "x"]),
-    ("featlib.experiments.run_wilds", ["--dataset", "camelyon17", "--root", "r", "--out", "x"]),
-    ("featlib.cost.__main__", ["--out", "x"]),
+    ("featlib.cli.run_cmnist", ["--out", "x"]),
+    ("featlib.cli.run_rounds", ["--out", "x"]),
+    ("featlib.cli.run_wilds", ["--dataset", "camelyon17", "--root", "r", "--out", "x"]),
+    ("featlib.cli.cost", ["--out", "x"]),
 ])
 def test_command_lines_take_learners_and_still_accept_the_old_option(module, argv):
     import importlib
@@ -68,7 +68,7 @@ def test_command_lines_take_learners_and_still_accept_the_old_option(module, arg
     parse = importlib.import_module(module).parse_args
     new = vars(parse(argv + ["--learners", "erm"]))
     assert new["learners"] == ["erm"] and not set(new) & set(RETIRED)
-    old = "--methods" if module.endswith(("run_wilds", "__main__")) else "--inits"
+    old = "--methods" if module.endswith(("run_wilds", "cost")) else "--inits"
     assert vars(parse(argv + [old, "erm"]))["learners"] == ["erm"]
 
 

@@ -227,7 +227,7 @@ def test_a_run_killed_after_its_first_round_resumes_without_redoing_it(wilds_roo
             "--resolution", "32", "--batch-size", "12", "--lr", "0.003", "--checkpoint-every", "5", "--no-dfr"]
     cache, out = tmp_path / "cache", tmp_path / "out"
     env = {**os.environ, "FEATLIB_DEVICE": "cpu", "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "featlib.experiments.run_wilds", *args, "--cache-dir", str(cache), "--out", str(out)]
+    command = [sys.executable, "-m", "featlib.cli.run_wilds", *args, "--cache-dir", str(cache), "--out", str(out)]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
     state = None
@@ -253,7 +253,7 @@ def test_a_run_killed_after_its_first_round_resumes_without_redoing_it(wilds_roo
     assert rows.iloc[0]["train_acc"] == pytest.approx(first_round["train_acc"])
 
     # the resumed run gives what an uninterrupted one gives (same process settings: same threads)
-    fresh_command = [sys.executable, "-m", "featlib.experiments.run_wilds", *args, "--cache-dir", str(tmp_path / "fresh"),
+    fresh_command = [sys.executable, "-m", "featlib.cli.run_wilds", *args, "--cache-dir", str(tmp_path / "fresh"),
                      "--out", str(tmp_path / "fresh-out")]
     assert subprocess.run(fresh_command, env=env, capture_output=True, timeout=300).returncode == 0
     fresh = pd.read_csv(tmp_path / "fresh-out" / "rounds.csv")

@@ -12,7 +12,7 @@ independent of the number of images). Pezeshki et al. put it in place of weight 
 protocol's own L2 term stays, as for every other objective of Table 2.
 
 Load it with ``--objective-file book/examples/spectral_decoupling.py`` (python -m
-featlib.experiments.run_cmnist) or ``featlib.experiments.objective_files.load_objective_file(path)``.
+featlib.cli.run_cmnist) or ``featlib.experiments.objective_files.load_objective_file(path)``.
 """
 import torch
 

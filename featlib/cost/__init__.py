@@ -1,6 +1,6 @@
 """Time and memory of ERM, Bonsai, FeAT and iFeAT, measured (Appendix F.3, Table 14; chapter 07).
 
-``python -m featlib.cost`` (or ``benchmarks/method_cost.py``) runs the benchmark and prints the
+``python -m featlib.cli.cost`` (or ``benchmarks/method_cost.py``) runs the benchmark and prints the
 table of per-step times and peak memory per round with their ratios to ERM, and the targets.
 """
 from .benchmark import COST_CASES, LEARNERS, CMNISTCost, CostSettings, WildsCost, measure, run_cost_benchmark

@@ -1,6 +1,6 @@
 """Reading a cost benchmark's results folder back, checked (chapter 07's committed measurements).
 
-``python -m featlib.cost --out <folder>`` commits ``raw.csv``, ``summary.csv``, ``targets.csv``,
+``python -m featlib.cli.cost --out <folder>`` commits ``raw.csv``, ``summary.csv``, ``targets.csv``,
 ``schedule.csv`` and ``provenance.json`` with a manifest (:mod:`featlib.io.result_folder`).
 :func:`load_cost_results` reads each file once, checks it against the manifest and parses the
 checked bytes, so a changed summary is refused by name instead of printed as a measurement.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..io.result_folder import frame, read_folder
 
-KIND = "featlib.cost"
+KIND = "featlib.cost"  # the format's identifier in provenance.json (the command is featlib.cli.cost)
 FILES = ("raw", "summary", "targets", "schedule")
 
 
@@ -20,7 +20,7 @@ def load_cost_results(directory: str | Path) -> dict | None:
     ``round`` column read as text, as the report writes it), or None when the folder is absent or
     empty; :class:`~featlib.io.cache.CorruptFileError` naming the file when one is not as recorded."""
     directory = Path(directory)
-    remedy = (f"rerun the command in its provenance.json (`python -m featlib.cost --out {directory} ...`) "
+    remedy = (f"rerun the command in its provenance.json (`python -m featlib.cli.cost --out {directory} ...`) "
               "or restore the folder from git")
     found = read_folder(directory, remedy, kind=KIND)
     if found is None:

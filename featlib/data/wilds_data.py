@@ -397,7 +397,7 @@ def _check_root(root: Any) -> Path:
 #: How to ask for a download, wherever a dataset is loaded from.
 DOWNLOAD_HINT = ("in a notebook (Colab too) put `download = True` (chapter 05) or `wilds_download = True` (chapter 06) "
                  "in the parameters cell and run it again; download=True in Python; --download for run_wilds and "
-                 "python -m featlib.cost")
+                 "python -m featlib.cli.cost")
 
 
 def _not_found(spec: WildsSpec, root: Path) -> WildsDatasetNotFoundError:

@@ -19,9 +19,9 @@ and records per-step histories so that one run answers "what if the reference st
   epochs, the paper's text and the Bonsai authors' script 500. Both variants' features, then the
   frozen IRMv1 / V-REx grid of the protocol on each.
 
-    python -m featlib.experiments.gap_studies erm-nf-erm --seeds 1 2 --out results/cmnist-gaps
+    python -m featlib.cli.gap_studies erm-nf-erm --seeds 1 2 --out results/cmnist-gaps
 
-writes ``<study>.csv`` and ``<study>-provenance.json`` to ``--out``, a result folder shared by the
+(:mod:`featlib.cli.gap_studies`) writes ``<study>.csv`` and ``<study>-provenance.json`` to ``--out``, a result folder shared by the
 studies (:mod:`featlib.io.result_folder`: replaced as a whole, the other studies' files carried over,
 ``provenance.json`` listing every file). Each (study, seed) piece is cached in ``--cache-dir``
 with the shared cache code (:func:`featlib.io.cache.cached`: verified CSV with its study key and seed,
@@ -32,8 +32,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,22 +41,16 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import __version__
-from ..io.cache import CacheWriteError, cached, piece_meta, read_verified_csv, write_verified_csv
-from ..io.cli import OneLineParser
 from ..data.colored_mnist import make_colored_mnist
-from ..device import get_device
 from ..feature_learning import FEATURE_LEARNERS
+from ..io.cache import cached, piece_meta, read_verified_csv, write_verified_csv
 from ..models.mlp import ColoredMNISTMLP
 from ..models.stacked import StackedHeads, StackedMLP
-from ..io.provenance import command_line, git_commit, provenance
 from ..registry import Registry
-from ..io.result_folder import ResultFolder, check_out, read_folder
-from ..validation import check_seed, check_sequence, check_writable
 from ..training.ood_stage import LabelledInputs, OODStageConfig, StackHistory, train_stack
 from .colored_mnist import CMNISTProtocol, schedule
 
 STUDIES: Registry[Callable[..., pd.DataFrame]] = Registry("study")
-from .results import GAP_STUDIES as KIND, _study_remedy as _remedy
 
 
 def history_frame(history: StackHistory, labels: list[dict]) -> pd.DataFrame:
@@ -199,51 +191,3 @@ def frozen_steps_summary(frame: pd.DataFrame, steps=(1000, 5000)) -> pd.DataFram
     cells = at_steps(frame, chosen, ["objective", "head_l2", "penalty_weight"])
     best = cells.loc[cells.groupby(["objective", "head_l2", "step"])["mean"].idxmax()]
     return best.reset_index(drop=True)
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = OneLineParser(prog="python -m featlib.experiments.gap_studies", description=__doc__.split("\n\n")[0])
-    parser.add_argument("study", choices=STUDIES.names())
-    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--cache-dir", type=Path, default=Path("_cache/cmnist-gaps"))
-    args = parser.parse_args(argv)
-    try:  # every check before any work
-        check_sequence("--seeds", args.seeds, unique=True)
-        for seed in args.seeds:
-            check_seed("--seeds", seed)
-        device = get_device()
-        check_out("--out", args.out, KIND, protect={"--cache-dir": args.cache_dir})
-        read_folder(args.out, _remedy(args.out), kind=KIND)  # the other studies' files must be sound
-        check_writable("--cache-dir", args.cache_dir)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    start = time.perf_counter()
-    commit = git_commit()  # now: the checkout may move while the run goes on
-    try:
-        frame = run_study(args.study, args.seeds, args.cache_dir, device)
-    except CacheWriteError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    record = provenance(command_line("featlib.experiments.gap_studies", argv), start, device, commit=commit,
-                        study=args.study, seeds=args.seeds, key=study_key(args.study),
-                        note="wall time includes pieces read from --cache-dir, if any")
-    folder = ResultFolder(args.out, kind=KIND)
-    previous = read_folder(args.out, _remedy(args.out), kind=KIND)
-    studies = {args.study}
-    if previous is not None:  # the other studies' files stay, as checked
-        for name, data in previous[1].items():
-            if name not in (f"{args.study}.csv", f"{args.study}-provenance.json"):
-                folder.add_bytes(name, data)
-        studies |= set(previous[0].get("studies", []))
-    folder.add_csv(f"{args.study}.csv", frame)
-    folder.add_bytes(f"{args.study}-provenance.json", (json.dumps(record, indent=2) + "\n").encode())
-    folder.commit({"studies": sorted(studies), "last": record})
-    print(json.dumps({k: record[k] for k in ("commit", "device", "wall_time_s")}, indent=2))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

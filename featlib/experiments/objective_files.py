@@ -2,7 +2,7 @@
 
 A file that subclasses :class:`~featlib.objectives.Objective` and registers the class with
 ``@OBJECTIVES.register("my_name")`` is all Table 2's protocol needs: ``load_objective_file(path)``
-(``--objective-file path`` of ``python -m featlib.experiments.run_cmnist``) imports it and checks
+(``--objective-file path`` of ``python -m featlib.cli.run_cmnist``) imports it and checks
 every objective it registers before any training:
 
 * the name: lowercase letters, digits and ``_`` (it names folders of pieces and cached files), and

@@ -17,7 +17,9 @@ import pandas as pd
 from ..io.cache import CorruptFileError
 from ..io.result_folder import frame, read_folder
 
-#: The kinds of result folder, as recorded in their provenance (the writing command's module).
+#: The kinds of result folder, as recorded in their provenance: identifiers of a folder's format,
+#: named after the module of the command that first wrote it (the commands are now in featlib.cli:
+#: run_cmnist, run_rounds, run_wilds, gap_studies; committed folders keep these kinds).
 RUN_CMNIST = "featlib.experiments.run_cmnist"
 RUN_ROUNDS = "featlib.experiments.run_rounds"
 RUN_WILDS = "featlib.experiments.run_wilds"
@@ -49,7 +51,7 @@ def _with_todays_names(record: dict, aliases: dict) -> dict:
 
 
 def _cmnist_remedy(directory: Path) -> str:
-    return (f"rerun `python -m featlib.experiments.run_cmnist --out {directory}` (finished pieces come from its "
+    return (f"rerun `python -m featlib.cli.run_cmnist --out {directory}` (finished pieces come from its "
             "--cache-dir) or restore the folder from git")
 
 
@@ -92,7 +94,7 @@ def load_rounds(directory: str | Path) -> dict | None:
     ``directory``, or None when it holds none. Each file is read once and checked against the
     manifest in ``provenance.json`` (required) and the seeds it records."""
     directory = Path(directory)
-    remedy = (f"rerun `python -m featlib.experiments.run_rounds --out {directory}` (finished learners come from "
+    remedy = (f"rerun `python -m featlib.cli.run_rounds --out {directory}` (finished learners come from "
               "its --cache-dir) or restore the folder from git")
     found = read_folder(directory, remedy, kind=RUN_ROUNDS)
     if found is None:
@@ -126,7 +128,7 @@ def load_wilds_results(directory) -> dict | None:
     of :data:`WILDS_FILES`), each file read once and checked against the manifest; None when the folder
     is absent or empty. :class:`~featlib.io.cache.CorruptFileError` naming the file otherwise."""
     directory = Path(directory)
-    remedy = (f"rerun `python -m featlib.experiments.run_wilds --out {directory} ...` with the command in its "
+    remedy = (f"rerun `python -m featlib.cli.run_wilds --out {directory} ...` with the command in its "
               "provenance.json, or restore the folder from git")
     found = read_folder(directory, remedy, kind=RUN_WILDS)
     if found is None:
@@ -138,7 +140,7 @@ def load_wilds_results(directory) -> dict | None:
 
 
 def _study_remedy(folder: Path) -> str:
-    return (f"rerun `python -m featlib.experiments.gap_studies <study> --out {folder}` (finished seeds come from its "
+    return (f"rerun `python -m featlib.cli.gap_studies <study> --out {folder}` (finished seeds come from its "
             "--cache-dir) or restore the folder from git")
 
 

@@ -24,8 +24,8 @@ killed at any point leaves whole pieces and at most one piece missing.
   cell (dataset, learner, objective) every piece must come from one protocol.
 * :func:`table2` gives Table 2 from whatever pieces there are, with the number of seeds per cell.
 
-Chapter 04 shows the committed pieces as Table 2; ``python -m featlib.experiments.run_cmnist
---pieces`` and ``python -m featlib.experiments.merge_pieces`` are the commands.
+Chapter 04 shows the committed pieces as Table 2; ``python -m featlib.cli.run_cmnist
+--pieces`` and ``python -m featlib.cli.merge_pieces`` are the commands.
 """
 from __future__ import annotations
 

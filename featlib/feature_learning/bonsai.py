@@ -12,7 +12,7 @@
 
 Epochs per round (Table 6): 50 + 150 and 500 synthesis epochs on ColoredMNIST-025, 150 + 400 and
 500 on -01. (Appendix F.1's text says 500 for the second round on -025; Table 6 and protocol.md
-say 150, which we use; ``featlib.experiments.gap_studies bonsai-dro-length`` compares the two.)
+say 150, which we use; ``python -m featlib.cli.gap_studies bonsai-dro-length`` compares the two.)
 On WILDS every round and the synthesis take Table 12's steps per round.
 """
 from __future__ import annotations

@@ -168,7 +168,7 @@ def _read_record(path: Path) -> dict | None:
 
 class ResultFolder:
     """The files of one run's ``--out``, written as a whole by :meth:`commit`. ``kind`` names the
-    command (``featlib.experiments.run_cmnist``...): :func:`check_out` lets a later run of the same
+    command (``featlib.cli.run_cmnist``...): :func:`check_out` lets a later run of the same
     kind replace the folder, and refuses every other."""
 
     def __init__(self, out: str | Path, keep: tuple[str, ...] = (), kind: str | None = None):
@@ -254,7 +254,8 @@ def check_out(name: str, value, kind: str, *, protect: dict | None = None, keep:
         return path
     if PROVENANCE not in entries:
         shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
-        _refuse(name, value, f"holds files that no {kind} run wrote ({shown}); a run replaces its --out as a whole: "
+        command = kind.rsplit(".", 1)[-1]  # the command's name (its kind names the module that first wrote the format)
+        _refuse(name, value, f"holds files that no {command} run wrote ({shown}); a run replaces its --out as a whole: "
                              "name a new or empty folder")
     record = _read_record(target / PROVENANCE)
     found = kind_of(record) if record is not None else None

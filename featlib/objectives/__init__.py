@@ -10,7 +10,7 @@ Each penalty is also available as a first-order expression where one is exact
 
 An objective of one's own is a file that registers it:
 :func:`featlib.experiments.objective_files.load_objective_file` (``--objective-file`` of
-``featlib.experiments.run_cmnist``) loads and checks it.
+``featlib.cli.run_cmnist``) loads and checks it.
 """
 # Registered in the paper's table order, which OBJECTIVES.names() keeps.
 from . import erm, irm  # noqa: F401, I001  (register the objectives)

@@ -1,6 +1,6 @@
 """Run the WILDS protocol of Table 3 for one dataset and write its results with their provenance.
 
-    python -m featlib.experiments.run_wilds --dataset camelyon17 --root /data/wilds \\
+    python -m featlib.cli.run_wilds --dataset camelyon17 --root /data/wilds \\
         --out results/wilds/camelyon17 [--cache-dir _cache/wilds] [--download] [--seeds 0 1 2]
         [--learners erm bonsai feat] [--epoch-scale 1.0] [--backbone densenet121] [--fabricate]
 
@@ -32,10 +32,10 @@ from ..device import get_device
 from ..io.provenance import command_line, git_commit, provenance
 from ..io.result_folder import ResultFolder, check_out
 from ..validation import check_writable
-from .wilds_experiment import LEARNERS, WildsExperiment, WildsProtocol
-from .wilds_report import dfr_table, table3
+from ..experiments.wilds_experiment import LEARNERS, WildsExperiment, WildsProtocol
+from ..experiments.wilds_report import dfr_table, table3
 
-from .results import RUN_WILDS as KIND
+from ..experiments.results import RUN_WILDS as KIND
 
 
 def _pretrained(value: str):
@@ -43,7 +43,7 @@ def _pretrained(value: str):
 
 
 def parse_args(argv):
-    parser = OneLineParser(prog="python -m featlib.experiments.run_wilds", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m featlib.cli.run_wilds", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", required=True, choices=WILDS_DATASETS.names())
     parser.add_argument("--root", required=True, type=Path, help="folder holding <dataset>_v<version>/")
     parser.add_argument("--out", required=True, type=Path)
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                         ("table3", table3(results, args.dataset)), ("dfr_table", dfr_table(results, args.dataset))):
         folder.add_csv(f"{name}.csv", frame)
     record = provenance(
-        command_line("featlib.experiments.run_wilds", argv), start, commit=commit, backbone=results.backbone,
+        command_line("featlib.cli.run_wilds", argv), start, commit=commit, backbone=results.backbone,
         protocol=asdict(protocol), notes=results.notes + ["wall time includes pieces read back from --cache-dir, if any"],
     )
     folder.commit(record)

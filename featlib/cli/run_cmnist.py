@@ -1,6 +1,6 @@
 """Run the full ColoredMNIST protocol and write its results as data with their provenance.
 
-    python -m featlib.experiments.run_cmnist --out results/cmnist [--datasets cmnist025 cmnist01]
+    python -m featlib.cli.run_cmnist --out results/cmnist [--datasets cmnist025 cmnist01]
         [--cache-dir _cache/cmnist] [--seeds 1 2 3] [--preset featlib|reference|rfc-erm-nf]
         [--precision fp32|tf32|bf16] [--ood-path fast|plain|...] [--size full|small]
         [--objective-file my_objective.py] [--objectives irmv1 my_objective ...]
@@ -40,9 +40,9 @@ from ..io.provenance import command_line, git_commit, provenance
 from ..io.result_folder import ResultFolder, check_out
 from ..training import OOD_PATHS, PRECISIONS
 from ..validation import check_sequence, check_writable
-from .cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS
-from .colored_mnist import SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
-from .results import RUN_CMNIST as KIND
+from ..experiments.cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS
+from ..experiments.colored_mnist import SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
+from ..experiments.results import RUN_CMNIST as KIND
 
 LEARNER_CHOICES = ("erm-nf", "erm", "bonsai", "ifeat", "feat")
 #: ``--size``: protocol fields over the preset's. "small" is chapter 04's small profile
@@ -52,7 +52,7 @@ SIZES = {"full": {}, "small": {"n_train": 2000, "n_test": 1000, "hidden_dim": 64
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m featlib.experiments.run_cmnist",
+    parser = argparse.ArgumentParser(prog="python -m featlib.cli.run_cmnist",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--datasets", nargs="+", default=list(SCHEDULES), choices=list(SCHEDULES))
@@ -100,20 +100,20 @@ def prepare(args) -> list[CMNISTProtocol]:
     preset = PROTOCOL_PRESETS.get(args.preset).values | SIZES[args.size]
     protocols = [CMNISTProtocol(**(preset | dict(dataset=d, seeds=tuple(args.seeds), learners=tuple(args.learners), **chosen)))
                  for d in args.datasets]
-    from .objective_files import objective_file, path_notes
+    from ..experiments.objective_files import objective_file, path_notes
 
     for name in [n for n in protocols[0].objectives if objective_file(n) is not None]:
         for note in path_notes(name, protocols[0].ood_path):  # e.g. a compiled path training it eager
             print(f"note: {note}", file=sys.stderr)
     get_device()  # an unusable FEATLIB_DEVICE stops here
     if args.pieces:  # a folder of Table 2 pieces: added to, never replaced (featlib.experiments.table2_pieces)
-        from .table2_pieces import check_pieces_out
+        from ..experiments.table2_pieces import check_pieces_out
         check_pieces_out("--out", args.out, protect={"--cache-dir": args.cache_dir})
     else:
         check_out("--out", args.out, KIND, protect={"--cache-dir": args.cache_dir})
     check_writable("--cache-dir", args.cache_dir)
     if args.pieces:
-        from .table2_pieces import check_folder_protocols
+        from ..experiments.table2_pieces import check_folder_protocols
         check_folder_protocols(protocols, args.out, args.preset)
     return protocols
 
@@ -122,8 +122,8 @@ def _objectives(args) -> dict:
     """``objectives=`` for the protocols: --objectives, else Table 2's and those of --objective-file
     (loaded and checked here); nothing when neither is given (the protocol's default)."""
     from ..objectives import OBJECTIVES
-    from .objective_files import load_objective_file
-    from .colored_mnist import TABLE2_OBJECTIVES
+    from ..experiments.objective_files import load_objective_file
+    from ..experiments.colored_mnist import TABLE2_OBJECTIVES
 
     loaded = []
     for file in args.objective_file:
@@ -142,7 +142,7 @@ def _objectives(args) -> dict:
 
 def main_pieces(args, protocols: list[CMNISTProtocol]) -> int:
     """``--pieces`` / ``--budget-minutes``: compute the missing Table 2 pieces into ``--out``."""
-    from .table2_pieces import describe_remaining, run_pieces
+    from ..experiments.table2_pieces import describe_remaining, run_pieces
 
     outcome = run_pieces(protocols, args.out, preset=args.preset, commit=git_commit(), cache_dir=args.cache_dir,
                          budget_s=None if args.budget_minutes is None else 60 * args.budget_minutes,
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     record = provenance(
-        command_line("featlib.experiments.run_cmnist", argv), start, commit=commit,
+        command_line("featlib.cli.run_cmnist", argv), start, commit=commit,
         wall_time_s_per_dataset=timings, datasets=args.datasets, preset=args.preset,
         protocols=[asdict(p) for p in protocols],
         note="wall time includes results loaded from --cache-dir, if any",
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _objective_files_record(args) -> dict:
     """``objective_files`` for the provenance record: each --objective-file as given, its SHA-256 and objectives."""
-    from .objective_files import loaded_objective_files
+    from ..experiments.objective_files import loaded_objective_files
 
     by_path = {f.path: f for f in loaded_objective_files()}
     files = [{**by_path[Path(given).expanduser().resolve()].record(), "path": str(given)} for given in args.objective_file]

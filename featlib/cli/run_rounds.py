@@ -1,6 +1,6 @@
 """Feature learning alone, at full data size: the per-round data behind Table 7 and the stop rounds.
 
-    python -m featlib.experiments.run_rounds --out results/cmnist-rounds \\
+    python -m featlib.cli.run_rounds --out results/cmnist-rounds \\
         [--datasets cmnist025 cmnist01] [--learners ifeat feat] [--seeds 1 2 3 4 5] \\
         [--cache-dir _cache/cmnist] [--termination-rule paper] [--termination-threshold 1.30] [--head-combination sum]
 
@@ -42,13 +42,13 @@ from ..device import get_device
 from ..io.provenance import command_line, git_commit, provenance
 from ..io.result_folder import ResultFolder, check_out
 from ..validation import check_sequence, check_writable
-from .colored_mnist import FEATURE_LEARNER_NAMES, SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
+from ..experiments.colored_mnist import FEATURE_LEARNER_NAMES, SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
 
-from .results import RUN_ROUNDS as KIND, load_rounds
+from ..experiments.results import RUN_ROUNDS as KIND, load_rounds
 
 
 def parse_args(argv):
-    parser = OneLineParser(prog="python -m featlib.experiments.run_rounds",
+    parser = OneLineParser(prog="python -m featlib.cli.run_rounds",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--datasets", nargs="+", default=list(SCHEDULES), choices=list(SCHEDULES))
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     new = pd.concat([experiments[p.dataset].rounds(i) for p in protocols for i in p.learners], ignore_index=True)
     this_run = provenance(
-        command_line("featlib.experiments.run_rounds", argv), start, commit=commit,
+        command_line("featlib.cli.run_rounds", argv), start, commit=commit,
         wall_time_s_per_run=timings, jobs=[[p.dataset, i, s] for p, i, s in jobs],
         note="feature learning only (no OOD stage); wall time includes features loaded from --cache-dir, if any",
     )

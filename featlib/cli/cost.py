@@ -1,7 +1,7 @@
-"""``python -m featlib.cost``: measure, print the side-by-side table and the targets, save data.
+"""``python -m featlib.cli.cost``: measure, print the side-by-side table and the targets, save data.
 
-    python -m featlib.cost --out results/cost/cpu                        # both cases, full size
-    python -m featlib.cost --benchmarks cmnist --n-train 5000 --steps 12 --repeats 2
+    python -m featlib.cli.cost --out results/cost/cpu                        # both cases, full size
+    python -m featlib.cli.cost --benchmarks cmnist --n-train 5000 --steps 12 --repeats 2
 
 Writes ``raw.csv`` (one row per case, repeat, learner and round), ``summary.csv``,
 ``targets.csv``, ``schedule.csv`` and ``provenance.json`` (command, commit, device, versions,
@@ -25,9 +25,9 @@ from ..device import describe_device, get_device
 from ..io.provenance import git_commit
 from ..io.cli import OneLineParser
 from ..io.result_folder import ResultFolder, check_out
-from .benchmark import COST_CASES, LEARNERS, CostSettings, run_cost_benchmark
-from .report import check_targets, format_table, format_targets, schedule_estimate, summarise
-from .results import KIND
+from ..cost.benchmark import COST_CASES, LEARNERS, CostSettings, run_cost_benchmark
+from ..cost.report import check_targets, format_table, format_targets, schedule_estimate, summarise
+from ..cost.results import KIND
 
 
 def _pretrained(value: str):
@@ -35,7 +35,7 @@ def _pretrained(value: str):
 
 
 def parse_args(argv):
-    p = OneLineParser(prog="python -m featlib.cost", description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="python -m featlib.cli.cost", description=__doc__.split("\n\n")[0])
     p.add_argument("--benchmarks", nargs="+", default=["cmnist", "wilds"], choices=COST_CASES.names())
     p.add_argument("--learners", "--methods", nargs="+", default=list(LEARNERS), choices=LEARNERS)
     p.add_argument("--rounds", type=int, default=4, help="rounds of Bonsai, FeAT and iFeAT (default 4)")
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, frame in (("raw", raw), ("summary", summary), ("targets", targets), ("schedule", estimate)):
             folder.add_csv(f"{name}.csv", frame)
         record = provenance(
-            command_line("featlib.cost", argv), start, device, commit=commit,
+            command_line("featlib.cli.cost", argv), start, device, commit=commit,
             cases={c.name: c.describe() for c in cases}, settings=vars(settings) | {"learners": settings.learners},
             note="wall time includes measurements reused from --out/records, if any",
         )

@@ -1,6 +1,6 @@
 """Bring Table 2 pieces made elsewhere (another machine, a Colab runtime, a GPU sitting) into one folder.
 
-    python -m featlib.experiments.merge_pieces FROM [FROM ...] --into results/cmnist-table2
+    python -m featlib.cli.merge_pieces FROM [FROM ...] --into results/cmnist-table2
 
 Every piece of every FROM folder is checked first (its CSV against the checksum in its record,
 its rows against the piece it names, its protocol against the one the target folder holds for
@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 from ..io.cache import CorruptFileError
-from .table2_pieces import merge_pieces
+from ..experiments.table2_pieces import merge_pieces
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m featlib.experiments.merge_pieces", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m featlib.cli.merge_pieces", description=__doc__.split("\n\n")[0])
     parser.add_argument("sources", nargs="+", type=Path, metavar="FROM")
     parser.add_argument("--into", required=True, type=Path)
     args = parser.parse_args(argv)
