@@ -4,7 +4,7 @@ import torch
 
 from featlib.data import make_colored_mnist
 from featlib.feature_learning import FEATURE_LEARNERS
-from featlib.feature_learning.base import accuracy
+from featlib.feature_learning.full_batch_loop import accuracy
 
 OPTIONS = dict(hidden_dim=32)
 
@@ -65,7 +65,7 @@ def test_termination_rolls_back_to_the_previous_round(data):
 
 def test_final_head_is_the_average_of_the_round_heads(feat_run, data):
     """Accuracy of the averaged head is what the history's ood_acc_average_head recorded."""
-    from featlib.feature_learning.base import worst_test_accuracy
+    from featlib.feature_learning.full_batch_loop import worst_test_accuracy
 
     last = feat_run.rounds.iloc[-1]
     assert worst_test_accuracy(feat_run.model, data.test) == pytest.approx(last["ood_acc_average_head"])

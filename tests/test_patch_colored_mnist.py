@@ -11,7 +11,7 @@ from torch import nn
 from featlib.data import COLORED_MNIST, PATCH_SIZE, ColoredMNISTSpec, load_mnist_train, make_colored_mnist, patch_mask
 from featlib.experiments.colored_mnist import CMNISTProtocol, schedule
 from featlib.feature_learning import FEATURE_LEARNERS, erm_snapshots
-from featlib.feature_learning.base import accuracy
+from featlib.feature_learning.full_batch_loop import accuracy
 from featlib.models import CMNIST_MODELS, ColoredMNISTCNN, ColoredMNISTMLP, make_cmnist_model
 
 LEARNERS = ("erm", "bonsai", "feat", "ifeat")

@@ -75,7 +75,7 @@ def test_ray_sweep_gives_the_same_table(local_2x2, tmp_path):
     notebook, _, local = local_2x2
     start = time.perf_counter()
     table = sweep.run_sweep(notebook, GRID, out=tmp_path, ray_address="local", workers=2, progress=False)
-    print(f"Ray sweep of 4 runs, including ray.learner(num_cpus=2) and shutdown: {time.perf_counter() - start:.1f} s")
+    print(f"Ray sweep of 4 runs, including ray.init(num_cpus=2) and shutdown: {time.perf_counter() - start:.1f} s")
     import ray
 
     assert not ray.is_initialized()  # shut down: this sweep started it

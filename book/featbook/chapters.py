@@ -26,7 +26,8 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell
 
-from featbook.notebooks import NOTEBOOK_DIR, REPO_ROOT
+REPO_ROOT = Path(__file__).resolve().parents[2]  # book/featbook/chapters.py
+NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 
 #: The chapters' sources, by file name: two digits, an underscore, a name.
 SOURCE_GLOB = "[0-9][0-9]_*.md"

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]  # book/featbook/notebooks.py
-NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+from featbook.chapters import NOTEBOOK_DIR, REPO_ROOT, book_notebook, write_text
+
 PROFILE_DIR = NOTEBOOK_DIR / "profiles"
 
 
@@ -83,7 +83,6 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict | None = Non
 def book_notebooks(out_dir: Path, notebooks: list[Path]) -> list[Path]:
     """The book's notebook of each chapter (:func:`featbook.chapters.book_notebook`), made from the
     chapter's MyST source into ``out_dir``; their paths, in the order of ``notebooks``."""
-    from featbook.chapters import book_notebook, write_text
 
     out_dir.mkdir(parents=True, exist_ok=True)
     made = []

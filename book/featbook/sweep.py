@@ -531,9 +531,9 @@ def _run_ray(notebook: Path, todo: list[dict], address: str, workers: int | None
     if not ray.is_initialized():
         options = dict(include_dashboard=False, log_to_driver=False)
         if address == "local":
-            ray.learner(num_cpus=workers, **options)
+            ray.init(num_cpus=workers, **options)
         else:
-            ray.learner(address=address, **options)
+            ray.init(address=address, **options)
         started = True
     refs: dict = {}
     try:

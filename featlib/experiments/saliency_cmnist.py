@@ -48,7 +48,7 @@ from .. import __version__
 from ..io.cache import CorruptFileError, cached, load_torch, piece_meta, save_torch
 from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist, patch_mask
 from ..feature_learning import FEATURE_LEARNERS
-from ..feature_learning.base import accuracy, worst_test_accuracy
+from ..feature_learning.full_batch_loop import accuracy, worst_test_accuracy
 from ..feature_learning.erm import erm_snapshots
 from ..feature_learning.termination import DEFAULT_TERMINATION_THRESHOLD
 from ..models import make_cmnist_model

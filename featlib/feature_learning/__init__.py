@@ -1,5 +1,5 @@
 """Feature learners (Sec. 5-6): ERM, Bonsai, FeAT (Algorithm 1) and iFeAT (Algorithm 2), each
-written once against a training loop (:mod:`.base`), driven full batch on ColoredMNIST
+written once against a training loop (:mod:`.base`), registered once (:mod:`.learners`), driven full batch on ColoredMNIST
 (:class:`.full_batch_loop.FullBatchLoop`) or by minibatches on WILDS
 (:class:`.minibatch_loop.MinibatchLoop`).
 
@@ -9,7 +9,8 @@ written once against a training loop (:mod:`.base`), driven full batch on Colore
 figures. :func:`erm_snapshots` keeps one ERM run at several epochs.
 """
 from . import erm, feat, bonsai  # noqa: F401, I001  (register the learners, in this order)
-from .base import FEATURE_LEARNERS, Learned, LearnedFeatures, Learner, Loop
+from .base import Learned, LearnedFeatures, Loop
+from .learners import FEATURE_LEARNERS, Learner
 from .erm import erm_snapshots
 from .feat_rounds import FeATRounds, average_heads
 

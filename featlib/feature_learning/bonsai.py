@@ -25,7 +25,8 @@ from torch import nn
 
 from ..hparams import TABLE6
 from ..validation import check_int, check_sequence
-from .base import Learned, Loop, register
+from .base import Learned, Loop
+from .learners import register
 from .erm import erm_loss
 from .feat_rounds import batch_mean
 

@@ -17,7 +17,8 @@ from torch import nn
 from ..hparams import APPENDIX_F1, TABLE6, values
 from ..models.cmnist_models import CMNIST_MODELS
 from ..validation import check_int, check_positive, check_sequence
-from .base import Learned, Loop, register
+from .base import Learned, Loop
+from .learners import register
 from .full_batch_loop import FullBatchLoop
 
 PAPER = values(APPENDIX_F1)

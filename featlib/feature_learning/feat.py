@@ -48,7 +48,8 @@ import copy
 
 from ..hparams import APPENDIX_F1, TABLE6
 from ..validation import check_choice, check_int
-from .base import Learned, Loop, register
+from .base import Learned, Loop
+from .learners import register
 from .feat_rounds import DEFAULT_HEAD_COMBINATION, FeATRounds
 from .termination import DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD
 

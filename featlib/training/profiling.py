@@ -1,7 +1,7 @@
 """The hook through which the cost benchmark sees every training step (Appendix F.3; chapter 07).
 
 Every optimiser step of every feature learner runs inside :func:`training_step`, on ColoredMNIST
-through :func:`featlib.feature_learning.base.fit` (the full-batch loop), on WILDS through
+through :func:`featlib.feature_learning.full_batch_loop.fit`, on WILDS through
 :meth:`featlib.feature_learning.minibatch_loop.MinibatchLoop.train`. With no recorder
 installed (the normal case) the hook does nothing. :class:`featlib.cost.StepRecorder`
 installs itself with :func:`recording` and then times (and measures the memory of) the steps
