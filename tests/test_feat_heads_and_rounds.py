@@ -188,7 +188,7 @@ def test_the_choices_table_shows_no_spread_for_one_seed_and_rounds_in_table_7s_o
 
 
 def test_the_default_head_is_the_measured_sum_everywhere():
-    """The sum reproduces Table 7 where the choice acts (results/cmnist-head-sum/README.md): it is
+    """The sum reproduces Table 7 where the choice acts (results/cmnist-rounds/README.md): it is
     the default of the learners, both protocols, run_rounds and chapter 04's parameter."""
     from featbook.notebook_params import parameter_defaults
     from featbook.notebooks import list_notebooks

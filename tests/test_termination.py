@@ -135,11 +135,11 @@ def test_committed_rounds_are_read_under_todays_names(repo_root):
     from featlib.experiments.results import load_rounds
     from featlib.cli.run_rounds import check_same_protocols, protocol_record
 
-    loaded = load_rounds(repo_root / "results" / "cmnist-rounds")
+    loaded = load_rounds(repo_root / "results" / "cmnist-rounds-average-head")
     assert "termination_threshold" in loaded["rounds"] and "threshold" not in loaded["rounds"]
     assert set(loaded["rounds"]["termination_threshold"]) == {1.3}
     assert all("termination_threshold" in p and "termination" not in p for p in loaded["provenance"]["protocols"])
     same = protocol_record(CMNISTProtocol(dataset="cmnist025", learners=("ifeat",), seeds=(6,), head_combination="average"))
-    check_same_protocols(loaded["provenance"], [same], repo_root / "results" / "cmnist-rounds")  # no error
+    check_same_protocols(loaded["provenance"], [same], repo_root / "results" / "cmnist-rounds-average-head")  # no error
     with pytest.raises(ValueError, match="termination_threshold=1.3, not 1.2"):
         check_same_protocols(loaded["provenance"], [{**same, "termination_threshold": 1.2}], repo_root / "results")

@@ -380,7 +380,7 @@ def test_case_7_committed_folders_have_manifests_and_chapters_read_through_the_c
     # every committed folder that holds results has its manifest (a new one without it fails here)
     holding = {p.parent for p in (repo_root / "results").rglob("*.csv") if "records" not in p.parts}
     assert holding <= set(folders), f"result folders without provenance.json: {sorted(holding - set(folders))}"
-    assert {"cpu-2core", "cmnist-gaps", "cmnist-rounds", "cmnist-head-sum"} <= {f.name for f in folders}
+    assert {"cpu-2core", "cmnist-gaps", "cmnist-rounds", "cmnist-rounds-average-head"} <= {f.name for f in folders}
     for folder in folders:
         record, files = read_folder(folder)
         assert files and set(files) <= {p.name for p in (repo_root / folder).iterdir()}

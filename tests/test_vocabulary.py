@@ -72,10 +72,23 @@ def test_command_lines_take_learners_and_still_accept_the_old_option(module, arg
     assert vars(parse(argv + [old, "erm"]))["learners"] == ["erm"]
 
 
-@pytest.mark.parametrize("folder", ["cmnist-rounds", "cmnist-head-sum"])
+@pytest.mark.parametrize("folder", ["cmnist-rounds", "cmnist-rounds-average-head"])
 def test_committed_results_written_under_old_names_read_under_todays(folder):
     loaded = load_rounds(ROOT / "results" / folder)
     columns = set(loaded["rounds"].columns)
     assert {"learner", "termination_threshold"} <= columns and not columns & {"init", "method", "threshold"}
     for protocol in loaded["provenance"]["protocols"]:
         assert "learners" in protocol and not set(protocol) & {"inits", "methods", "termination"}
+
+
+def test_a_cached_piece_written_under_the_old_names_is_still_used(tmp_path):
+    import pandas as pd
+
+    from featlib.io.cache import piece_meta, read_verified_csv, write_verified_csv
+
+    path = tmp_path / "piece.csv"
+    old = pd.DataFrame({"dataset": ["cmnist025"], "init": ["erm"], "seed": [1], "worst_test_acc": [0.5]})
+    write_verified_csv(path, old, piece_meta("k", 1, init="erm"))  # as featlib 0.4 wrote it
+    frame = read_verified_csv(path, lambda f: None if "learner" in f.columns else "no learner column",
+                              expect={"key": "k", "seed": 1, "learner": "erm"})
+    assert frame["learner"].tolist() == ["erm"] and "init" not in frame.columns

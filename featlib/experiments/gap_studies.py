@@ -191,3 +191,14 @@ def frozen_steps_summary(frame: pd.DataFrame, steps=(1000, 5000)) -> pd.DataFram
     cells = at_steps(frame, chosen, ["objective", "head_l2", "penalty_weight"])
     best = cells.loc[cells.groupby(["objective", "head_l2", "step"])["mean"].idxmax()]
     return best.reset_index(drop=True)
+
+
+def bonsai_dro_length_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per (DRO length, objective): the frozen-feature configuration with the best mean worst-test
+    accuracy over seeds (test-domain selection, as Table 2), its mean, std and number of seeds."""
+    from .colored_mnist import select_best
+
+    parts = [select_best(rows).assign(dro_epochs=int(length)) for length, rows in frame.groupby("dro_epochs")]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=["dro_epochs", "objective", "penalty_weight", "pretrain_epochs", "mean", "std", "n_seeds"])
+

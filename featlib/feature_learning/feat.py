@@ -30,7 +30,7 @@ are kept for studies. The final classifier combines the accepted rounds' heads: 
 last line averages them, the authors' code sums them; ``head_combination`` names the choice
 (:data:`.feat_rounds.HEAD_COMBINATIONS`; for iFeAT it also decides the stored head whose retention
 loss round k+1 minimises), and the default, ``"sum"``, is the one whose full-size Table 7 matches
-the paper's (``results/cmnist-head-sum``).
+the paper's (``results/cmnist-rounds``).
 
 The paper's experiments use iFeAT throughout (Sec. 5, "Practical implementations"): Table 2's
 FeAT column and Table 7 are iFeAT's. ``feat`` is Algorithm 1 as written, its own learner.

@@ -27,7 +27,7 @@ which is 1: a running sum). For a linear head both give the same sign of every l
 split of the training set and the training accuracy are the same; what differs is the size of
 the stored head's logits, hence its retention loss in the next round (Eq. 7's second term), and
 the head handed to the OOD stage. The default is the one whose full-size Table 7 matches the
-paper's (``results/cmnist-head-sum/README.md``, chapter 04): on ColoredMNIST-01, where the
+paper's (``results/cmnist-rounds/README.md``, chapter 04): on ColoredMNIST-01, where the
 choice first acts in round 3, the sum gives round 3's retention accuracy 48.06 (paper 48.05)
 where the average gives 45.87 (3 seeds each); on -025 it changes only the discarded round 3.
 

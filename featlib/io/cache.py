@@ -95,8 +95,9 @@ def _meta_json(meta: dict | None) -> str:
     return "" if meta is None else json.dumps(meta, sort_keys=True, separators=(",", ":"), default=str)
 
 
-#: Names an older featlib wrote in piece records -> today's (the feature learner was ``init`` in
-#: ColoredMNIST pieces and ``method`` in WILDS ones), so pieces made before keep being used.
+#: Names an older featlib wrote in piece records and columns -> today's (the feature learner was
+#: ``init`` in ColoredMNIST pieces and ``method`` in WILDS and cost ones), so pieces made before
+#: keep being used.
 RECORD_ALIASES = {"init": "learner", "method": "learner"}
 
 
@@ -165,6 +166,7 @@ def read_verified_csv(path: str | Path, check: Callable[[pd.DataFrame], str | No
         raise CorruptFileError(path, f"it is not a readable CSV file ({type(err).__name__}: {err})") from None
     if rows is not None and len(frame) != rows:
         raise CorruptFileError(path, f"it holds {len(frame)} rows where its header says {rows}")
+    frame = frame.rename(columns=RECORD_ALIASES)  # a piece written before the one vocabulary
     problem = check(frame) if check is not None else None
     if problem:
         raise CorruptFileError(path, problem)
