@@ -251,6 +251,11 @@ LAYOUT_JS = """(minTextPx) => {
 TEXT_JS = """(skipped) => {
   const article = (document.querySelector('article.bd-article') || document.querySelector('article')).cloneNode(true);
   for (const selector of skipped) article.querySelectorAll(selector).forEach(el => el.remove());
+  // a detached clone has no layout, so innerText is its bare textContent: table cells and blocks
+  // would run together ("0.30" + "10" + "10" read as the float "0.301010"); separate them as a
+  // rendered page does
+  article.querySelectorAll('td, th').forEach(el => el.append('\\t'));
+  article.querySelectorAll('tr, p, li, div, br, caption, h1, h2, h3, h4').forEach(el => el.append('\\n'));
   return article.innerText;
 }"""
 
