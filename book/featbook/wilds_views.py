@@ -13,9 +13,15 @@ from featlib.experiments import wilds_report as report
 from featlib.experiments.labels import LEARNER_LABELS
 
 
+#: How a reader reads the WILDS split names (the package's ``train``, ``val``, ``test``, ``id_val``, ``id_test``).
+SPLIT_LABELS = {"train": "training", "val": "OOD validation", "test": "OOD test", "id_val": "ID validation",
+                "id_test": "ID test"}
+
+
 def split_summary(data) -> Table:
-    """Examples, domains and label shares per split."""
+    """Examples, domains and label shares per split, the splits named as a reader reads them."""
     frame = report.split_summary(data)
+    frame["split"] = [SPLIT_LABELS.get(s, s) for s in frame["split"]]
     shares = [c for c in frame.columns if c.startswith("share of class")]
     return table(frame, caption="The WILDS splits", formats={c: lambda v: prose.percent(v, 1) for c in shares}
                  | {"examples": prose.integer})
