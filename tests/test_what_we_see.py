@@ -88,3 +88,19 @@ def test_chapter_06_full_size_claims_the_paper_s_pattern_only_when_both_measures
     assert "neither measure shows the paper's pattern" in neither
     for text in (flips_only, share_only, neither):
         assert "FeAT keeps more of the digit" not in text and "FeAT keeping the digit" not in text
+
+
+def test_the_stop_sentence_gives_a_range_only_when_there_is_one():
+    import pandas as pd
+
+    from featlib.experiments.cmnist_report import describe_stops
+
+    def stops(scores, kept):
+        return pd.DataFrame({"dataset": "cmnist01", "learner": "feat", "seed": range(1, len(kept) + 1),
+                             "rounds_kept": kept, "score": scores, "termination_threshold": 1.3})
+
+    one = describe_stops(stops([1.249, None], [3, 5]), "cmnist01", "feat")
+    assert "the one discarded round's training + retention accuracy was 124.9% against" in one and "–" not in one
+    two = describe_stops(stops([1.249, 1.21], [3, 3]), "cmnist01", "feat")
+    assert "the discarded round's training + retention accuracy was 121.0–124.9%" in two
+    assert describe_stops(stops([None], [5]), "cmnist01", "feat").endswith("no round was discarded")

@@ -246,8 +246,11 @@ def describe_stops(stops: pd.DataFrame, dataset: str, learner: str) -> str:
         parts.append(f"kept {kept} round{'s' if kept != 1 else ''} in {len(seeds)} of {len(frame)} seeds "
                      f"(seed{'s' if len(seeds) != 1 else ''} {', '.join(str(s) for s in sorted(seeds))})")
     scores = 100 * frame["score"].dropna()
+    span = (f"{scores.min():.1f}%" if scores.empty or f"{scores.min():.1f}" == f"{scores.max():.1f}"
+            else f"{scores.min():.1f}–{scores.max():.1f}%")
+    which = "the discarded round's" if len(scores) > 1 else "the one discarded round's"
     tail = ("; no round was discarded" if scores.empty else
-            f"; the discarded round's training + retention accuracy was {scores.min():.1f}–{scores.max():.1f}% "
+            f"; {which} training + retention accuracy was {span} "
             f"against the threshold of {100 * frame['termination_threshold'].iloc[0]:.0f}%")
     return "; ".join(parts) + tail
 
