@@ -15,8 +15,7 @@ import pandas as pd
 from torch import nn
 
 from ..hparams import APPENDIX_F1, TABLE6, values
-from ..models.cmnist_models import CMNIST_MODELS
-from ..validation import check_int, check_positive, check_sequence
+from ..validation import check_int, check_sequence
 from .base import Learned, Loop
 from .learners import register
 from .full_batch_loop import FullBatchLoop
@@ -59,9 +58,6 @@ def erm_snapshots(
     epochs = check_sequence("epochs", epochs, min_length=1)
     for e in epochs:
         check_int("epochs", e, minimum=1)
-    check_positive("lr", lr)
-    check_positive("l2", l2, allow_zero=True)
-    CMNIST_MODELS.get(model)
     wanted = sorted(set(int(e) for e in epochs))
     loop = FullBatchLoop(data, seed, model=model, hidden_dim=hidden_dim, lr=lr, l2=l2, progress=progress)
     net = loop.new_network(seed)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -142,6 +143,4 @@ class FullBatchLoop:
         return None
 
     def finish(self, learner: str, model: nn.Module, rows: list[dict], steps: int) -> Learned:
-        import pandas as pd
-
         return Learned(learner, model, pd.DataFrame(rows), steps)
