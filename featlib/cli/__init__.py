@@ -5,6 +5,7 @@ or :mod:`featlib.cost` define, and writes a result folder with provenance.
 * ``python -m featlib.cli.run_cmnist`` -- Table 2's protocol on ColoredMNIST (a result folder, or
   accumulating pieces with ``--pieces``);
 * ``python -m featlib.cli.merge_pieces`` -- pieces made elsewhere into a pieces folder;
+* ``python -m featlib.cli.compare_paths`` -- Table 2 per OOD path and precision, compared cell by cell;
 * ``python -m featlib.cli.run_rounds`` -- feature learning alone, Table 7's rounds;
 * ``python -m featlib.cli.gap_studies`` -- the diagnostic studies of chapter 04;
 * ``python -m featlib.cli.run_wilds`` -- the WILDS protocol (Table 3);

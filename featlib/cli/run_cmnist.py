@@ -2,7 +2,7 @@
 
     python -m featlib.cli.run_cmnist --out results/cmnist [--datasets cmnist025 cmnist01]
         [--cache-dir _cache/cmnist] [--seeds 1 2 3] [--preset featlib|reference|rfc-erm-nf]
-        [--precision fp32|tf32|bf16] [--ood-path fast|plain|...] [--size full|small]
+        [--precision fp32|tf32|bf16] [--ood-path fast|plain|...] [--size full|reduced|small]
         [--objective-file my_objective.py] [--objectives irmv1 my_objective ...]
 
 writes ``runs-<dataset>.csv`` (one row per OOD-stage run), ``rounds-<dataset>.csv`` (per-round
@@ -20,7 +20,8 @@ untouched, never a mix of two runs.
 ``--objective-file`` loads Python files that register objectives of one's own
 (:func:`featlib.experiments.objective_files.load_objective_file`, checked before any work; book/own_objective.md);
 without ``--objectives`` they run beside Table 2's eight. ``--size small`` runs the protocol at the
-sizes of chapter 04's small profile (:data:`SIZES`), minutes on a CPU.
+sizes of chapter 04's small profile, minutes on a CPU, and ``--size reduced`` at 5,000 training images
+(:data:`featlib.experiments.cmnist_presets.SIZES`).
 """
 from __future__ import annotations
 
@@ -40,15 +41,11 @@ from ..io.provenance import command_line, git_commit, provenance
 from ..io.result_folder import ResultFolder, check_out
 from ..training import OOD_PATHS, PRECISIONS
 from ..validation import check_sequence, check_writable
-from ..experiments.cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS
+from ..experiments.cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS, SIZES
 from ..experiments.colored_mnist import SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
 from ..experiments.results import RUN_CMNIST as KIND
 
 LEARNER_CHOICES = ("erm-nf", "erm", "bonsai", "ifeat", "feat")
-#: ``--size``: protocol fields over the preset's. "small" is chapter 04's small profile
-#: (notebooks/profiles/small.yaml): 2,000 training images, width 64, 150 OOD steps, 2 x 3 configurations.
-SIZES = {"full": {}, "small": {"n_train": 2000, "n_test": 1000, "hidden_dim": 64, "ood_steps": 150, "epoch_scale": 0.3,
-                               "penalty_weights": (1e2, 1e4), "pretrain_epochs": (0, 50, 100), "max_rounds": 4}}
 
 
 def parse_args(argv):
@@ -74,7 +71,8 @@ def parse_args(argv):
                         help="Python files that register objectives of your own (featlib.objectives."
                              "load_objective_file; book/own_objective.md), checked before any work")
     parser.add_argument("--size", default="full", choices=list(SIZES),
-                        help="full: the paper's sizes (a GPU); small: chapter 04's small profile, minutes on a CPU; "
+                        help="full: the paper's sizes (a GPU); reduced: 5,000 training images, the rest the paper's (about an "
+                             "hour a seed on a 2-core CPU); small: chapter 04's small profile, minutes on a CPU; "
                              "default: %(default)s")
     parser.add_argument("--pieces", action="store_true",
                         help="write --out as Table 2 pieces that accumulate (featlib.experiments.table2_pieces): "

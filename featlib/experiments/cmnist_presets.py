@@ -82,6 +82,23 @@ PROTOCOL_PRESETS.register("rfc-erm-nf")(ProtocolPreset(
 
 DEFAULT_PRESET = "featlib"
 
+#: Sizes of the protocol (``--size`` of the ColoredMNIST commands): fields over a preset's, which
+#: change how much is run, not how a run is trained.
+#:
+#: * ``"full"``: the paper's (Appendix F.1): 50,000 training images, width 256, 1,000 OOD steps.
+#: * ``"reduced"``: 5,000 training images and 1,000 test images, everything else the paper's: the
+#:   size at which a 2-core CPU carries the whole protocol (every column, objective and
+#:   configuration) in about an hour a seed, where the OOD stage's paths and precisions are
+#:   compared at table level (:mod:`featlib.experiments.path_comparison`).
+#: * ``"small"``: chapter 04's small profile (notebooks/profiles/small.yaml): 2,000 training
+#:   images, width 64, 150 OOD steps, 2 x 3 configurations; minutes on a CPU.
+SIZES = {
+    "full": {},
+    "reduced": {"n_train": 5000, "n_test": 1000},
+    "small": {"n_train": 2000, "n_test": 1000, "hidden_dim": 64, "ood_steps": 150, "epoch_scale": 0.3,
+              "penalty_weights": (1e2, 1e4), "pretrain_epochs": (0, 50, 100), "max_rounds": 4},
+}
+
 
 def make_protocol(preset: str = DEFAULT_PRESET, **overrides) -> CMNISTProtocol:
     """The protocol of ``preset`` (a name of :data:`PROTOCOL_PRESETS`) with ``overrides`` on top."""

@@ -24,6 +24,8 @@ RUN_CMNIST = "featlib.experiments.run_cmnist"
 RUN_ROUNDS = "featlib.experiments.run_rounds"
 RUN_WILDS = "featlib.experiments.run_wilds"
 GAP_STUDIES = "featlib.experiments.gap_studies"
+#: A folder of Table 2 per OOD path and precision (python -m featlib.cli.compare_paths).
+PATH_COMPARISON = "featlib.experiments.path_comparison"
 #: The CSV files of a run_cmnist folder, one per dataset each.
 CMNIST_FILES = ("runs", "rounds", "oracle")
 #: The CSV files of a run_wilds folder.

@@ -1,0 +1,239 @@
+"""Table 2 judged at table level across the OOD stage's paths and precisions.
+
+A single OOD-stage run is chaotic on ColoredMNIST: the fast path and the plain loop agree to
+2e-12 in float64 (``tests/test_fast_ood_stage.py``), yet in float32 the rounding of the fused
+Adam alone moves one ERM-NF run by up to 17 points. So a path or a precision is not judged run by
+run but where the paper's claims live: Table 2, the best configuration of each cell (dataset,
+feature initialisation, objective) with its mean and standard deviation over seeds (Sec. 5,
+Appendix F.1; :func:`~featlib.experiments.colored_mnist.select_best`).
+
+A *variant* is an OOD path of :data:`featlib.training.OOD_PATHS` and a precision of
+:data:`featlib.training.PRECISIONS`, named ``<path>-<precision>`` (``fast-fp32``, the
+protocol's default; ``plain-fp32``; ``fast-bf16``). Each variant's protocol is run as Table 2
+pieces that accumulate (:mod:`featlib.experiments.table2_pieces`), at a size a 2-core CPU carries
+(``SIZES["reduced"]``: 5,000 training images, every column, objective and configuration):
+
+    <folder>/<variant>/pieces/<dataset>/<learner>/<objective>/seed<k>.csv (+ .json)
+    <folder>/comparison.csv    one row per (variant, dataset, learner, objective)
+    <folder>/provenance.json   the comparison's command, commit and the pieces behind it
+
+:func:`run_variants` computes the missing pieces seed by seed, dataset by dataset and variant by
+variant, so that a sitting cut short leaves seeds that every variant has (the comparison pairs
+them). Feature learning does not depend on the variant: it is cached once in the cache folder.
+
+:func:`compare` sets each variant's Table 2 beside the reference's (default ``fast-fp32``) on the
+seeds both have. Per cell: both means and standard deviations, the difference of the means, and a
+paired test over seeds (both variants train the same seeds' data and initial weights): the
+per-seed differences of the two best configurations, their standard error, and whether the
+difference lies outside the 95% interval of Student's t with n - 1 degrees of freedom
+(:func:`t_quantile`). With one seed there is no test. About one cell in twenty differs by chance
+alone; :func:`summarise` says how many to expect beside how many do.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..training import OOD_PATHS, PRECISIONS
+from .cmnist_presets import SIZES, make_protocol
+from .colored_mnist import TABLE2_LEARNERS, CMNISTProtocol, select_best
+from .table2_pieces import load_pieces, run_pieces
+
+#: The variant every other is compared with: the protocol's default path and precision.
+REFERENCE = "fast-fp32"
+#: The comparison's default variants: the reference, the plain loop (path), bf16 (precision).
+DEFAULT_VARIANTS = ("fast-fp32", "plain-fp32", "fast-bf16")
+#: The size the comparison runs at by default (:data:`featlib.experiments.cmnist_presets.SIZES`).
+DEFAULT_SIZE = "reduced"
+COMPARISON = "comparison.csv"
+CELL = ["dataset", "learner", "objective"]
+
+#: Two-sided 95% quantiles of Student's t, t_{0.975}(df), df = 1..30 (Fisher and Yates' table;
+#: tests/test_path_comparison.py checks them against scipy where it is installed).
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t_quantile(df: int) -> float:
+    """t_{0.975}(df), the half-width in standard errors of a two-sided 95% interval: the table for
+    df <= 30, beyond it the Cornish-Fisher expansion of t about the normal quantile z = 1.95996,
+    z + (z^3 + z) / (4 df) + (5 z^5 + 16 z^3 + 3 z) / (96 df^2) (Abramowitz and Stegun 26.7.5; within
+    1e-4 of t there)."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be at least 1; got {df}")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """An OOD path and a precision, named ``<path>-<precision>``."""
+
+    path: str
+    precision: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.path}-{self.precision}"
+
+    @classmethod
+    def parse(cls, name: str, who: str = "--variants") -> "Variant":
+        """``"fast-bf16"`` -> Variant("fast", "bf16"); a ValueError naming the value and the choices
+        otherwise (paths may hold hyphens: the precision is the last part)."""
+        path, _, precision = str(name).rpartition("-")
+        if path not in OOD_PATHS or precision not in PRECISIONS:
+            raise ValueError(f"{who}: {name!r} is no variant; name one as <path>-<precision>, a path of "
+                             f"{', '.join(OOD_PATHS.names())} and a precision of {', '.join(PRECISIONS.names())} "
+                             "(for example fast-bf16)")
+        return cls(path, precision)
+
+
+def variant_protocols(variant: Variant, *, datasets: Sequence[str], seeds: Sequence[int],
+                      learners: Sequence[str] = TABLE2_LEARNERS, objectives: Sequence[str] | None = None,
+                      preset: str = "featlib", size: str = DEFAULT_SIZE) -> list[CMNISTProtocol]:
+    """One protocol per dataset: ``preset`` at ``size``, run on ``variant``'s path and precision."""
+    fields = dict(SIZES[size], seeds=tuple(seeds), learners=tuple(learners), ood_path=variant.path,
+                  precision=variant.precision)
+    if objectives is not None:
+        fields["objectives"] = tuple(objectives)
+    return [make_protocol(preset, dataset=d, **fields) for d in datasets]
+
+
+def run_variants(folder: str | Path, variants: Sequence[Variant], *, datasets: Sequence[str], seeds: Sequence[int],
+                 preset: str, commit: str, budget_s: float | None = None, progress=print, **options) -> dict:
+    """Compute the missing pieces of every variant into ``folder/<variant>``: seed by seed, then
+    dataset by dataset, then variant by variant, until ``budget_s`` seconds have passed (the piece
+    in hand is finished; at least one piece is computed). ``options``: ``learners``,
+    ``objectives``, ``size`` (:func:`variant_protocols`) and ``cache_dir``, ``mnist_source``,
+    ``device`` (:func:`~featlib.experiments.table2_pieces.run_pieces`). Returns ``done``,
+    ``remaining`` (pieces still missing, every variant) and ``wall_time_s``."""
+    protocol_options = {k: options.pop(k) for k in ("learners", "objectives", "size") if k in options}
+    start, done = time.perf_counter(), 0
+    for seed in seeds:
+        for dataset in datasets:
+            for variant in variants:
+                left = None if budget_s is None else budget_s - (time.perf_counter() - start)
+                if done and left is not None and left <= 0:
+                    return _outcome(folder, variants, datasets, seeds, preset, protocol_options, done, start)
+                protocols = variant_protocols(variant, datasets=[dataset], seeds=[seed], preset=preset,
+                                              **protocol_options)
+                outcome = run_pieces(protocols, Path(folder) / variant.name, preset=preset, commit=commit,
+                                     budget_s=left, progress=lambda line, v=variant.name: progress(f"{v} {line}"),
+                                     **options)
+                done += outcome["done"]
+    return _outcome(folder, variants, datasets, seeds, preset, protocol_options, done, start)
+
+
+def _outcome(folder, variants, datasets, seeds, preset, protocol_options, done, start) -> dict:
+    from .table2_pieces import missing_pieces
+
+    remaining = {v.name: missing_pieces(variant_protocols(v, datasets=datasets, seeds=seeds, preset=preset,
+                                                          **protocol_options), Path(folder) / v.name)
+                 for v in variants}
+    return {"done": done, "remaining": remaining, "wall_time_s": time.perf_counter() - start}
+
+
+def load_variants(folder: str | Path, variants: Iterable[str]) -> dict[str, dict]:
+    """Each variant's pieces (:func:`~featlib.experiments.table2_pieces.load_pieces`), checked,
+    for the variants that have any; a ValueError where a folder's pieces were made on another
+    path or precision than its name says."""
+    loaded = {}
+    for name in variants:
+        pieces = load_pieces(Path(folder) / name)
+        if pieces is None:
+            continue
+        variant = Variant.parse(name, who="variant folder")
+        made = set(zip(pieces["records"]["ood_path"], pieces["records"]["precision"]))
+        if made != {(variant.path, variant.precision)}:
+            raise ValueError(f"{Path(folder) / name}: its pieces were made with (path, precision) "
+                             f"{sorted(made)}, not those its name says; keep one variant per folder, named after it")
+        loaded[name] = pieces
+    return loaded
+
+
+def _best_per_seed(runs: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """The cell's best configuration (:func:`select_best`) and its worst-test accuracy per seed."""
+    best = select_best(runs).iloc[0]
+    chosen = runs[(runs["penalty_weight"] == best["penalty_weight"])
+                  & (runs["pretrain_epochs"] == best["pretrain_epochs"])]
+    return best, chosen.set_index("seed")["worst_test_acc"].sort_index()
+
+
+def compare(loaded: Mapping[str, dict], reference: str = REFERENCE) -> pd.DataFrame:
+    """Every other variant's Table 2 beside ``reference``'s, cell by cell, on the seeds both have
+    in that cell (accuracies as fractions). Columns: the cell, ``variant``, ``n_seeds``, ``seeds``,
+    ``reference_mean``/``_std``, ``mean``/``std`` (numpy's std, ddof = 0, as Table 2), ``difference``
+    (mean - reference_mean), ``paired_se`` (the standard error of the mean per-seed difference, ddof
+    = 1; NaN for one seed), ``half_width`` (t_{0.975}(n - 1) x paired_se), ``differs`` (True, False,
+    or NA for one seed), ``same_configuration`` and both configurations."""
+    if reference not in loaded:
+        raise ValueError(f"the reference variant {reference!r} has no pieces; run it first "
+                         f"(variants with pieces: {', '.join(loaded) or 'none'})")
+    ref_runs = loaded[reference]["runs"]
+    rows = []
+    for name, data in loaded.items():
+        if name == reference:
+            continue
+        cells = dict(list(data["runs"].groupby(CELL, sort=False))) if len(data["runs"]) else {}
+        for cell, ref_cell in ref_runs.groupby(CELL, sort=False):
+            mine = cells.get(cell)
+            seeds = [] if mine is None else sorted(set(ref_cell["seed"]) & set(mine["seed"]))
+            if not seeds:
+                continue
+            ref_best, ref_acc = _best_per_seed(ref_cell[ref_cell["seed"].isin(seeds)])
+            best, acc = _best_per_seed(mine[mine["seed"].isin(seeds)])
+            diffs = (acc - ref_acc).to_numpy()
+            n = len(seeds)
+            se = float(np.std(diffs, ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+            half = t_quantile(n - 1) * se if n > 1 else math.nan
+            difference = float(acc.mean() - ref_acc.mean())
+            rows.append({
+                **dict(zip(CELL, cell)), "variant": name, "n_seeds": n, "seeds": " ".join(map(str, seeds)),
+                "reference_mean": float(ref_acc.mean()), "reference_std": float(np.std(ref_acc.to_numpy())),
+                "mean": float(acc.mean()), "std": float(np.std(acc.to_numpy())), "difference": difference,
+                "paired_se": se, "half_width": half,
+                "differs": pd.NA if n == 1 else bool(abs(difference) > half),
+                "reference_penalty_weight": ref_best["penalty_weight"],
+                "reference_pretrain_epochs": ref_best["pretrain_epochs"],
+                "penalty_weight": best["penalty_weight"], "pretrain_epochs": best["pretrain_epochs"],
+                "same_configuration": bool(ref_best["penalty_weight"] == best["penalty_weight"]
+                                           and ref_best["pretrain_epochs"] == best["pretrain_epochs"]),
+            })
+    columns = CELL + ["variant", "n_seeds", "seeds", "reference_mean", "reference_std", "mean", "std", "difference",
+                      "paired_se", "half_width", "differs", "reference_penalty_weight", "reference_pretrain_epochs",
+                      "penalty_weight", "pretrain_epochs", "same_configuration"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def summarise(comparison: pd.DataFrame, reference: str = REFERENCE) -> list[str]:
+    """One sentence per variant: how many cells were compared at how many seeds, how many differ
+    from ``reference`` at 95% (and how many chance alone would give), the mean and largest absolute
+    difference of the means, and how many cells chose another configuration."""
+    lines = []
+    for name, part in comparison.groupby("variant", sort=False):
+        tested = part[part["n_seeds"] > 1]
+        seeds = sorted(set(part["n_seeds"]))
+        seed_text = f"{seeds[0]} seed{'s' if seeds[0] != 1 else ''}" if len(seeds) == 1 else \
+            f"{seeds[0]}-{seeds[-1]} seeds"
+        worst = part.loc[part["difference"].abs().idxmax()]
+        text = (f"{name} against {reference}: {len(part)} cells at {seed_text}; mean |difference| "
+                f"{100 * part['difference'].abs().mean():.2f} points, largest {100 * worst['difference']:+.2f} "
+                f"({worst['dataset']} {worst['learner']} {worst['objective']})")
+        if len(tested):
+            differing = int(tested["differs"].astype(bool).sum())
+            text += (f"; {differing} of {len(tested)} cells differ at 95% (paired t over seeds; chance alone gives "
+                     f"about {0.05 * len(tested):.1f})")
+        else:
+            text += "; one seed per cell: no test yet"
+        other = int((~part["same_configuration"]).sum())
+        text += f"; {other} cell{'s' if other != 1 else ''} chose another configuration."
+        lines.append(text)
+    return lines

