@@ -105,4 +105,10 @@ def test_table2_from_pieces_says_the_number_of_seeds_in_each_cell():
                          for learner, seeds in (("erm", (1, 2, 3)), ("ifeat", (1,))) for s in seeds])
     frame = report_table2(runs, with_n=True)
     ours = frame.xs("ours", axis=1, level="source")
-    assert ours.loc["IRMv1"].tolist() == ["62.00 ± 0.82 (n = 3)", "61.00 ± 0.00 (n = 1)"]
+    assert ours.loc["IRMv1"].tolist() == ["62.00 ± 0.82 (n = 3)", "61.00 (n = 1)"]
+    # columns not yet computed are shown, marked, with the paper's values beside them
+    frame = report_table2(runs, with_n=True, learners=("erm-nf", "erm", "bonsai", "ifeat"), missing="not yet run")
+    assert [c[1] for c in frame.columns[::2]] == ["ERM-NF", "ERM", "Bonsai", "FeAT (iFeAT)"]
+    assert frame.loc["IRMv1", ("ColoredMNIST-025", "ERM-NF", "ours")] == "not yet run"
+    assert frame.loc["IRMv1", ("ColoredMNIST-025", "ERM-NF", "paper")] != "-"
+    assert frame.loc["IRMv1", ("ColoredMNIST-025", "Bonsai", "ours")] == "not yet run"

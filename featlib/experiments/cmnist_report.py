@@ -5,6 +5,8 @@ produces: one row per OOD-stage run, and per-round feature-learning histories.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -16,19 +18,29 @@ from .paper_values import ORACLE, TABLE2, TABLE7
 
 
 def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper: bool = True,
-           with_n: bool = False) -> pd.DataFrame:
+           with_n: bool = False, learners: Sequence[str] = (), missing: str = "not yet run") -> pd.DataFrame:
     """Table 2: rows objectives, columns (dataset, initialisation[, source]); "mean ± std" (%).
     Objectives of one's own (:mod:`featlib.experiments.objective_files`) follow the built-in ones, under
     their labels (:func:`.labels.label`), with "-" in the paper's column.
     ``with_n``: each of our cells says over how many seeds it is ("n = 3"), for tables built from
-    pieces that accumulate (:mod:`.table2_pieces`), where cells can hold different numbers of seeds."""
+    pieces that accumulate (:mod:`.table2_pieces`), where cells can hold different numbers of seeds.
+    ``learners``: columns shown for every dataset in ``results`` even where they have no runs yet,
+    our cells reading ``missing`` (the paper's beside them)."""
     best = select_best(results)
     cells: dict[tuple, dict[str, str]] = {}
+    for dataset in best["dataset"].unique():
+        for learner in [l for l in learners if not ((best["dataset"] == dataset) & (best["learner"] == l)).any()]:
+            col = (DATASET_LABELS[dataset], LEARNER_LABELS[learner])
+            for objective in best.loc[best["dataset"] == dataset, "objective"].unique():
+                name = label("objective", objective)
+                cells.setdefault(col + ("ours",), {})[name] = missing
+                paper = TABLE2.get(dataset, {}).get(objective, {}).get(learner)
+                if with_paper:
+                    cells.setdefault(col + ("paper",), {})[name] = f"{paper[0]:.2f} ± {paper[1]:.2f}" if paper else "-"
     for row in best.itertuples():
         col = (DATASET_LABELS[row.dataset], LEARNER_LABELS[row.learner])
         name = label("objective", row.objective)
-        cells.setdefault(col + ("ours",), {})[name] = format_mean_std(row.mean, row.std) + (
-            f" (n = {row.n_seeds})" if with_n else "")
+        cells.setdefault(col + ("ours",), {})[name] = _ours(row.mean, row.std, row.n_seeds, with_n)
         paper = TABLE2.get(row.dataset, {}).get(row.objective, {}).get(row.learner)
         if with_paper:
             cells.setdefault(col + ("paper",), {})[name] = (
@@ -36,12 +48,12 @@ def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper
     if oracle is not None:
         for dataset, frame in oracle.groupby("dataset"):
             values = frame["worst_test_acc"].to_numpy()
-            for learner in best.loc[best["dataset"] == dataset, "learner"].unique():
+            shown = [*best.loc[best["dataset"] == dataset, "learner"].unique(), *learners]
+            for learner in dict.fromkeys(shown):
                 col = (DATASET_LABELS[dataset], LEARNER_LABELS[learner])
-                cells[col + ("ours",)]["Oracle"] = format_mean_std(values.mean(), values.std()) + (
-                    f" (n = {len(values)})" if with_n else "")
+                cells.setdefault(col + ("ours",), {})["Oracle"] = _ours(values.mean(), values.std(), len(values), with_n)
                 if with_paper:
-                    cells[col + ("paper",)]["Oracle"] = f"{ORACLE[dataset][0]:.2f} ± {ORACLE[dataset][1]:.2f}"
+                    cells.setdefault(col + ("paper",), {})["Oracle"] = f"{ORACLE[dataset][0]:.2f} ± {ORACLE[dataset][1]:.2f}"
     frame = pd.DataFrame(cells)
     order = [OBJECTIVE_LABELS[o] for o in OBJECTIVE_LABELS if OBJECTIVE_LABELS[o] in frame.index]
     order += [r for r in frame.index if r not in order and r != "Oracle"]  # objectives of one's own
@@ -53,6 +65,14 @@ def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper
     if not with_paper:
         frame.columns = frame.columns.droplevel("source")
     return frame.fillna("-")
+
+
+def _ours(mean: float, std: float, n: int, with_n: bool) -> str:
+    """One of our cells: "mean ± std" (%); with ``with_n``, "(n = k)" after it, and the mean alone
+    for one seed (a standard deviation of one value says nothing)."""
+    if not with_n:
+        return format_mean_std(mean, std)
+    return (f"{100 * mean:.2f}" if n == 1 else format_mean_std(mean, std)) + f" (n = {n})"
 
 
 def feat_comparison(results: pd.DataFrame, feat: str = "feat", others=("erm", "bonsai")) -> pd.DataFrame:
