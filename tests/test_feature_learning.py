@@ -63,12 +63,12 @@ def test_termination_rolls_back_to_the_previous_round(data):
     assert torch.allclose(weights(stopped.model), weights(one_round.model), atol=1e-6)
 
 
-def test_final_head_is_the_average_of_the_round_heads(feat_run, data):
-    """Accuracy of the averaged head is what the history's ood_acc_average_head recorded."""
+def test_final_head_is_the_combination_of_the_round_heads(feat_run, data):
+    """Accuracy of the final (combined) head is what the history's ood_acc_combined_head recorded."""
     from featlib.feature_learning.full_batch_loop import worst_test_accuracy
 
     last = feat_run.rounds.iloc[-1]
-    assert worst_test_accuracy(feat_run.model, data.test) == pytest.approx(last["ood_acc_average_head"])
+    assert worst_test_accuracy(feat_run.model, data.test) == pytest.approx(last["ood_acc_combined_head"])
 
 
 def test_bonsai_rounds_and_synthesis(data):

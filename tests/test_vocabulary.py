@@ -2,7 +2,8 @@
 
 The feature learner is ``learner`` (a list of them ``learners``; never ``init``/``inits`` as the
 ColoredMNIST code said, nor ``method``/``methods`` as the WILDS and cost code said), FeAT's check
-is ``termination_threshold`` and ``termination_rule``, and the multiplier of the paper's training
+is ``termination_threshold`` and ``termination_rule``, the score of FeAT's final head (the
+rounds' heads averaged or summed, ``head_combination``) is ``*_combined_head``, and the multiplier of the paper's training
 length is ``epoch_scale``. Committed results written under the old names are read under these
 (:mod:`featlib.experiments.results`), never rewritten."""
 import dataclasses
@@ -76,7 +77,8 @@ def test_command_lines_take_learners_and_still_accept_the_old_option(module, arg
 def test_committed_results_written_under_old_names_read_under_todays(folder):
     loaded = load_rounds(ROOT / "results" / folder)
     columns = set(loaded["rounds"].columns)
-    assert {"learner", "termination_threshold"} <= columns and not columns & {"init", "method", "threshold"}
+    assert {"learner", "termination_threshold", "ood_acc_combined_head"} <= columns
+    assert not columns & {"init", "method", "threshold", "ood_acc_average_head"}
     for protocol in loaded["provenance"]["protocols"]:
         assert "learners" in protocol and not set(protocol) & {"inits", "methods", "termination"}
 
@@ -92,3 +94,24 @@ def test_a_cached_piece_written_under_the_old_names_is_still_used(tmp_path):
     frame = read_verified_csv(path, lambda f: None if "learner" in f.columns else "no learner column",
                               expect={"key": "k", "seed": 1, "learner": "erm"})
     assert frame["learner"].tolist() == ["erm"] and "init" not in frame.columns
+
+
+def test_a_checkpoint_or_cache_saved_under_the_old_round_names_is_read_under_todays(tmp_path):
+    """A WILDS checkpoint of a finished learner, saved when the combined head's scores were
+    ``*_average_head``, gives rows under today's names (the same rename the ColoredMNIST feature
+    cache and the committed results go through)."""
+    import torch
+    from torch import nn
+
+    from featlib.feature_learning.base import ROW_ALIASES
+    from featlib.feature_learning.minibatch_loop import MinibatchLoop
+
+    assert ROW_ALIASES == {"ood_acc_average_head": "ood_acc_combined_head",
+                           "val_metric_average_head": "val_metric_combined_head",
+                           "test_metric_average_head": "test_metric_combined_head"}
+    loop = MinibatchLoop.__new__(MinibatchLoop)  # only finished() is exercised: no data needed
+    loop.new_model, loop.seed, loop.device = (lambda seed: nn.Linear(2, 1)), 1, torch.device("cpu")
+    state = {"learner": "ifeat", "done": True, "model": nn.Linear(2, 1).state_dict(), "steps": 3,
+             "rows": [{"round": 1, "val_metric_average_head": 0.5, "test_metric_average_head": 0.4}]}
+    learned = loop.finished("ifeat", state)
+    assert list(learned.rounds.columns) == ["round", "val_metric_combined_head", "test_metric_combined_head"]

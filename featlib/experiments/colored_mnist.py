@@ -54,6 +54,7 @@ from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist
 from ..data.mnist import SOURCES
 from ..device import get_device
 from ..feature_learning import FEATURE_LEARNERS, LearnedFeatures
+from ..feature_learning.base import ROW_ALIASES
 from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
 from ..feature_learning.termination import DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD, termination_rule
 from ..models.mlp import ColoredMNISTMLP
@@ -365,7 +366,7 @@ class ColoredMNISTExperiment:
             except (RuntimeError, TypeError, AttributeError, KeyError) as err:
                 raise CorruptFileError(path, f"its network does not load into the protocol's MLP ({err})") from None
             try:
-                rounds = pd.DataFrame(saved["rounds"])
+                rounds = pd.DataFrame(saved["rounds"]).rename(columns=ROW_ALIASES)  # a piece saved under old names
             except (ValueError, TypeError) as err:
                 raise CorruptFileError(path, f"its 'rounds' entry is not a table ({err})") from None
             if not isinstance(saved["epochs"], int) or isinstance(saved["epochs"], bool):

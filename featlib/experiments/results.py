@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..feature_learning.base import ROW_ALIASES
 from ..io.cache import CorruptFileError
 from ..io.result_folder import frame, read_folder
 
@@ -36,7 +37,7 @@ WILDS_FILES = ("ood", "dfr", "rounds", "table3", "dfr_table")
 #: check was ``threshold``; ColoredMNIST protocol records called it ``termination``; WILDS
 #: protocol records called the rule ``termination``. The feature learner was ``init`` (ColoredMNIST,
 #: Table 2's columns) and ``method`` (WILDS, cost) in rows, ``inits`` and ``methods`` in protocols.
-ROUND_COLUMN_ALIASES = {"threshold": "termination_threshold", "init": "learner", "method": "learner"}
+ROUND_COLUMN_ALIASES = {"threshold": "termination_threshold", "init": "learner", "method": "learner", **ROW_ALIASES}
 CMNIST_RECORD_ALIASES = {"termination": "termination_threshold", "inits": "learners"}
 WILDS_RECORD_ALIASES = {"termination": "termination_rule", "methods": "learners", "scale": "epoch_scale"}
 

@@ -48,7 +48,7 @@ import copy
 
 from ..hparams import APPENDIX_F1, TABLE6
 from ..validation import check_choice, check_int
-from .base import Learned, Loop
+from .base import ROW_ALIASES, Learned, Loop
 from .learners import register
 from .feat_rounds import DEFAULT_HEAD_COMBINATION, FeATRounds
 from .termination import DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD
@@ -75,7 +75,8 @@ def _feat(
     rows, first, accepted_phi = [], 1, None
     if state:
         rounds.load_state_dict(state["feat_rounds"] if "feat_rounds" in state else state["learner"])  # 0.4: "learner"
-        rows, first, accepted_phi = state["rows"], state["round"], state["accepted_phi"]
+        rows = [{ROW_ALIASES.get(k, k): v for k, v in row.items()} for row in state["rows"]]
+        first, accepted_phi = state["round"], state["accepted_phi"]
         model.load_state_dict(state["model"])
     stopped = False
     for k in range(first, max_rounds + 1):
@@ -93,7 +94,7 @@ def _feat(
         loop.train(f"{variant} round {k}", {"phi": phi, "head": head}, loss_fn, steps_per_round, save=extra)
         feats = loop.train_features(phi)
         row = {"round": k, loop.length_unit: steps_per_round,
-               **loop.score(phi, {"": head, "_average_head": rounds.combine(rounds.heads + [head])})}
+               **loop.score(phi, {"": head, "_combined_head": rounds.combine(rounds.heads + [head])})}
         row.update(rounds.end_round(head, lambda w: loop.predict(w, feats) == y))
         rows.append(row)
         stopped = not row["accepted"]

@@ -30,7 +30,7 @@ from ..objectives import per_sample_cross_entropy
 from ..training.minibatch import Checkpoint, DomainBatchSampler, autocast, make_optimizer, make_scheduler, stream_seed
 from ..training.profiling import training_step
 from ..validation import check_bool, check_choice, check_int, check_positive
-from .base import Learned
+from .base import ROW_ALIASES, Learned
 from .feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
 from .termination import DEFAULT_TERMINATION_THRESHOLD, WILDS_DEFAULT_TERMINATION, termination_rule
 
@@ -249,7 +249,7 @@ class MinibatchLoop:
             return None
         model = self.new_model(self.seed).to(self.device)
         model.load_state_dict(state["model"])
-        return Learned(learner, model, pd.DataFrame(state["rows"]), state["steps"])
+        return Learned(learner, model, pd.DataFrame(state["rows"]).rename(columns=ROW_ALIASES), state["steps"])
 
     def finish(self, learner: str, model: nn.Module, rows: list[dict], steps: int) -> Learned:
         self.checkpoint.save({"learner": learner, "done": True, "model": model.state_dict(), "rows": rows,
