@@ -68,6 +68,12 @@ def test_the_paired_test_matches_its_closed_form():
                                                 "plain-fp32": {"runs": _runs({(1e2, 2): 0.6})}}))[0]
     with pytest.raises(ValueError, match="reference variant 'fast-fp32' has no pieces"):
         compare({"plain-fp32": {"runs": _runs(ref)}})
+    # the reference holds only its oracle pieces so far: nothing to compare yet, no error
+    assert compare({"fast-fp32": {"runs": pd.DataFrame()}, "plain-fp32": {"runs": _runs(ref)}}).empty
+    # cells whose pieces differ in more than path and precision are not compared
+    protocols = lambda n: {"cell_protocols": {("cmnist025", "erm", "irmv1"): json.dumps({"n_train": n})}}
+    with pytest.raises(ValueError, match="differing: n_train"):
+        compare({"fast-fp32": {"runs": _runs(ref), **protocols(5000)}, "plain-fp32": {"runs": _runs(var), **protocols(300)}})
 
 
 @pytest.fixture
@@ -112,6 +118,7 @@ def test_a_budgeted_comparison_resumes_and_compares_every_cell(tiny, tmp_path, c
     (("--variants", "plain-fp32", "fast-bf16"), "--reference: 'fast-fp32' is not among --variants"),
     (("--objectives", "irmv9"), "'irmv9' is no registered objective"),
     (("--seeds", "1", "1"), "--seeds"),
+    (("--variants", "fast-fp32"), "name the reference and at least one"),
 ])
 def test_bad_input_stops_before_any_work(tiny, tmp_path, capsys, extra, message):
     assert tiny(*extra) == 2
@@ -124,9 +131,32 @@ def test_a_folder_of_other_files_or_a_misnamed_variant_is_refused(tiny, tmp_path
     (tmp_path / "cmp" / "notes.txt").write_text("mine")
     assert tiny() == 2 and "notes.txt" in capsys.readouterr().err
     assert (tmp_path / "cmp" / "notes.txt").read_text() == "mine"
+    # a comparison.csv of one's own (no provenance of this command beside it) is never overwritten
+    (tmp_path / "own").mkdir()
+    (tmp_path / "own" / "comparison.csv").write_text("mine")
+    assert tiny(out="own") == 2 and "comparison.csv" in capsys.readouterr().err
+    assert (tmp_path / "own" / "comparison.csv").read_text() == "mine"
     # pieces made with bf16 in a folder named plain-fp32 are refused when compared
     assert tiny("--variants", "fast-fp32", "fast-bf16", "--seeds", "1", "--learners", "erm", out="a") == 0
     (tmp_path / "a" / "fast-bf16").rename(tmp_path / "a" / "plain-fp32")
     assert tiny("--variants", "fast-fp32", "plain-fp32", "--seeds", "1", "--learners", "erm", "--compare-only",
                 out="a") == 2
     assert "bf16" in capsys.readouterr().err
+
+
+def test_a_sitting_cut_short_leaves_pieces_every_variant_has_and_a_later_one_may_add_variants(tiny, tmp_path, capsys):
+    # the reference is named last: pieces still go piece by piece, each for every variant
+    assert tiny("--variants", "plain-fp32", "fast-fp32", "--seeds", "1", "--learners", "erm",
+                "--budget-minutes", "0.00001") == 0
+    assert [len(list_pieces(tmp_path / "cmp" / v)) for v in ("plain-fp32", "fast-fp32")] == [1, 0]
+    assert "no comparison yet: fast-fp32 has no pieces" in capsys.readouterr().out
+    assert tiny("--variants", "plain-fp32", "fast-fp32", "--seeds", "1", "--learners", "erm",
+                "--budget-minutes", "0.00001") == 0
+    assert [len(list_pieces(tmp_path / "cmp" / v)) for v in ("plain-fp32", "fast-fp32")] == [1, 1]
+    # a later run with other variants takes the folder (its variants' pieces are kept) and compares
+    assert tiny("--variants", "fast-fp32", "fast-bf16", "--seeds", "1", "--learners", "erm") == 0
+    assert len(list_pieces(tmp_path / "cmp" / "plain-fp32")) == 1
+    record = json.loads((tmp_path / "cmp" / "provenance.json").read_text())
+    assert record["seeds"] == [1] and record["learners"] == ["erm"] and record["objectives"] == ["erm", "irmv1"]
+    assert record["pieces"]["fast-bf16"]["seeds"] == {"cmnist025": [1]}
+    assert len(record["pieces"]["fast-bf16"]["pieces_sha256"]) == 64

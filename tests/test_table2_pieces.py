@@ -112,3 +112,8 @@ def test_table2_from_pieces_says_the_number_of_seeds_in_each_cell():
     assert frame.loc["IRMv1", ("ColoredMNIST-025", "ERM-NF", "ours")] == "not yet run"
     assert frame.loc["IRMv1", ("ColoredMNIST-025", "ERM-NF", "paper")] != "-"
     assert frame.loc["IRMv1", ("ColoredMNIST-025", "Bonsai", "ours")] == "not yet run"
+    # a column partly done: its missing cells are marked too
+    partial = pd.concat([runs, runs[runs["learner"] == "erm"].assign(objective="vrex")], ignore_index=True)
+    frame = report_table2(partial, with_n=True, learners=("erm", "ifeat"), missing="not yet run")
+    assert frame.loc["V-REx", ("ColoredMNIST-025", "FeAT (iFeAT)", "ours")] == "not yet run"
+    assert frame.loc["V-REx", ("ColoredMNIST-025", "ERM", "ours")].endswith("(n = 3)")

@@ -25,7 +25,7 @@ from pathlib import Path
 from ..data.mnist import SOURCES
 from ..device import get_device
 from ..experiments.cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS, SIZES
-from ..experiments.colored_mnist import SCHEDULES, TABLE2_LEARNERS
+from ..experiments.colored_mnist import SCHEDULES, TABLE2_LEARNERS, TABLE2_OBJECTIVES
 from ..experiments.path_comparison import (COMPARISON, DEFAULT_SIZE, DEFAULT_VARIANTS, REFERENCE, Variant, compare,
                                            load_variants, run_variants, summarise, variant_protocols)
 from ..experiments.results import PATH_COMPARISON as KIND
@@ -76,6 +76,9 @@ def prepare(args) -> list[Variant]:
     for seed in check_sequence("--seeds", args.seeds, unique=True):
         check_seed("--seeds", seed)
     variants = [Variant.parse(v) for v in args.variants]
+    if len(variants) < 2:
+        raise ValueError(f"--variants: {' '.join(args.variants)} is one variant; name the reference and at least one "
+                         "to compare with it (for example --variants fast-fp32 fast-bf16)")
     if args.reference not in args.variants:
         raise ValueError(f"--reference: {args.reference!r} is not among --variants ({' '.join(args.variants)}); "
                          "name one of them, or add it to --variants")
@@ -87,8 +90,11 @@ def prepare(args) -> list[Variant]:
     for variant in variants:  # the protocols' own checks (seeds, precision on this device...)
         variant_protocols(variant, datasets=args.datasets, seeds=args.seeds, learners=args.learners,
                           objectives=args.objectives, preset=args.preset, size=args.size)
+    # a folder of variants' pieces (this run's or an earlier one's) and a README; comparison.csv only
+    # beside the provenance.json of an earlier comparison (then the whole folder is this command's)
+    earlier = [e.name for e in args.out.iterdir() if e.is_dir() and _is_variant(e.name)] if args.out.is_dir() else []
     check_out("--out", args.out, KIND, protect={"--cache-dir": args.cache_dir},
-              keep=(*args.variants, COMPARISON, "README.md"))
+              keep=(*args.variants, *earlier, "README.md"))
     check_writable("--cache-dir", args.cache_dir)
     for variant in variants:
         folder = args.out / variant.name
@@ -99,22 +105,37 @@ def prepare(args) -> list[Variant]:
     return variants
 
 
+def _is_variant(name: str) -> bool:
+    try:
+        Variant.parse(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _pieces_record(data: dict) -> dict:
+    """What a variant's pieces were: how many, made on what, their seeds per dataset (learners'
+    pieces), the protocols (keys) and one SHA-256 over their sorted checksums."""
+    records = data["records"]
+    runs = records[records["learner"] != "oracle"]
+    return {"pieces": len(records), "devices": sorted(set(records["device"])),
+            "commits": sorted(set(records["commit"])), "torch": sorted(set(records["torch"])),
+            "protocol_keys": sorted(set(records["protocol_key"])),
+            "wall_time_s": float(records["wall_time_s"].sum()),
+            "seeds": {d: sorted(int(s) for s in set(part["seed"])) for d, part in runs.groupby("dataset")},
+            "pieces_sha256": hashlib.sha256("\n".join(sorted(records["sha256"])).encode()).hexdigest()}
+
+
 def write_comparison(args, argv, started: float, commit: str, loaded: dict, comparison, lines: list[str]) -> None:
     """``comparison.csv``, then ``provenance.json`` (with the CSV's SHA-256 and, per variant, what
     its pieces were made on)."""
     text = frame_to_csv(comparison)
     atomic_write_text(args.out / COMPARISON, text)
-    pieces = {}
-    for name, data in loaded.items():
-        records = data["records"]
-        pieces[name] = {"pieces": len(records), "devices": sorted(set(records["device"])),
-                        "commits": sorted(set(records["commit"])), "torch": sorted(set(records["torch"])),
-                        "wall_time_s": float(records["wall_time_s"].sum()),
-                        "seeds": {d: sorted(int(s) for s in set(part["seed"]))
-                                  for d, part in records.groupby("dataset")}}
+    pieces = {name: _pieces_record(data) for name, data in loaded.items()}
     record = provenance(command_line("featlib.cli.compare_paths", argv), started, commit=commit, kind=KIND,
                         reference=args.reference, variants=args.variants, size=args.size, size_fields=SIZES[args.size],
-                        preset=args.preset, pieces=pieces, summary=lines,
+                        preset=args.preset, datasets=args.datasets, seeds=args.seeds, learners=args.learners,
+                        objectives=args.objectives or list(TABLE2_OBJECTIVES), pieces=pieces, summary=lines,
                         files={COMPARISON: {"sha256": hashlib.sha256(text.encode()).hexdigest(),
                                             "bytes": len(text.encode())}},
                         note="wall_time_s is this command's; each variant's wall_time_s sums its pieces' own")
@@ -145,11 +166,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no comparison yet: {args.reference} has no pieces in {args.out}")
             return 0
         comparison = compare(loaded, args.reference)
-    except (CacheWriteError, CorruptFileError, ValueError) as err:  # finished pieces stay; a rerun adds the rest
+        lines = summarise(comparison, args.reference)
+        write_comparison(args, argv, started, commit, loaded, comparison, lines)
+    except (CacheWriteError, CorruptFileError, ValueError, OSError) as err:  # finished pieces stay; a rerun adds the rest
         print(f"error: {err}", file=sys.stderr)
         return 2
-    lines = summarise(comparison, args.reference)
-    write_comparison(args, argv, started, commit, loaded, comparison, lines)
     print("\n".join(lines) if lines else "no cell has pieces of both the reference and another variant yet")
     print(f"wrote {args.out / COMPARISON}")
     return 0

@@ -28,10 +28,13 @@ def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper
     our cells reading ``missing`` (the paper's beside them)."""
     best = select_best(results)
     cells: dict[tuple, dict[str, str]] = {}
-    for dataset in best["dataset"].unique():
-        for learner in [l for l in learners if not ((best["dataset"] == dataset) & (best["learner"] == l)).any()]:
+    done = set(zip(best["dataset"], best["learner"], best["objective"]))
+    for dataset in best["dataset"].unique():  # cells of ``learners`` with no runs yet, whole columns or single cells
+        for learner in learners:
             col = (DATASET_LABELS[dataset], LEARNER_LABELS[learner])
             for objective in best.loc[best["dataset"] == dataset, "objective"].unique():
+                if (dataset, learner, objective) in done:
+                    continue
                 name = label("objective", objective)
                 cells.setdefault(col + ("ours",), {})[name] = missing
                 paper = TABLE2.get(dataset, {}).get(objective, {}).get(learner)
@@ -47,6 +50,8 @@ def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper
                 f"{paper[0]:.2f} ± {paper[1]:.2f}" if paper else "-")
     if oracle is not None:
         for dataset, frame in oracle.groupby("dataset"):
+            if dataset not in set(best["dataset"]):  # no run of this dataset yet: no column to put it in
+                continue
             values = frame["worst_test_acc"].to_numpy()
             shown = [*best.loc[best["dataset"] == dataset, "learner"].unique(), *learners]
             for learner in dict.fromkeys(shown):

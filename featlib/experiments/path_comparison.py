@@ -17,9 +17,11 @@ pieces that accumulate (:mod:`featlib.experiments.table2_pieces`), at a size a 2
     <folder>/comparison.csv    one row per (variant, dataset, learner, objective)
     <folder>/provenance.json   the comparison's command, commit and the pieces behind it
 
-:func:`run_variants` computes the missing pieces seed by seed, dataset by dataset and variant by
-variant, so that a sitting cut short leaves seeds that every variant has (the comparison pairs
-them). Feature learning does not depend on the variant: it is cached once in the cache folder.
+:func:`run_variants` computes the missing pieces in Table 2's order, seed by seed, each piece for
+every variant before the next, so that a sitting cut short leaves pieces that every variant has
+(the comparison pairs them). Feature learning does not depend on the variant: it is cached once
+in the cache folder. Variants are compared only where their pieces share one protocol but for the
+path and precision.
 
 :func:`compare` sets each variant's Table 2 beside the reference's (default ``fast-fp32``) on the
 seeds both have. Per cell: both means and standard deviations, the difference of the means, and a
@@ -31,10 +33,11 @@ alone; :func:`summarise` says how many to expect beside how many do.
 """
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +46,7 @@ import pandas as pd
 from ..training import OOD_PATHS, PRECISIONS
 from .cmnist_presets import SIZES, make_protocol
 from .colored_mnist import TABLE2_LEARNERS, CMNISTProtocol, select_best
-from .table2_pieces import load_pieces, run_pieces
+from .table2_pieces import load_pieces
 
 #: The variant every other is compared with: the protocol's default path and precision.
 REFERENCE = "fast-fp32"
@@ -108,43 +111,65 @@ def variant_protocols(variant: Variant, *, datasets: Sequence[str], seeds: Seque
 
 
 def run_variants(folder: str | Path, variants: Sequence[Variant], *, datasets: Sequence[str], seeds: Sequence[int],
-                 preset: str, commit: str, budget_s: float | None = None, progress=print, **options) -> dict:
-    """Compute the missing pieces of every variant into ``folder/<variant>``: seed by seed, then
-    dataset by dataset, then variant by variant, until ``budget_s`` seconds have passed (the piece
-    in hand is finished; at least one piece is computed). ``options``: ``learners``,
-    ``objectives``, ``size`` (:func:`variant_protocols`) and ``cache_dir``, ``mnist_source``,
-    ``device`` (:func:`~featlib.experiments.table2_pieces.run_pieces`). Returns ``done``,
-    ``remaining`` (pieces still missing, every variant) and ``wall_time_s``."""
-    protocol_options = {k: options.pop(k) for k in ("learners", "objectives", "size") if k in options}
+                 preset: str, commit: str, budget_s: float | None = None, cache_dir: str | Path | None = None,
+                 mnist_source: str = "auto", device=None, progress=print, **protocol_options) -> dict:
+    """Compute the missing pieces of every variant into ``folder/<variant>``, piece by piece in
+    Table 2's order (seed by seed, dataset by dataset; within them as
+    :func:`~featlib.experiments.table2_pieces.pieces_of`), each piece for every variant before the
+    next, until ``budget_s`` seconds have passed: the piece in hand is finished, at least one piece
+    is computed, and a sitting cut short leaves pieces that every variant has (the comparison
+    pairs them). ``protocol_options``: ``learners``, ``objectives``, ``size``
+    (:func:`variant_protocols`). Returns ``done``, ``remaining`` (per variant, the pieces still
+    missing) and ``wall_time_s``."""
+    from ..device import get_device
+    from .colored_mnist import ColoredMNISTExperiment
+    from .table2_pieces import compute_piece, list_pieces, pieces_of
+
     start, done = time.perf_counter(), 0
+    device = device or get_device()
+    have = {v.name: set(list_pieces(Path(folder) / v.name)) for v in variants}
+    experiments = {}  # (variant, dataset) -> experiment; feature learning is shared through cache_dir
+    todo = []
     for seed in seeds:
         for dataset in datasets:
-            for variant in variants:
-                left = None if budget_s is None else budget_s - (time.perf_counter() - start)
-                if done and left is not None and left <= 0:
-                    return _outcome(folder, variants, datasets, seeds, preset, protocol_options, done, start)
-                protocols = variant_protocols(variant, datasets=[dataset], seeds=[seed], preset=preset,
-                                              **protocol_options)
-                outcome = run_pieces(protocols, Path(folder) / variant.name, preset=preset, commit=commit,
-                                     budget_s=left, progress=lambda line, v=variant.name: progress(f"{v} {line}"),
-                                     **options)
-                done += outcome["done"]
-    return _outcome(folder, variants, datasets, seeds, preset, protocol_options, done, start)
+            protocols = {v.name: variant_protocols(v, datasets=[dataset], seeds=[seed], preset=preset,
+                                                   **protocol_options)[0] for v in variants}
+            for piece in pieces_of(protocols[variants[0].name]):
+                todo += [(v, protocols[v.name], piece) for v in variants if piece not in have[v.name]]
+    for k, (variant, protocol, piece) in enumerate(todo):
+        if done and budget_s is not None and time.perf_counter() - start >= budget_s:
+            break
+        key = (variant.name, protocol.dataset)
+        if key not in experiments:
+            experiments[key] = ColoredMNISTExperiment(
+                replace(protocol, seeds=tuple(seeds)), cache_dir=cache_dir, mnist_source=mnist_source, device=device,
+                progress=False)
+        seconds = compute_piece(experiments[key], piece, Path(folder) / variant.name, preset=preset, commit=commit)
+        done += 1
+        progress(f"[{k + 1}/{len(todo)}] {variant.name} {piece.dataset} {piece.learner} {piece.objective} "
+                 f"seed {piece.seed}: {seconds:.1f} s")
+    return {"done": done, "remaining": remaining_pieces(folder, variants, datasets=datasets, seeds=seeds, preset=preset,
+                                                        **protocol_options),
+            "wall_time_s": time.perf_counter() - start}
 
 
-def _outcome(folder, variants, datasets, seeds, preset, protocol_options, done, start) -> dict:
+def remaining_pieces(folder: str | Path, variants: Sequence[Variant], *, datasets: Sequence[str],
+                     seeds: Sequence[int], preset: str, **protocol_options) -> dict[str, list]:
+    """Per variant, the pieces of its protocols that ``folder/<variant>`` lacks."""
     from .table2_pieces import missing_pieces
 
-    remaining = {v.name: missing_pieces(variant_protocols(v, datasets=datasets, seeds=seeds, preset=preset,
-                                                          **protocol_options), Path(folder) / v.name)
-                 for v in variants}
-    return {"done": done, "remaining": remaining, "wall_time_s": time.perf_counter() - start}
+    return {v.name: missing_pieces(variant_protocols(v, datasets=datasets, seeds=seeds, preset=preset,
+                                                     **protocol_options), Path(folder) / v.name)
+            for v in variants}
 
 
 def load_variants(folder: str | Path, variants: Iterable[str]) -> dict[str, dict]:
     """Each variant's pieces (:func:`~featlib.experiments.table2_pieces.load_pieces`), checked,
-    for the variants that have any; a ValueError where a folder's pieces were made on another
-    path or precision than its name says."""
+    for the variants that have any, with ``cell_protocols``: per cell, the protocol its pieces
+    were made with less the path and precision (what may differ between variants). A ValueError
+    where a folder's pieces were made on another path or precision than its name says."""
+    from .table2_pieces import ORACLE, list_pieces
+
     loaded = {}
     for name in variants:
         pieces = load_pieces(Path(folder) / name)
@@ -155,7 +180,14 @@ def load_variants(folder: str | Path, variants: Iterable[str]) -> dict[str, dict
         if made != {(variant.path, variant.precision)}:
             raise ValueError(f"{Path(folder) / name}: its pieces were made with (path, precision) "
                              f"{sorted(made)}, not those its name says; keep one variant per folder, named after it")
-        loaded[name] = pieces
+        protocols = {}
+        for piece in list_pieces(Path(folder) / name):
+            if piece.learner != ORACLE:
+                record = json.loads(piece.record(Path(folder) / name).read_text(encoding="utf-8"))
+                fields = {k: v for k, v in record.get("protocol", {}).items() if k not in ("precision", "ood_path")}
+                protocols[(piece.dataset, piece.learner, piece.objective)] = json.dumps(
+                    {**fields, "preset": record.get("preset")}, sort_keys=True, default=list)
+        loaded[name] = {**pieces, "cell_protocols": protocols}
     return loaded
 
 
@@ -178,6 +210,11 @@ def compare(loaded: Mapping[str, dict], reference: str = REFERENCE) -> pd.DataFr
         raise ValueError(f"the reference variant {reference!r} has no pieces; run it first "
                          f"(variants with pieces: {', '.join(loaded) or 'none'})")
     ref_runs = loaded[reference]["runs"]
+    columns = CELL + ["variant", "n_seeds", "seeds", "reference_mean", "reference_std", "mean", "std", "difference",
+                      "paired_se", "half_width", "differs", "reference_penalty_weight", "reference_pretrain_epochs",
+                      "penalty_weight", "pretrain_epochs", "same_configuration"]
+    if ref_runs.empty:  # only oracle pieces so far
+        return pd.DataFrame(columns=columns)
     rows = []
     for name, data in loaded.items():
         if name == reference:
@@ -188,6 +225,7 @@ def compare(loaded: Mapping[str, dict], reference: str = REFERENCE) -> pd.DataFr
             seeds = [] if mine is None else sorted(set(ref_cell["seed"]) & set(mine["seed"]))
             if not seeds:
                 continue
+            _check_same_protocol(loaded, reference, name, cell)
             ref_best, ref_acc = _best_per_seed(ref_cell[ref_cell["seed"].isin(seeds)])
             best, acc = _best_per_seed(mine[mine["seed"].isin(seeds)])
             diffs = (acc - ref_acc).to_numpy()
@@ -207,10 +245,19 @@ def compare(loaded: Mapping[str, dict], reference: str = REFERENCE) -> pd.DataFr
                 "same_configuration": bool(ref_best["penalty_weight"] == best["penalty_weight"]
                                            and ref_best["pretrain_epochs"] == best["pretrain_epochs"]),
             })
-    columns = CELL + ["variant", "n_seeds", "seeds", "reference_mean", "reference_std", "mean", "std", "difference",
-                      "paired_se", "half_width", "differs", "reference_penalty_weight", "reference_pretrain_epochs",
-                      "penalty_weight", "pretrain_epochs", "same_configuration"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def _check_same_protocol(loaded: Mapping[str, dict], reference: str, name: str, cell: tuple) -> None:
+    """A ValueError where the two variants' pieces of ``cell`` differ in more than path and precision."""
+    ours, theirs = (loaded[v].get("cell_protocols", {}).get(cell) for v in (reference, name))
+    if ours is None or theirs is None or ours == theirs:
+        return
+    a, b = json.loads(ours), json.loads(theirs)
+    differing = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    raise ValueError(f"cell {'/'.join(cell)}: {name}'s pieces were made with another protocol than {reference}'s "
+                     f"(differing: {', '.join(differing)}), not only another path or precision; compare variants "
+                     "of one protocol")
 
 
 def summarise(comparison: pd.DataFrame, reference: str = REFERENCE) -> list[str]:

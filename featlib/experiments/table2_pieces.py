@@ -278,6 +278,20 @@ def check_folder_protocols(protocols: Iterable[CMNISTProtocol], folder: Path, pr
                                  "give another folder for this one")
 
 
+def compute_piece(experiment: ColoredMNISTExperiment, piece: Piece, folder: str | Path, *, preset: str,
+                  commit: str) -> float:
+    """Compute one piece of ``experiment``'s protocol and write it into ``folder`` with its record;
+    returns the seconds it took."""
+    t0 = time.perf_counter()
+    if piece.learner == ORACLE:
+        frame = experiment.oracle_piece(piece.seed)
+    else:
+        frame = experiment.piece(piece.objective, piece.learner, piece.seed)
+    seconds = time.perf_counter() - t0
+    write_piece(Path(folder), piece, frame, _piece_record(experiment, preset, commit, seconds, piece.objective))
+    return seconds
+
+
 def run_pieces(protocols: Sequence[CMNISTProtocol], folder: str | Path, *, preset: str, commit: str,
                cache_dir: str | Path | None = None, budget_s: float | None = None, mnist_source: str = "auto",
                device: torch.device | None = None, progress=print) -> dict:
@@ -297,14 +311,7 @@ def run_pieces(protocols: Sequence[CMNISTProtocol], folder: str | Path, *, prese
         # at least one piece per run, however small the budget: a sitting always makes progress
         if done and budget_s is not None and time.perf_counter() - start >= budget_s:
             break
-        experiment = experiments[protocol.dataset]
-        t0 = time.perf_counter()
-        if piece.learner == ORACLE:
-            frame = experiment.oracle_piece(piece.seed)
-        else:
-            frame = experiment.piece(piece.objective, piece.learner, piece.seed)
-        seconds = time.perf_counter() - t0
-        write_piece(folder, piece, frame, _piece_record(experiment, preset, commit, seconds, piece.objective))
+        seconds = compute_piece(experiments[protocol.dataset], piece, folder, preset=preset, commit=commit)
         done += 1
         progress(f"[{k + 1}/{len(todo)}] {piece.dataset} {piece.learner} {piece.objective} seed {piece.seed}: "
                  f"{seconds:.1f} s")
