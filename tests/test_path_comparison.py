@@ -102,6 +102,7 @@ def test_a_budgeted_comparison_resumes_and_compares_every_cell(tiny, tmp_path, c
         assert len(list_pieces(tmp_path / "cmp" / name)) == 10
     loaded = load_variants(tmp_path / "cmp", ["fast-fp32", "plain-fp32"])
     assert set(loaded["plain-fp32"]["records"]["ood_path"]) == {"plain"}
+    assert loaded["plain-fp32"]["records"]["command"].str.contains("featlib.cli.compare_paths").all()
     comparison = pd.read_csv(tmp_path / "cmp" / "comparison.csv")
     assert len(comparison) == 4 and set(comparison["n_seeds"]) == {2}
     assert set(comparison["learner"]) == {"erm", "erm-nf"} and set(comparison["objective"]) == {"erm", "irmv1"}

@@ -37,6 +37,7 @@ def test_a_budgeted_run_stops_after_the_piece_in_hand_and_a_second_run_completes
     records = loaded["records"]
     assert set(records["precision"]) == {"fp32"} and set(records["ood_path"]) == {"fast"}
     assert records["wall_time_s"].ge(0).all() and records["device"].str.contains("cpu").all()
+    assert records["command"].str.startswith("python -m featlib.cli.run_cmnist --out").all()
     assert len(loaded["runs"]) == 2 * (1 + 4)  # ERM has one configuration, IRMv1 four, per learner
     best = table2(loaded)
     assert set(best["n_seeds"]) == {1} and len(best) == 4

@@ -378,8 +378,15 @@ def test_case_7_committed_folders_have_manifests_and_chapters_read_through_the_c
 
     folders = sorted(p.parent for p in (repo_root / "results").rglob("provenance.json"))
     # every committed folder that holds results has its manifest (a new one without it fails here)
-    holding = {p.parent for p in (repo_root / "results").rglob("*.csv") if "records" not in p.parts}
+    # (Table 2 pieces are their own manifest: each CSV has a record with its checksum, checked below)
+    holding = {p.parent for p in (repo_root / "results").rglob("*.csv") if not {"records", "pieces"} & set(p.parts)}
     assert holding <= set(folders), f"result folders without provenance.json: {sorted(holding - set(folders))}"
+    from featlib.experiments.table2_pieces import list_pieces, load_pieces
+
+    for pieces in {p.parents[4] for p in (repo_root / "results").rglob("pieces/*/*/*/seed*.csv")}:
+        csvs = sorted(pieces.rglob("pieces/*/*/*/seed*.csv"))
+        assert len(list_pieces(pieces)) == len(csvs), f"{pieces}: a piece without its record"
+        assert len(load_pieces(pieces)["records"]) == len(csvs)  # every checksum checked
     assert {"cpu-2core", "cmnist-gaps", "cmnist-rounds", "cmnist-rounds-average-head"} <= {f.name for f in folders}
     for folder in folders:
         record, files = read_folder(folder)

@@ -154,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.compare_only:
             outcome = run_variants(args.out, variants, datasets=args.datasets, seeds=args.seeds, preset=args.preset,
-                                   commit=commit, learners=args.learners, objectives=args.objectives,
+                                   commit=commit, command=command_line("featlib.cli.compare_paths", argv),
+                                   learners=args.learners, objectives=args.objectives,
                                    size=args.size, cache_dir=args.cache_dir, mnist_source=args.mnist_source,
                                    budget_s=None if args.budget_minutes is None else 60 * args.budget_minutes)
             left = {name: len(r) for name, r in outcome["remaining"].items() if r}

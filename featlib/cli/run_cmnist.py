@@ -138,11 +138,12 @@ def _objectives(args) -> dict:
     return {"objectives": tuple(args.objectives)}
 
 
-def main_pieces(args, protocols: list[CMNISTProtocol]) -> int:
+def main_pieces(args, protocols: list[CMNISTProtocol], argv: list[str]) -> int:
     """``--pieces`` / ``--budget-minutes``: compute the missing Table 2 pieces into ``--out``."""
     from ..experiments.table2_pieces import describe_remaining, run_pieces
 
-    outcome = run_pieces(protocols, args.out, preset=args.preset, commit=git_commit(), cache_dir=args.cache_dir,
+    outcome = run_pieces(protocols, args.out, preset=args.preset, commit=git_commit(),
+                         command=command_line("featlib.cli.run_cmnist", argv), cache_dir=args.cache_dir,
                          budget_s=None if args.budget_minutes is None else 60 * args.budget_minutes,
                          mnist_source=args.mnist_source)
     print(f"{outcome['done']} piece{'s' if outcome['done'] != 1 else ''} written to {args.out} in "
@@ -177,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.pieces:
         try:
-            return main_pieces(args, protocols)
+            return main_pieces(args, protocols, argv)
         except CacheWriteError as err:  # the pieces written so far stay; a rerun adds the rest
             print(f"error: {err}", file=sys.stderr)
             return 2

@@ -111,7 +111,8 @@ def variant_protocols(variant: Variant, *, datasets: Sequence[str], seeds: Seque
 
 
 def run_variants(folder: str | Path, variants: Sequence[Variant], *, datasets: Sequence[str], seeds: Sequence[int],
-                 preset: str, commit: str, budget_s: float | None = None, cache_dir: str | Path | None = None,
+                 preset: str, commit: str, command: str | None = None, budget_s: float | None = None,
+                 cache_dir: str | Path | None = None,
                  mnist_source: str = "auto", device=None, progress=print, **protocol_options) -> dict:
     """Compute the missing pieces of every variant into ``folder/<variant>``, piece by piece in
     Table 2's order (seed by seed, dataset by dataset; within them as
@@ -144,7 +145,8 @@ def run_variants(folder: str | Path, variants: Sequence[Variant], *, datasets: S
             experiments[key] = ColoredMNISTExperiment(
                 replace(protocol, seeds=tuple(seeds)), cache_dir=cache_dir, mnist_source=mnist_source, device=device,
                 progress=False)
-        seconds = compute_piece(experiments[key], piece, Path(folder) / variant.name, preset=preset, commit=commit)
+        seconds = compute_piece(experiments[key], piece, Path(folder) / variant.name, preset=preset, commit=commit,
+                                command=command)
         done += 1
         progress(f"[{k + 1}/{len(todo)}] {variant.name} {piece.dataset} {piece.learner} {piece.objective} "
                  f"seed {piece.seed}: {seconds:.1f} s")

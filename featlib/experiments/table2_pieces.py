@@ -250,12 +250,12 @@ def merge_pieces(sources: Sequence[str | Path], into: str | Path) -> dict:
 
 
 def _piece_record(experiment: ColoredMNISTExperiment, preset: str, commit: str, seconds: float,
-                  objective: str = "erm") -> dict:
+                  objective: str = "erm", command: str | None = None) -> dict:
     p = experiment.protocol
     return {"protocol_key": protocol_identity(p, objective), "protocol": protocol_fields(p), "preset": preset,
             "precision": p.precision, "ood_path": p.ood_path, "device": describe_device(experiment.device),
             "torch": torch.__version__, "featlib_version": __version__, "commit": commit,
-            "wall_time_s": seconds, **_objective_file_fields(objective)}
+            "wall_time_s": seconds, **({"command": command} if command else {}), **_objective_file_fields(objective)}
 
 
 def missing_pieces(protocols: Iterable[CMNISTProtocol], folder: Path) -> list[tuple[CMNISTProtocol, Piece]]:
@@ -279,20 +279,22 @@ def check_folder_protocols(protocols: Iterable[CMNISTProtocol], folder: Path, pr
 
 
 def compute_piece(experiment: ColoredMNISTExperiment, piece: Piece, folder: str | Path, *, preset: str,
-                  commit: str) -> float:
-    """Compute one piece of ``experiment``'s protocol and write it into ``folder`` with its record;
-    returns the seconds it took."""
+                  commit: str, command: str | None = None) -> float:
+    """Compute one piece of ``experiment``'s protocol and write it into ``folder`` with its record
+    (``command``: the command line that made it, recorded when given); returns the seconds it took."""
     t0 = time.perf_counter()
     if piece.learner == ORACLE:
         frame = experiment.oracle_piece(piece.seed)
     else:
         frame = experiment.piece(piece.objective, piece.learner, piece.seed)
     seconds = time.perf_counter() - t0
-    write_piece(Path(folder), piece, frame, _piece_record(experiment, preset, commit, seconds, piece.objective))
+    write_piece(Path(folder), piece, frame, _piece_record(experiment, preset, commit, seconds, piece.objective,
+                                                           command))
     return seconds
 
 
 def run_pieces(protocols: Sequence[CMNISTProtocol], folder: str | Path, *, preset: str, commit: str,
+               command: str | None = None,
                cache_dir: str | Path | None = None, budget_s: float | None = None, mnist_source: str = "auto",
                device: torch.device | None = None, progress=print) -> dict:
     """Compute the missing pieces of ``protocols`` into ``folder`` until ``budget_s`` seconds have
@@ -311,7 +313,8 @@ def run_pieces(protocols: Sequence[CMNISTProtocol], folder: str | Path, *, prese
         # at least one piece per run, however small the budget: a sitting always makes progress
         if done and budget_s is not None and time.perf_counter() - start >= budget_s:
             break
-        seconds = compute_piece(experiments[protocol.dataset], piece, folder, preset=preset, commit=commit)
+        seconds = compute_piece(experiments[protocol.dataset], piece, folder, preset=preset, commit=commit,
+                                command=command)
         done += 1
         progress(f"[{k + 1}/{len(todo)}] {piece.dataset} {piece.learner} {piece.objective} seed {piece.seed}: "
                  f"{seconds:.1f} s")
