@@ -67,7 +67,10 @@ def _cell_html(value: Any, digits: int, nowrap: bool) -> str:
     wrap = "white-space: nowrap" if nowrap else ""
     if isinstance(value, Stacked):
         sub = f'<span style="{_SUB_STYLE}">{html.escape(value.sub)}</span>' if value.sub else ""
-        return f'<span style="{wrap}">{html.escape(value.main)}</span>{sub}'
+        # the value stays on one line; a trailing note in brackets, e.g. "(n = 3)", may go under it
+        head, sep, note = value.main.partition(" (")
+        parts = [head, sep.strip() + note] if sep else [head]
+        return " ".join(f'<span style="{wrap}">{html.escape(part)}</span>' for part in parts) + sub
     return f'<span style="{wrap}">{html.escape(cell_text(value, digits))}</span>' if wrap else html.escape(
         cell_text(value, digits))
 
