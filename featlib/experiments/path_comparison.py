@@ -43,10 +43,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..device import get_device
 from ..training import OOD_PATHS, PRECISIONS
 from .cmnist_presets import SIZES, make_protocol
-from .colored_mnist import TABLE2_LEARNERS, CMNISTProtocol, select_best
-from .table2_pieces import load_pieces
+from .colored_mnist import TABLE2_LEARNERS, CMNISTProtocol, ColoredMNISTExperiment, select_best
+from .table2_pieces import ORACLE, compute_piece, list_pieces, load_pieces, missing_pieces, pieces_of
 
 #: The variant every other is compared with: the protocol's default path and precision.
 REFERENCE = "fast-fp32"
@@ -122,10 +123,6 @@ def run_variants(folder: str | Path, variants: Sequence[Variant], *, datasets: S
     pairs them). ``protocol_options``: ``learners``, ``objectives``, ``size``
     (:func:`variant_protocols`). Returns ``done``, ``remaining`` (per variant, the pieces still
     missing) and ``wall_time_s``."""
-    from ..device import get_device
-    from .colored_mnist import ColoredMNISTExperiment
-    from .table2_pieces import compute_piece, list_pieces, pieces_of
-
     start, done = time.perf_counter(), 0
     device = device or get_device()
     have = {v.name: set(list_pieces(Path(folder) / v.name)) for v in variants}
@@ -158,8 +155,6 @@ def run_variants(folder: str | Path, variants: Sequence[Variant], *, datasets: S
 def remaining_pieces(folder: str | Path, variants: Sequence[Variant], *, datasets: Sequence[str],
                      seeds: Sequence[int], preset: str, **protocol_options) -> dict[str, list]:
     """Per variant, the pieces of its protocols that ``folder/<variant>`` lacks."""
-    from .table2_pieces import missing_pieces
-
     return {v.name: missing_pieces(variant_protocols(v, datasets=datasets, seeds=seeds, preset=preset,
                                                      **protocol_options), Path(folder) / v.name)
             for v in variants}
@@ -170,8 +165,6 @@ def load_variants(folder: str | Path, variants: Iterable[str]) -> dict[str, dict
     for the variants that have any, with ``cell_protocols``: per cell, the protocol its pieces
     were made with less the path and precision (what may differ between variants). A ValueError
     where a folder's pieces were made on another path or precision than its name says."""
-    from .table2_pieces import ORACLE, list_pieces
-
     loaded = {}
     for name in variants:
         pieces = load_pieces(Path(folder) / name)
