@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 
 from featlib.experiments import cmnist_presets
-from featlib.experiments.path_comparison import Variant, compare, load_variants, summarise, t_quantile
+from featlib.experiments.path_comparison import (Variant, compare, load_comparison, load_variants, summarise,
+                                                 t_quantile)
+from featlib.io.cache import CorruptFileError
 from featlib.experiments.table2_pieces import list_pieces
 
 TINY = dict(penalty_weights=(1e2, 1e4), pretrain_epochs=(0, 5), ood_steps=10, hidden_dim=16, n_train=300, n_test=200,
@@ -112,6 +114,28 @@ def test_a_budgeted_comparison_resumes_and_compares_every_cell(tiny, tmp_path, c
     # --compare-only runs nothing and compares the same pieces again
     assert tiny(*variants, "--seeds", "1", "2", "--compare-only") == 0
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "cmp" / "comparison.csv"), comparison)
+    # chapter 04 reads it back checked, and shows one table per variant and dataset, laid out as Table 2
+    from featbook import cmnist_views
+
+    shown = load_comparison(tmp_path / "cmp")
+    assert shown["provenance"]["reference"] == "fast-fp32" and set(shown["variants"]) == {"fast-fp32", "plain-fp32"}
+    pd.testing.assert_series_equal(shown["comparison"]["difference"], comparison["difference"])
+    assert {type(v) for v in shown["comparison"]["differs"]} == {bool}
+    tables = cmnist_views.path_comparison_tables(shown["comparison"], "fast-fp32").tables
+    assert [t.caption for t in tables] == ["plain-fp32 minus fast-fp32: ColoredMNIST-025"]
+    assert list(tables[0].frame.columns) == ["objective", "ERM-NF", "ERM"]
+    assert list(tables[0].frame["objective"]) == ["ERM", "IRMv1"]
+    row = comparison[(comparison["learner"] == "erm") & (comparison["objective"] == "irmv1")].iloc[0]
+    cell = tables[0].frame.loc[1, "ERM"]
+    assert cell.main.startswith(f"{100 * row['difference']:+.2f}".replace("-", "\u2212")) and "\u00b1" in cell.main
+    assert cell.main.endswith("*") == bool(row["differs"])
+    assert cell.sub == f"{100 * row['reference_mean']:.1f} → {100 * row['mean']:.1f}"
+    assert load_comparison(tmp_path / "nothing") is None
+    # pieces that changed after the comparison are not shown as that comparison
+    for path in (tmp_path / "cmp" / "plain-fp32" / "pieces" / "cmnist025" / "erm" / "irmv1").glob("seed2.*"):
+        path.unlink()
+    with pytest.raises(CorruptFileError, match="plain-fp32: its pieces are not those the comparison was made on"):
+        load_comparison(tmp_path / "cmp")
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -27,7 +27,8 @@ from ..device import get_device
 from ..experiments.cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS, SIZES
 from ..experiments.colored_mnist import SCHEDULES, TABLE2_LEARNERS, TABLE2_OBJECTIVES
 from ..experiments.path_comparison import (COMPARISON, DEFAULT_SIZE, DEFAULT_VARIANTS, REFERENCE, Variant, compare,
-                                           load_variants, run_variants, summarise, variant_protocols)
+                                           load_variants, pieces_record, run_variants, summarise,
+                                           variant_protocols)
 from ..experiments.results import PATH_COMPARISON as KIND
 from ..io.atomic import atomic_write_text
 from ..io.cache import CacheWriteError, CorruptFileError
@@ -113,25 +114,12 @@ def _is_variant(name: str) -> bool:
     return True
 
 
-def _pieces_record(data: dict) -> dict:
-    """What a variant's pieces were: how many, made on what, their seeds per dataset (learners'
-    pieces), the protocols (keys) and one SHA-256 over their sorted checksums."""
-    records = data["records"]
-    runs = records[records["learner"] != "oracle"]
-    return {"pieces": len(records), "devices": sorted(set(records["device"])),
-            "commits": sorted(set(records["commit"])), "torch": sorted(set(records["torch"])),
-            "protocol_keys": sorted(set(records["protocol_key"])),
-            "wall_time_s": float(records["wall_time_s"].sum()),
-            "seeds": {d: sorted(int(s) for s in set(part["seed"])) for d, part in runs.groupby("dataset")},
-            "pieces_sha256": hashlib.sha256("\n".join(sorted(records["sha256"])).encode()).hexdigest()}
-
-
 def write_comparison(args, argv, started: float, commit: str, loaded: dict, comparison, lines: list[str]) -> None:
     """``comparison.csv``, then ``provenance.json`` (with the CSV's SHA-256 and, per variant, what
     its pieces were made on)."""
     text = frame_to_csv(comparison)
     atomic_write_text(args.out / COMPARISON, text)
-    pieces = {name: _pieces_record(data) for name, data in loaded.items()}
+    pieces = {name: pieces_record(data) for name, data in loaded.items()}
     record = provenance(command_line("featlib.cli.compare_paths", argv), started, commit=commit, kind=KIND,
                         reference=args.reference, variants=args.variants, size=args.size, size_fields=SIZES[args.size],
                         preset=args.preset, datasets=args.datasets, seeds=args.seeds, learners=args.learners,

@@ -33,6 +33,7 @@ alone; :func:`summarise` says how many to expect beside how many do.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -44,8 +45,11 @@ import numpy as np
 import pandas as pd
 
 from ..device import get_device
+from ..io.cache import CorruptFileError
+from ..io.result_folder import frame, read_folder
 from ..training import OOD_PATHS, PRECISIONS
 from .cmnist_presets import SIZES, make_protocol
+from .results import PATH_COMPARISON
 from .colored_mnist import TABLE2_LEARNERS, CMNISTProtocol, ColoredMNISTExperiment, select_best
 from .table2_pieces import ORACLE, compute_piece, list_pieces, load_pieces, missing_pieces, pieces_of
 
@@ -279,3 +283,55 @@ def summarise(comparison: pd.DataFrame, reference: str = REFERENCE) -> list[str]
         text += f"; {other} cell{'s' if other != 1 else ''} chose another configuration."
         lines.append(text)
     return lines
+
+
+def pieces_record(data: dict) -> dict:
+    """What a variant's loaded pieces (:func:`load_variants`) were: how many, made on what, their
+    seeds per dataset (learners' pieces), the protocols (keys) and ``pieces_sha256``, one SHA-256
+    over their sorted checksums (what :func:`load_comparison` checks the pieces against)."""
+    records = data["records"]
+    runs = records[records["learner"] != ORACLE]
+    return {"pieces": len(records), "devices": sorted(set(records["device"])),
+            "commits": sorted(set(records["commit"])), "torch": sorted(set(records["torch"])),
+            "protocol_keys": sorted(set(records["protocol_key"])),
+            "wall_time_s": float(records["wall_time_s"].sum()),
+            "seeds": {d: sorted(int(s) for s in set(part["seed"])) for d, part in runs.groupby("dataset")},
+            "pieces_sha256": hashlib.sha256("\n".join(sorted(records["sha256"])).encode()).hexdigest()}
+
+
+def _comparison_remedy(folder: Path) -> str:
+    return (f"compare the pieces there again (`python -m featlib.cli.compare_paths --out {folder} --compare-only` "
+            "with the variants and seeds of its provenance.json) or restore the folder from git")
+
+
+def load_comparison(folder: str | Path) -> dict | None:
+    """A comparison written by ``python -m featlib.cli.compare_paths`` (None when ``folder`` is
+    absent or holds none): ``comparison`` (the frame of :func:`compare`), ``provenance``, and
+    ``variants`` (:func:`load_variants`). Every file is checked: ``comparison.csv`` against the
+    manifest in ``provenance.json``, each piece against its record, and each variant's pieces
+    against the checksum the comparison recorded (:func:`pieces_record`), so a folder whose pieces
+    changed after the comparison raises :class:`~featlib.io.cache.CorruptFileError` instead of
+    showing a comparison of other pieces. Section "Paths and precisions" of chapter 04 reads it."""
+    folder = Path(folder)
+    remedy = _comparison_remedy(folder)
+    if not (folder / "provenance.json").exists():
+        return None
+    found = read_folder(folder, remedy, kind=PATH_COMPARISON)
+    if found is None:
+        return None
+    record, files = found
+    recorded = record.get("pieces")
+    if not isinstance(recorded, dict) or not recorded:
+        raise CorruptFileError(folder / "provenance.json", "it records no variants' pieces", remedy)
+    variants = load_variants(folder, list(recorded))
+    for name, entry in recorded.items():
+        if name not in variants:
+            raise CorruptFileError(folder / name, "the comparison was made on its pieces, which are gone", remedy)
+        if not isinstance(entry, dict) or pieces_record(variants[name])["pieces_sha256"] != entry.get("pieces_sha256"):
+            raise CorruptFileError(folder / name, "its pieces are not those the comparison was made on (pieces were "
+                                                  "added or changed after it)", remedy)
+    comparison = frame(files, folder, COMPARISON, remedy)
+    if not comparison.empty:
+        comparison["differs"] = comparison["differs"].map(
+            lambda v: pd.NA if pd.isna(v) else str(v).strip().lower() in ("true", "1"))
+    return {"comparison": comparison, "provenance": record, "variants": variants}
