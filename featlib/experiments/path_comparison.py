@@ -49,6 +49,7 @@ from ..io.cache import CorruptFileError
 from ..io.result_folder import frame, read_folder
 from ..training import OOD_PATHS, PRECISIONS
 from .cmnist_presets import SIZES, make_protocol
+from .labels import label
 from .results import PATH_COMPARISON
 from .colored_mnist import TABLE2_LEARNERS, CMNISTProtocol, ColoredMNISTExperiment, select_best
 from .table2_pieces import ORACLE, compute_piece, list_pieces, load_pieces, missing_pieces, pieces_of
@@ -262,7 +263,8 @@ def _check_same_protocol(loaded: Mapping[str, dict], reference: str, name: str, 
 def summarise(comparison: pd.DataFrame, reference: str = REFERENCE) -> list[str]:
     """One sentence per variant: how many cells were compared at how many seeds, how many differ
     from ``reference`` at 95% (and how many chance alone would give), the mean and largest absolute
-    difference of the means, and how many cells chose another configuration."""
+    difference of the means (the cell named by its labels, :mod:`featlib.experiments.labels`), and
+    how many cells chose another configuration."""
     lines = []
     for name, part in comparison.groupby("variant", sort=False):
         tested = part[part["n_seeds"] > 1]
@@ -270,9 +272,10 @@ def summarise(comparison: pd.DataFrame, reference: str = REFERENCE) -> list[str]
         seed_text = f"{seeds[0]} seed{'s' if seeds[0] != 1 else ''}" if len(seeds) == 1 else \
             f"{seeds[0]}-{seeds[-1]} seeds"
         worst = part.loc[part["difference"].abs().idxmax()]
+        largest = f"{100 * worst['difference']:+.2f}".replace("-", "\u2212")  # a minus sign, as the book prints
+        where = ", ".join(label(kind, worst[kind]) for kind in CELL)  # CELL's columns are label kinds
         text = (f"{name} against {reference}: {len(part)} cells at {seed_text}; mean |difference| "
-                f"{100 * part['difference'].abs().mean():.2f} points, largest {100 * worst['difference']:+.2f} "
-                f"({worst['dataset']} {worst['learner']} {worst['objective']})")
+                f"{100 * part['difference'].abs().mean():.2f} points, largest {largest} ({where})")
         if len(tested):
             differing = int(tested["differs"].astype(bool).sum())
             text += (f"; {differing} of {len(tested)} cells differ at 95% (paired t over seeds; chance alone gives "
