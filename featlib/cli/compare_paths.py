@@ -52,7 +52,7 @@ def parse_args(argv):
                         help="Table 2's columns; default: %(default)s")
     parser.add_argument("--objectives", nargs="+", metavar="NAME", help="default: Table 2's eight")
     parser.add_argument("--size", default=DEFAULT_SIZE, choices=list(SIZES),
-                        help="featlib.experiments.cmnist_presets.SIZES; default: %(default)s (5,000 training images)")
+                        help="featlib.experiments.cmnist_presets.SIZES; default: %(default)s (2,000 training images, width 64)")
     parser.add_argument("--preset", default=DEFAULT_PRESET, choices=PROTOCOL_PRESETS.names())
     parser.add_argument("--cache-dir", default="_cache/cmnist", type=Path)
     parser.add_argument("--mnist-source", default="auto", choices=SOURCES)

@@ -20,8 +20,8 @@ untouched, never a mix of two runs.
 ``--objective-file`` loads Python files that register objectives of one's own
 (:func:`featlib.experiments.objective_files.load_objective_file`, checked before any work; book/own_objective.md);
 without ``--objectives`` they run beside Table 2's eight. ``--size small`` runs the protocol at the
-sizes of chapter 04's small profile, minutes on a CPU, and ``--size reduced`` at 5,000 training images
-(:data:`featlib.experiments.cmnist_presets.SIZES`).
+sizes of chapter 04's small profile, minutes on a CPU, and ``--size reduced`` at 2,000 training images
+and width 64 with the paper's steps and configurations (:data:`featlib.experiments.cmnist_presets.SIZES`).
 """
 from __future__ import annotations
 
@@ -71,8 +71,8 @@ def parse_args(argv):
                         help="Python files that register objectives of your own (featlib.objectives."
                              "load_objective_file; book/own_objective.md), checked before any work")
     parser.add_argument("--size", default="full", choices=list(SIZES),
-                        help="full: the paper's sizes (a GPU); reduced: 5,000 training images, the rest the paper's (about an "
-                             "hour a seed on a 2-core CPU); small: chapter 04's small profile, minutes on a CPU; "
+                        help="full: the paper's sizes (a GPU); reduced: 2,000 training images and width 64, the paper's "
+                             "steps and configurations (about 20 minutes a seed on a 2-core CPU); small: chapter 04's small profile, minutes on a CPU; "
                              "default: %(default)s")
     parser.add_argument("--pieces", action="store_true",
                         help="write --out as Table 2 pieces that accumulate (featlib.experiments.table2_pieces): "

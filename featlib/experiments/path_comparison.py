@@ -11,7 +11,8 @@ A *variant* is an OOD path of :data:`featlib.training.OOD_PATHS` and a precision
 :data:`featlib.training.PRECISIONS`, named ``<path>-<precision>`` (``fast-fp32``, the
 protocol's default; ``plain-fp32``; ``fast-bf16``). Each variant's protocol is run as Table 2
 pieces that accumulate (:mod:`featlib.experiments.table2_pieces`), at a size a 2-core CPU carries
-(``SIZES["reduced"]``: 5,000 training images, every column, objective and configuration):
+(``SIZES["reduced"]``: 2,000 training images and width 64; every column, objective and
+configuration, the paper's steps and epochs):
 
     <folder>/<variant>/pieces/<dataset>/<learner>/<objective>/seed<k>.csv (+ .json)
     <folder>/comparison.csv    one row per (variant, dataset, learner, objective)
