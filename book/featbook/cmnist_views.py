@@ -394,17 +394,48 @@ def pretraining_what_we_see(run, findings: tuple, committed: tuple | None = None
                else "once the repository has them."))
 
 
-def feat_what_we_see(termination: str | None, table2_committed: bool, table2_failed: bool = False) -> str:
+def frozen_columns_sentence(frozen: pd.DataFrame) -> str:
+    """What Table 2's committed frozen-feature columns show beside the paper's, from
+    :func:`.cmnist_report.frozen_columns`: where FeAT's features give the best mean (and where the
+    paper's table says so), how far our cells lie from the paper's per column, and the largest gap."""
+    order = {d: i for i, d in enumerate(DATASET_LABELS)}
+    frozen = frozen.sort_values("dataset", key=lambda c: c.map(order)).reset_index(drop=True)
+    lo, hi = int(frozen["min_seeds"].min()), int(frozen["max_seeds"].max())
+    seeds = prose.count(hi, "seed") if lo == hi else f"{lo}-{hi} seeds"
+    labels = {r.dataset: DATASET_LABELS.get(r.dataset, r.dataset) for r in frozen.itertuples()}
+    best = [f"{r.feat_best} of {r.objectives} penalised objectives on {labels[r.dataset]} (the paper's Table 2: "
+            f"{r.paper_feat_best})" for r in frozen.itertuples()]
+    gaps = [f"{labels[r.dataset]}: " + ", ".join(
+        f"{LEARNER_LABELS[c]} {prose.number(getattr(r, f'gap_{c}'), 1)}" for c in ("erm", "bonsai", "ifeat"))
+        for r in frozen.itertuples()]
+    worst = frozen.loc[frozen["largest_gap"].abs().idxmax()]
+    direction = "below" if worst["largest_gap"] < 0 else "above"
+    text = (f"**Table 2's frozen-feature columns at full size** (the committed pieces, {seeds} per cell; the "
+            f"paper's cells are over 10): {LEARNER_LABELS['ifeat']}'s features give the best mean of the three "
+            f"columns for {prose.listing(best)}. Our cells' mean distance from the paper's, in points, per "
+            f"column: {'; '.join(gaps)}. The largest difference is {LEARNER_LABELS[worst['largest_learner']]}'s features "
+            f"with {OBJECTIVE_LABELS.get(worst['largest_objective'], worst['largest_objective'])} on "
+            f"{labels[worst['dataset']]}, {prose.number(abs(worst['largest_gap']), 1)} points {direction} the paper.")
+    text += (f" Over {seeds} (the paper's: 10) the counts describe these seeds: columns within a point or two of "
+             "each other can change places with more.")
+    return text + " The whole-network ERM-NF column waits for a GPU."
+
+
+def feat_what_we_see(termination: str | None, table2_committed: bool, table2_failed: bool = False,
+                     frozen: pd.DataFrame | None = None) -> str:
     """Chapter 04's "What we see": what stops FeAT (``termination``, the sentence of
     :func:`featbook.evidence.termination_summary` on the committed rounds, or None when none are
     committed) and where Table 2 is to be read (``table2_committed``; ``table2_failed``: the committed
-    Table 2 could not be fetched or read, which is not the same as none committed)."""
+    Table 2 could not be fetched or read, which is not the same as none committed; ``frozen``: the
+    committed pieces' frozen columns, :func:`.cmnist_report.frozen_columns`, when no whole Table 2 is
+    committed)."""
     parts = []
     if termination is not None:
         parts.append("**What stops FeAT** at full size is the termination check with the paper's retention "
                      "accuracy. " + termination)
     parts.append("**Table 2** is read beside the paper's from the committed full-scale results."
                  if table2_committed else
+                 frozen_columns_sentence(frozen) if frozen is not None and len(frozen) else
                  "**Table 2** at the paper's scale could not be read in this runtime (the note above Table 2 says what "
                  "to do); this page's own run only shows the protocol working." if table2_failed else
                  "**Table 2** at the paper's scale is not committed yet; this page's own run only shows the protocol "

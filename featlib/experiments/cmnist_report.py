@@ -94,6 +94,41 @@ def feat_comparison(results: pd.DataFrame, feat: str = "feat", others=("erm", "b
     return pd.DataFrame(rows)
 
 
+def frozen_columns(results: pd.DataFrame, feat: str = "ifeat", others: Sequence[str] = ("erm", "bonsai")
+                   ) -> pd.DataFrame:
+    """Table 2's frozen-feature columns beside the paper's, per dataset: over the penalised
+    objectives where every column has a cell, in how many ``feat``'s features give the best mean of
+    the columns (``feat_best``), and in how many the paper's Table 2 says so (``paper_feat_best``,
+    the same objectives); per column, the mean absolute difference of our cells from the paper's
+    (``gap_<learner>``, points); the largest such difference (``largest_gap``, ours minus the paper's,
+    with its ``largest_learner``/``largest_objective``); and the range of seeds behind the cells
+    (``min_seeds``, ``max_seeds``). The claim of Sec. 5 this checks: FeAT's features serve the OOD
+    objectives better than ERM's and Bonsai's (chapter 04, "What we see")."""
+    columns = [feat, *others]
+    best = select_best(results[results["learner"].isin(columns)])
+    rows = []
+    for dataset, part in best.groupby("dataset", sort=False):
+        mean = part.set_index(["objective", "learner"])["mean"]
+        objectives = [o for o in part["objective"].unique()
+                      if o != "erm" and all((o, c) in mean.index for c in columns)]
+        paper = {o: {c: TABLE2.get(dataset, {}).get(o, {}).get(c, (np.nan,))[0] for c in columns} for o in objectives}
+        part = part.assign(paper=[TABLE2.get(dataset, {}).get(r.objective, {}).get(r.learner, (np.nan,))[0]
+                                  for r in part.itertuples()])
+        part = part.assign(gap=100 * part["mean"] - part["paper"])
+        worst = part.loc[part["gap"].abs().idxmax()] if part["gap"].notna().any() else None
+        rows.append({
+            "dataset": dataset, "objectives": len(objectives),
+            "feat_best": sum(mean[(o, feat)] > max(mean[(o, c)] for c in others) for o in objectives),
+            "paper_feat_best": sum(paper[o][feat] > max(paper[o][c] for c in others) for o in objectives),
+            **{f"gap_{c}": float(part.loc[part["learner"] == c, "gap"].abs().mean()) for c in columns},
+            "largest_gap": np.nan if worst is None else float(worst["gap"]),
+            "largest_learner": None if worst is None else worst["learner"],
+            "largest_objective": None if worst is None else worst["objective"],
+            "min_seeds": int(part["n_seeds"].min()), "max_seeds": int(part["n_seeds"].max()),
+        })
+    return pd.DataFrame(rows)
+
+
 def best_over_weights(results: pd.DataFrame) -> pd.DataFrame:
     """Fig. 1(b)'s curve: for each objective and pre-training length, the penalty weight with the
     best mean over seeds, with that mean and std."""
