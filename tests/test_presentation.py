@@ -53,6 +53,25 @@ def test_the_two_bit_figure_2_is_a_grid_that_fits_the_column():
     plt.close(fig)
 
 
+def test_table_2_against_the_papers_puts_each_frozen_cell_at_the_papers_and_our_means():
+    from featbook.cmnist_views import table2_against_paper_figure
+    from featlib.experiments.paper_values import TABLE2
+
+    rows = [{"dataset": d, "learner": l, "objective": o, "penalty_weight": 1e2, "pretrain_epochs": 0, "seed": s,
+             "worst_test_acc": (TABLE2[d][o][l][0] + (1.0 if s == 1 else -1.0)) / 100}  # mean the paper's, std 1
+            for d in ("cmnist025", "cmnist01") for o in TABLE2[d] for l in ("erm", "bonsai", "ifeat") for s in (1, 2)]
+    style.use(retina=False)
+    fig = table2_against_paper_figure(pd.DataFrame(rows))
+    assert [ax.get_title() for ax in fig.axes] == ["ColoredMNIST-025", "ColoredMNIST-01"]
+    assert style.width_px(fig) <= style.COLUMN_PX
+    for ax in fig.axes:
+        points = [line.get_xydata() for line in ax.lines if line.get_linestyle() == "None"]
+        assert len(points) == 3 and all(len(p) == 7 for p in points)  # 3 columns x 7 penalised objectives
+        assert all(np.allclose(p[:, 0], p[:, 1]) for p in points)  # on the diagonal: ours = the paper's
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["ERM", "Bonsai", "FeAT (iFeAT)"]
+    plt.close(fig)
+
+
 # -- prose and tables --------------------------------------------------------------------------
 def test_prose_formats_values_as_text_a_reader_reads():
     assert prose.number(0.6666666666666666, 3) == "0.667"

@@ -173,6 +173,38 @@ def set_sizes_figure(rounds: pd.DataFrame, datasets, learner: str = "ifeat"):
     return fig
 
 
+def table2_against_paper_figure(runs: pd.DataFrame, learners=("erm", "bonsai", "ifeat")):
+    """Table 2 cell by cell, ours against the paper's: one panel per dataset, each cell (objective x
+    feature initialisation, best configuration) a point at (the paper's mean, our mean) with the
+    two standard deviations as bars, coloured by initialisation; on the diagonal ours equals the
+    paper's. The ERM objective's cells (about 10-20%) are left out: the penalised objectives are
+    where the feature initialisations differ."""
+    from featlib.experiments.colored_mnist import select_best
+    from featlib.experiments.paper_values import TABLE2
+
+    best = select_best(runs[runs["learner"].isin(learners) & (runs["objective"] != "erm")])
+    datasets = [d for d in DATASET_LABELS if d in set(best["dataset"])]
+    fig, axes = style.panels(len(datasets), max_columns=2, extra_height=0.8)
+    for ax, dataset in zip(axes, datasets):
+        part = best[best["dataset"] == dataset]
+        values = []
+        for learner in learners:
+            rows = part[part["learner"] == learner]
+            paper = [TABLE2.get(dataset, {}).get(o, {}).get(learner, (np.nan, np.nan)) for o in rows["objective"]]
+            x, xerr = np.array([m for m, _ in paper], dtype=float), np.array([e for _, e in paper], dtype=float)
+            y, yerr = 100 * rows["mean"].to_numpy(), 100 * rows["std"].to_numpy()
+            ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", ms=4, capsize=0, lw=0.8,
+                        color=style.colour(learner), label=LEARNER_LABELS[learner])
+            values += [*x[np.isfinite(x)], *y]
+        lo, hi = (min(values) - 2, max(values) + 2) if values else (0, 100)
+        ax.plot([lo, hi], [lo, hi], color="#999999", lw=0.8, ls="--", zorder=0)
+        ax.set(xlim=(lo, hi), ylim=(lo, hi), xlabel="the paper's Table 2 (%)", ylabel="ours (%)",
+               title=DATASET_LABELS[dataset])
+        ax.set_aspect("equal", adjustable="box")
+    style.legend_below(fig, axes, ncol=len(learners))
+    return fig
+
+
 def _weight(w: float) -> str:
     """A penalty weight as the paper writes it: 1e4, or 5e3."""
     mantissa, exponent = f"{w:.0e}".split("e")
