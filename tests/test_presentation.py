@@ -72,6 +72,26 @@ def test_table_2_against_the_papers_puts_each_frozen_cell_at_the_papers_and_our_
     plt.close(fig)
 
 
+def test_table_2_from_pieces_says_the_seeds_once_when_every_cell_has_as_many():
+    from featbook.cmnist_views import table2_from_pieces
+
+    def pieces(seeds_of):
+        runs = pd.DataFrame([{"dataset": "cmnist025", "learner": l, "objective": o, "penalty_weight": 1e2,
+                              "pretrain_epochs": 0, "seed": s, "worst_test_acc": 0.6 + 0.01 * s}
+                             for l in ("erm", "ifeat") for o in ("erm", "irmv1") for s in seeds_of(l, o)])
+        oracle = pd.DataFrame({"dataset": "cmnist025", "seed": [1, 2, 3], "worst_test_acc": [0.7, 0.71, 0.72]})
+        records = runs[["learner"]].drop_duplicates().assign(device="cpu")
+        return {"runs": runs, "oracle": oracle, "records": records}
+
+    intro, shown = table2_from_pieces(pieces(lambda l, o: (1, 2, 3)), ("erm-nf", "erm", "ifeat"))
+    assert "made on a CPU); every cell is over 3\u00a0seeds" in intro and "ERM-NF column waits for a GPU" in intro
+    text = repr(shown)
+    assert "(n = " not in text and "not yet run" in text and "over 3\u00a0seeds" in shown.tables[-1].note
+    intro, shown = table2_from_pieces(pieces(lambda l, o: (1, 2) if l == "ifeat" else (1, 2, 3)), ("erm", "ifeat"))
+    assert "each cell says over how many seeds it is" in intro and "ERM-NF" not in intro
+    assert "(n = 2)" in repr(shown) and "(n = 3)" in repr(shown)
+
+
 # -- prose and tables --------------------------------------------------------------------------
 def test_prose_formats_values_as_text_a_reader_reads():
     assert prose.number(0.6666666666666666, 3) == "0.667"

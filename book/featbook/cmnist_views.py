@@ -7,6 +7,8 @@ paper's value in one cell (ours on the first line, the paper's under it), labels
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -95,6 +97,32 @@ def table2(frame: pd.DataFrame, caption: str, note: str | None = None) -> Tables
         last = i == len(parts) - 1
         out.append(table(cells, index=True, caption=f"{caption}: {dataset}", note=note if last else None))
     return Tables(out)
+
+
+def table2_from_pieces(pieces: dict, learners: Sequence[str]) -> tuple[str, Tables]:
+    """Chapter 04's Table 2 from committed pieces (:func:`featlib.experiments.table2_pieces.load_pieces`):
+    the sentence that introduces it (how many pieces, made on what, over how many seeds) and the
+    tables, every column of ``learners`` shown, a cell without a piece reading *not yet run*. Where
+    every cell has the same number of seeds the sentence says it once; otherwise each cell says
+    its own ("n = 2")."""
+    from featlib.experiments.colored_mnist import select_best
+
+    records = pieces["records"]
+    counts = sorted(set(select_best(pieces["runs"])["n_seeds"])) if not pieces["runs"].empty else []
+    uniform = len(counts) == 1
+    devices = prose.listing(sorted({"a CPU" if d == "cpu" else str(d) for d in records["device"]}))
+    seeds = (f"every cell is over {prose.count(counts[0], 'seed')}" if uniform
+             else "each cell says over how many seeds it is")
+    intro = (f"Table 2 from the pieces committed so far ({prose.count(len(records), 'piece')}, made on {devices}); "
+             f"{seeds} (the paper's are over 10). A cell marked *not yet run* has no piece yet at full size")
+    intro += ("; the whole-network ERM-NF column waits for a GPU." if "erm-nf" in learners
+              and "erm-nf" not in set(records["learner"]) else ".")
+    over = prose.count(counts[0], "seed") if uniform else "n seeds"
+    shown = table2(report.table2(pieces["runs"], pieces["oracle"], with_n=not uniform, learners=learners,
+                                 missing="not yet run"),
+                   "Table 2, committed pieces",
+                   note=f"Each cell: ours (mean ± std over {over}, %), the paper's value under it in grey.")
+    return intro, shown
 
 
 def comparison(wins: pd.DataFrame, feat: str = "ifeat") -> Table:
