@@ -131,6 +131,10 @@ def test_a_budgeted_comparison_resumes_and_compares_every_cell(tiny, tmp_path, c
     assert cell.main.endswith("*") == bool(row["differs"])
     assert cell.sub == f"{100 * row['reference_mean']:.1f} → {100 * row['mean']:.1f}"
     assert load_comparison(tmp_path / "nothing") is None
+    # at one seed every cell: no interval, no "(n = 1)" under every value; the note says it once
+    single = shown["comparison"].assign(n_seeds=1, differs=pd.NA, half_width=float("nan"))
+    one = cmnist_views.path_comparison_tables(single, "fast-fp32").tables
+    assert "(n = 1)" not in repr(one[0]) and "\u00b1" not in one[0].frame.loc[1, "ERM"].main and "one seed" in one[-1].note
     # pieces that changed after the comparison are not shown as that comparison
     for path in (tmp_path / "cmp" / "plain-fp32" / "pieces" / "cmnist025" / "erm" / "irmv1").glob("seed2.*"):
         path.unlink()

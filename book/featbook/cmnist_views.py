@@ -503,7 +503,7 @@ def feat_what_we_see(termination: str | None, table2_committed: bool, table2_fai
     return "\n\n".join(parts)
 
 
-def _difference_cell(row) -> Stacked:
+def _difference_cell(row, say_n: bool = True) -> Stacked:
     """One cell of :func:`path_comparison_tables`: the difference of the means in points ± the 95%
     paired half-width (``*`` where the interval excludes 0; ``(n = 1)`` where one seed gives no
     interval), the two means (%) under it in grey."""
@@ -512,7 +512,7 @@ def _difference_cell(row) -> Stacked:
         main = f"{difference}{prose.NBSP}±{prose.NBSP}{prose.number(100 * row.half_width, 2)}"
         main += f"{prose.NBSP}*" if bool(row.differs) else ""
     else:
-        main = f"{difference} (n = 1)"
+        main = f"{difference} (n = 1)" if say_n else difference
     return Stacked(main, f"{prose.number(100 * row.reference_mean, 1)} → {prose.number(100 * row.mean, 1)}")
 
 
@@ -522,20 +522,25 @@ def path_comparison_tables(comparison: pd.DataFrame, reference: str) -> Tables:
     each cell the variant's mean minus the reference's, in points, with its 95% paired interval
     over seeds, and the two means under it."""
     out = []
+    one_seed = set(comparison["n_seeds"]) == {1}  # said once in the note, not under every value
     datasets = [d for d in DATASET_LABELS if d in set(comparison["dataset"])]
     for variant, part in comparison.groupby("variant", sort=False):
         for dataset in datasets:
             rows = part[part["dataset"] == dataset]
             if rows.empty:
                 continue
-            cells = {(r.objective, r.learner): _difference_cell(r) for r in rows.itertuples()}
+            cells = {(r.objective, r.learner): _difference_cell(r, say_n=not one_seed) for r in rows.itertuples()}
             objectives = [o for o in OBJECTIVE_LABELS if o in set(rows["objective"])]
             learners = [l for l in LEARNER_LABELS if l in set(rows["learner"])]
             frame = pd.DataFrame({LEARNER_LABELS[l]: [cells.get((o, l), prose.MISSING) for o in objectives]
                                   for l in learners}, index=pd.Index([OBJECTIVE_LABELS[o] for o in objectives],
                                                                      name="objective"))
             out.append(table(frame, index=True, caption=f"{variant} minus {reference}: {DATASET_LABELS[dataset]}"))
-    if out:
+    if out and one_seed:
+        out[-1].note = ("Each cell: the variant's Table 2 mean minus the reference's, in points, at one seed (no "
+                        "interval yet; a single seed's difference is not a judgement); under it, the reference's "
+                        "mean → the variant's (%).")
+    elif out:
         out[-1].note = ("Each cell: the variant's Table 2 mean minus the reference's, in points, ± the half-width of "
                         "the 95% paired interval over the seeds both have (* where it excludes 0); under it, the "
                         "reference's mean → the variant's (%).")
