@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from featlib.experiments import cmnist_presets
-from featlib.experiments.path_comparison import (Variant, compare, load_comparison, load_variants, summarise,
-                                                 t_quantile)
+from featlib.experiments.path_comparison import (LEVEL, Variant, binomial_tail, compare, load_comparison,
+                                                 load_variants, summarise, t_quantile, verdicts)
 from featlib.io.cache import CorruptFileError
 from featlib.experiments.table2_pieces import list_pieces
 
@@ -78,6 +78,65 @@ def test_the_paired_test_matches_its_closed_form():
         compare({"fast-fp32": {"runs": _runs(ref), **protocols(5000)}, "plain-fp32": {"runs": _runs(var), **protocols(300)}})
 
 
+def test_the_binomial_tail_is_the_chance_of_that_many_differing_cells():
+    assert binomial_tail(0, 62) == 1.0
+    assert binomial_tail(1, 62) == pytest.approx(1 - 0.95**62)
+    assert binomial_tail(62, 62) == pytest.approx(0.05**62)
+    assert binomial_tail(2, 3) == pytest.approx(3 * 0.05**2 * 0.95 + 0.05**3)
+    stats = pytest.importorskip("scipy.stats")
+    for k, n in ((3, 62), (7, 62), (10, 186), (0, 5)):
+        assert binomial_tail(k, n) == pytest.approx(stats.binom.sf(k - 1, n, 0.05), rel=1e-9)
+    with pytest.raises(ValueError, match="k=4, n=3"):
+        binomial_tail(4, 3)
+
+
+def _comparison(differences, differs, n_seeds=3, variant="fast-bf16"):
+    """A frame as compare() writes it: one row per cell with the given differences and flags."""
+    return pd.DataFrame({"dataset": "cmnist025", "learner": "erm-nf", "objective": [f"o{i}" for i in range(len(differences))],
+                         "variant": variant, "n_seeds": n_seeds, "difference": differences, "differs": differs})
+
+
+def test_a_variant_agrees_at_table_level_only_if_no_more_cells_differ_than_chance_and_the_table_does_not_move():
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0, 0.01, 60)
+    noise -= noise.mean()  # no shift at all
+    # 3 of 60 cells differ: chance gives 3, P(>= 3) = 0.58
+    (ok,) = verdicts(_comparison(noise, [True] * 3 + [False] * 57))
+    assert ok.agrees and ok.cells == 60 and ok.differing == 3 and ok.shift == pytest.approx(0, abs=1e-15)
+    assert ok.chance_p == pytest.approx(binomial_tail(3, 60)) and ok.chance_p > LEVEL
+    assert ok.shift_half_width == pytest.approx(t_quantile(59) * np.std(noise, ddof=1) / math.sqrt(60))
+    assert "fast-bf16 agrees with fast-fp32" in ok.sentence and "3 of 60 cells differ" in ok.sentence
+    # 9 of 60 differ: P(>= 9) < 0.05
+    (many,) = verdicts(_comparison(noise, [True] * 9 + [False] * 51))
+    assert not many.agrees and many.chance_p < LEVEL and "more cells differ than chance explains" in many.sentence
+    assert "no candidate default" in many.sentence
+    # no cell differs on its own, but every cell moves by half a point: the table moves
+    (moved,) = verdicts(_comparison(noise + 0.005, [False] * 60))
+    assert not moved.agrees and moved.chance_p == 1.0 and moved.shift == pytest.approx(0.005)
+    assert "the table as a whole moves" in moved.sentence and "+0.50 ±" in moved.sentence
+    # identical tables (bf16 on frozen features computes what fp32 does): no spread, no shift, agreement
+    (same,) = verdicts(_comparison(np.zeros(8), [False] * 8))
+    assert same.agrees and same.shift_half_width == 0
+    # one seed everywhere: no verdict; cells at one seed are left out of a verdict
+    (none,) = verdicts(_comparison(noise[:5], [pd.NA] * 5, n_seeds=1))
+    assert none.agrees is None and "no verdict" in none.sentence
+    mixed = pd.concat([_comparison(noise[:4], [False] * 4), _comparison([0.3], [pd.NA], n_seeds=1)])
+    assert verdicts(mixed)[0].cells == 4 and verdicts(mixed)[0].agrees
+    # one verdict per variant, in the frame's order
+    two = pd.concat([_comparison(noise, [False] * 60, variant="plain-fp32"), _comparison(noise + 0.005, [False] * 60)])
+    assert [(v.variant, v.agrees) for v in verdicts(two)] == [("plain-fp32", True), ("fast-bf16", False)]
+    # chapter 04 says what each verdict means for the protocol's default path and precision
+    from featbook import cmnist_views
+
+    text = cmnist_views.path_verdicts(two, "fast-fp32")
+    assert text.count("\n* ") == 1 and "computes the plain loop's Table 2 and stays the default" in text
+    assert "So fp32 stays the default precision" in text
+    agreeing = cmnist_views.path_verdicts(_comparison(noise, [False] * 60), "fast-fp32")
+    assert "So bf16 may replace fp32 as the default precision; the book keeps fp32 until" in agreeing
+    apart = cmnist_views.path_verdicts(_comparison(noise + 0.005, [False] * 60, variant="plain-fp32"), "fast-fp32")
+    assert "does not compute the plain loop's Table 2" in apart
+
+
 @pytest.fixture
 def tiny(monkeypatch, tmp_path):
     from featlib.cli import compare_paths
@@ -100,6 +159,7 @@ def test_a_budgeted_comparison_resumes_and_compares_every_cell(tiny, tmp_path, c
     assert tiny(*variants, "--seeds", "1", "2") == 0
     out = capsys.readouterr().out
     assert "every piece is done" in out and "plain-fp32 against fast-fp32: 4 cells at 2 seeds" in out
+    assert "plain-fp32 agrees with fast-fp32 at table level" in out or "plain-fp32 does not agree" in out
     for name in ("fast-fp32", "plain-fp32"):  # per variant: 2 oracle pieces + 2 learners x 2 objectives x 2 seeds
         assert len(list_pieces(tmp_path / "cmp" / name)) == 10
     loaded = load_variants(tmp_path / "cmp", ["fast-fp32", "plain-fp32"])

@@ -503,6 +503,37 @@ def feat_what_we_see(termination: str | None, table2_committed: bool, table2_fai
     return "\n\n".join(parts)
 
 
+def path_verdicts(comparison: pd.DataFrame, reference: str) -> str:
+    """Chapter 04's verdict on the paths and precisions: per variant the sentence of
+    :func:`featlib.experiments.path_comparison.verdicts`, and what it means for the protocol's
+    default path and precision (:data:`featlib.experiments.colored_mnist.DEFAULT_OOD_PATH`,
+    :data:`featlib.training.DEFAULT_PRECISION`). A table at 2,000 images is evidence for the
+    paper's size, not proof: a precision that agrees is a candidate, not yet the default."""
+    from featlib.experiments.colored_mnist import DEFAULT_OOD_PATH
+    from featlib.experiments.path_comparison import Variant, verdicts
+    from featlib.training import DEFAULT_PRECISION
+
+    lines = []
+    for v in verdicts(comparison, reference):
+        text = v.sentence
+        variant, default = Variant.parse(v.variant), Variant(DEFAULT_OOD_PATH, DEFAULT_PRECISION)
+        if v.agrees is None or reference != default.name:
+            lines.append(f"* {text}")
+            continue
+        if variant.path != default.path and variant.precision == default.precision:
+            text += (f" So the {default.path} path, the default, computes the {variant.path} loop's Table 2 and stays "
+                     "the default." if v.agrees else
+                     f" So the {default.path} path, the default, does not compute the {variant.path} loop's Table 2: "
+                     f"until that is understood, Table 2 is to be read from the {variant.path} loop.")
+        elif variant.precision != default.precision and variant.path == default.path:
+            text += (f" So {variant.precision} may replace {default.precision} as the default precision; the book "
+                     f"keeps {default.precision} until the same judgement at 50,000 images, on a GPU where "
+                     f"{variant.precision} pays, agrees as well." if v.agrees else
+                     f" So {default.precision} stays the default precision.")
+        lines.append(f"* {text}")
+    return "\n".join(lines)
+
+
 def _difference_cell(row, say_n: bool = True) -> Stacked:
     """One cell of :func:`path_comparison_tables`: the difference of the means in points ± the 95%
     paired half-width (``*`` where the interval excludes 0; ``(n = 1)`` where one seed gives no

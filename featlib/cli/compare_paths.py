@@ -9,7 +9,8 @@ Runs the missing Table 2 pieces of every variant (``<path>-<precision>``) into
 ``--out/<variant>/pieces/`` (seed by seed, so that a sitting cut short by ``--budget-minutes``
 leaves seeds every variant has), then writes ``--out/comparison.csv`` (each variant's Table 2
 beside the reference's, cell by cell, with a paired test over seeds) and ``provenance.json``, and
-prints one sentence per variant. A later run adds the missing pieces and compares again.
+prints per variant one sentence of what differs and one of the verdict at table level (whether
+the variant may stand for the reference as the default). A later run adds the missing pieces and compares again.
 ``--compare-only`` compares the pieces there without running any. Everything is checked before
 any work (one line, exit status 2). See :mod:`featlib.experiments.path_comparison`.
 """
@@ -28,7 +29,7 @@ from ..experiments.cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS, SIZES
 from ..experiments.colored_mnist import SCHEDULES, TABLE2_LEARNERS, TABLE2_OBJECTIVES
 from ..experiments.path_comparison import (COMPARISON, DEFAULT_SIZE, DEFAULT_VARIANTS, REFERENCE, Variant, compare,
                                            load_variants, pieces_record, run_variants, summarise,
-                                           variant_protocols)
+                                           variant_protocols, verdicts)
 from ..experiments.results import PATH_COMPARISON as KIND
 from ..io.atomic import atomic_write_text
 from ..io.cache import CacheWriteError, CorruptFileError
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no comparison yet: {args.reference} has no pieces in {args.out}")
             return 0
         comparison = compare(loaded, args.reference)
-        lines = summarise(comparison, args.reference)
+        lines = summarise(comparison, args.reference) + [v.sentence for v in verdicts(comparison, args.reference)]
         write_comparison(args, argv, started, commit, loaded, comparison, lines)
     except (CacheWriteError, CorruptFileError, ValueError, OSError) as err:  # finished pieces stay; a rerun adds the rest
         print(f"error: {err}", file=sys.stderr)

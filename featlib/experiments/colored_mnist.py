@@ -60,7 +60,7 @@ from ..feature_learning.termination import DEFAULT_TERMINATION, DEFAULT_TERMINAT
 from ..models.mlp import ColoredMNISTMLP
 from ..models.stacked import StackedHeads, StackedMLP
 from ..objectives import OBJECTIVES, make_objective
-from ..training import OOD_PATHS, PRECISIONS
+from ..training import DEFAULT_PRECISION, OOD_PATHS, PRECISIONS
 from ..training.ood_stage import LabelledInputs, OODStageConfig, train_stack
 from ..hparams import APPENDIX_F1, TABLE6, values
 from ..validation import (
@@ -79,6 +79,10 @@ FEATURE_LEARNER_NAMES = ("erm", "bonsai", "feat", "ifeat")
 SCHEDULES: dict[str, dict[str, dict]] = TABLE6
 #: Appendix F.1's values (featlib.hparams.APPENDIX_F1), the protocol's defaults.
 PAPER = values(APPENDIX_F1)
+#: The OOD stage's path in the protocol: every configuration of a cell trained as one stack
+#: (featlib.training.fast_stage). That it computes the plain loop's Table 2 is judged at table
+#: level in results/cmnist-paths (featlib.experiments.path_comparison.verdicts; chapter 04).
+DEFAULT_OOD_PATH = "fast"
 
 
 def _scaled(value, scale: float):
@@ -163,8 +167,8 @@ class CMNISTProtocol:
     #: featlib.training.ood_stage.L2_SCOPES) and keyword arguments of the objective (e.g.
     #: ``risk_reduction``, ``ib_weighting``); see featlib.experiments.cmnist_presets.
     objective_options: dict = field(default_factory=dict)
-    precision: str = "fp32"  # of the OOD stage: a name of featlib.training.PRECISIONS
-    ood_path: str = "fast"  # "plain" (the reference loop) or a fast path of featlib.training.OOD_PATHS
+    precision: str = DEFAULT_PRECISION  # of the OOD stage: a name of featlib.training.PRECISIONS
+    ood_path: str = DEFAULT_OOD_PATH  # "plain" (the reference loop) or a fast path of featlib.training.OOD_PATHS
 
     def __post_init__(self) -> None:
         check_protocol_dataset(self.dataset)

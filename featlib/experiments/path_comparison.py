@@ -31,6 +31,12 @@ per-seed differences of the two best configurations, their standard error, and w
 difference lies outside the 95% interval of Student's t with n - 1 degrees of freedom
 (:func:`t_quantile`). With one seed there is no test. About one cell in twenty differs by chance
 alone; :func:`summarise` says how many to expect beside how many do.
+
+:func:`verdicts` judges each variant at table level: it agrees with the reference when no more
+cells differ than chance explains (a binomial tail) and the table as a whole does not move (a t
+interval over cells of the signed differences). Only a variant that agrees may become the default
+(the path and precision of :data:`featlib.training.OOD_PATHS` and
+:data:`featlib.training.DEFAULT_PRECISION`).
 """
 from __future__ import annotations
 
@@ -48,15 +54,15 @@ import pandas as pd
 from ..device import get_device
 from ..io.cache import CorruptFileError
 from ..io.result_folder import frame, read_folder
-from ..training import OOD_PATHS, PRECISIONS
+from ..training import DEFAULT_PRECISION, OOD_PATHS, PRECISIONS
 from .cmnist_presets import SIZES, make_protocol
 from .labels import label
 from .results import PATH_COMPARISON
-from .colored_mnist import TABLE2_LEARNERS, CMNISTProtocol, ColoredMNISTExperiment, select_best
+from .colored_mnist import DEFAULT_OOD_PATH, TABLE2_LEARNERS, CMNISTProtocol, ColoredMNISTExperiment, select_best
 from .table2_pieces import ORACLE, compute_piece, list_pieces, load_pieces, missing_pieces, pieces_of
 
-#: The variant every other is compared with: the protocol's default path and precision.
-REFERENCE = "fast-fp32"
+#: The variant every other is compared with: the protocol's default path and precision ("fast-fp32").
+REFERENCE = f"{DEFAULT_OOD_PATH}-{DEFAULT_PRECISION}"
 #: The comparison's default variants: the reference, the plain loop (path), bf16 (precision).
 DEFAULT_VARIANTS = ("fast-fp32", "plain-fp32", "fast-bf16")
 #: The size the comparison runs at by default (:data:`featlib.experiments.cmnist_presets.SIZES`).
@@ -287,6 +293,88 @@ def summarise(comparison: pd.DataFrame, reference: str = REFERENCE) -> list[str]
         text += f"; {other} cell{'s' if other != 1 else ''} chose another configuration."
         lines.append(text)
     return lines
+
+
+#: The level of both tests of :func:`verdicts`, and the chance that one cell differs at 95% by chance.
+LEVEL = 0.05
+
+
+def binomial_tail(k: int, n: int, p: float = LEVEL) -> float:
+    """P(X >= k) for X ~ Binomial(n, p), summed exactly: the chance that at least ``k`` of ``n``
+    independent cells differ at the 95% level when no cell truly differs (p = 0.05)."""
+    if not 0 <= k <= n or not 0 <= p <= 1:
+        raise ValueError(f"binomial_tail needs 0 <= k <= n and 0 <= p <= 1; got k={k}, n={n}, p={p}")
+    if k == 0:
+        return 1.0
+    return float(min(1.0, sum(math.comb(n, j) * p**j * (1 - p)**(n - j) for j in range(k, n + 1))))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a variant's Table 2 is the reference's at table level (:func:`verdicts`).
+
+    ``cells``: the cells compared at two seeds or more; ``differing``: those whose paired 95%
+    interval excludes 0; ``chance_p``: :func:`binomial_tail` of that count; ``shift`` and
+    ``shift_half_width``: the mean over those cells of the signed difference of the means and the
+    half-width of its 95% t interval over cells (fractions, as accuracies are); ``agrees``: neither
+    test rejects at :data:`LEVEL` (None when no cell has two seeds)."""
+
+    variant: str
+    reference: str
+    cells: int
+    differing: int
+    chance_p: float
+    shift: float
+    shift_half_width: float
+    agrees: bool | None
+
+    @property
+    def sentence(self) -> str:
+        """The verdict in one sentence, as the book and the command print it."""
+        if self.agrees is None:
+            return f"{self.variant}: no cell has two seeds of both variants yet, so no verdict."
+        pts = lambda x: f"{100 * x:+.2f}".replace("-", "\u2212")  # a minus sign, as the book prints
+        evidence = (f"{self.differing} of {self.cells} cells differ at 95% (chance alone gives about "
+                    f"{LEVEL * self.cells:.1f}; at least {self.differing} by chance: {_p_value(self.chance_p)}), and the "
+                    f"mean difference over cells is {pts(self.shift)} ± {100 * self.shift_half_width:.2f} points")
+        if self.agrees:
+            return (f"{self.variant} agrees with {self.reference} at table level: {evidence}. Either may stand for the "
+                    "other as the default.")
+        reasons = []
+        if self.chance_p < LEVEL:
+            reasons.append("more cells differ than chance explains")
+        if abs(self.shift) > self.shift_half_width:
+            reasons.append("the table as a whole moves")
+        return (f"{self.variant} does not agree with {self.reference} at table level ({' and '.join(reasons)}): "
+                f"{evidence}. It is no candidate default.")
+
+
+def _p_value(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}" if p < 0.01 else f"p = {p:.2f}"
+
+
+def verdicts(comparison: pd.DataFrame, reference: str = REFERENCE) -> list[Verdict]:
+    """Per variant of :func:`compare`'s frame, the judgement at table level: the variant agrees with
+    ``reference`` when, over the cells compared at two seeds or more, (1) no more cells differ at
+    95% than chance explains (:func:`binomial_tail` >= :data:`LEVEL`) and (2) the mean signed
+    difference over those cells has a 95% t interval that holds 0 (no shift of the table as a
+    whole). Cells share features and seeds, so (2) treats them as more independent than they are,
+    which makes it stricter, not looser. A variant with no such cell gets ``agrees=None``."""
+    out = []
+    for name, part in comparison.groupby("variant", sort=False):
+        tested = part[part["n_seeds"] > 1]
+        m = len(tested)
+        if not m:
+            out.append(Verdict(name, reference, 0, 0, math.nan, math.nan, math.nan, None))
+            continue
+        differing = int(tested["differs"].astype(bool).sum())
+        d = tested["difference"].to_numpy(dtype=float)
+        shift = float(d.mean())
+        half = float(t_quantile(m - 1) * np.std(d, ddof=1) / math.sqrt(m)) if m > 1 else math.inf
+        chance = binomial_tail(differing, m)
+        out.append(Verdict(name, reference, m, differing, chance, shift, half,
+                           bool(chance >= LEVEL and abs(shift) <= half)))
+    return out
 
 
 def pieces_record(data: dict) -> dict:
