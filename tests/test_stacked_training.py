@@ -71,6 +71,57 @@ def test_stacked_heads_on_shared_features_equal_each_head_alone(data, objective)
             assert torch.allclose(stack.b[g, c], alone.b[0, 0], rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("path", ["plain", "fast"])
+def test_ib_irm_computes_the_bottleneck_of_frozen_features_once_and_trains_as_when_it_recomputes(data, path, monkeypatch):
+    """Frozen features are constants: IB-IRM's variance term is computed once per stack, not per
+    step, and the stack trains and records exactly what recomputing it every step gives (float64)."""
+    from featlib.objectives import ib_irm
+
+    featurizer = ColoredMNISTMLP(HIDDEN, seed=5).featurizer.double()
+    with torch.no_grad():
+        feats, test_feats = featurizer(data.train_x.double())[None], featurizer(data.test[0].x.double())[None]
+    config = OODStageConfig("ib_irm", steps=12, eval_every=4, path=path)
+    weights, warmups = torch.tensor([[1e2, 1.0, 1e4]]), torch.tensor([[0, 3, 6]])
+    calls = []
+    original = ib_irm.ib_penalty
+    counted = lambda features: calls.append(1) or original(features)
+
+    def run():
+        stack = StackedHeads([[fresh_head(HIDDEN, seed=c).double() for c in range(3)]])
+        hist = train_stack(stack, stack.head_parameters(), stack.batch_shape,
+                           LabelledInputs(feats, data.train_y[None, None].double(), data.env_slices),
+                           [LabelledInputs(test_feats, data.test[0].y[None, None].double())], config, weights, warmups)
+        return stack, hist
+
+    monkeypatch.setattr(ib_irm, "ib_penalty", counted)
+    cached, cached_hist = run()
+    assert len(calls) == 1  # once for the stack's 12 steps
+    monkeypatch.setattr(ib_irm.IBIRM, "bottleneck", lambda self, features: counted(list(features)))
+    calls.clear()
+    fresh, fresh_hist = run()
+    assert len(calls) >= 12  # recomputed at every step
+    assert torch.equal(cached.w, fresh.w) and torch.equal(cached.b, fresh.b)
+    assert (cached_hist.penalty == fresh_hist.penalty).all() and (cached_hist.test_acc == fresh_hist.test_acc).all()
+
+
+def test_ib_irm_recomputes_the_bottleneck_of_features_that_change_or_are_trained():
+    from featlib.objectives import ib_irm, make_objective
+
+    gen = torch.Generator().manual_seed(0)
+    feats = [torch.randn(30, 4, generator=gen, dtype=torch.float64) for _ in range(2)]
+    objective = make_objective("ib_irm")
+    first = objective.bottleneck(feats)
+    assert first is objective.bottleneck([f[:] for f in feats])  # new views of the same tensors: reused
+    assert torch.equal(first, ib_irm.ib_penalty(feats))
+    feats[0].mul_(2)  # changed in place: its version moves, the term is computed again
+    assert torch.equal(objective.bottleneck(feats), ib_irm.ib_penalty(feats)) and not torch.equal(first, objective.bottleneck(feats))
+    other = [f.clone() for f in feats]  # equal values elsewhere: computed for them
+    assert objective.bottleneck(other) is not objective.bottleneck(feats)
+    trained = [f.clone().requires_grad_() for f in feats]
+    term = objective.bottleneck(trained)
+    assert term.requires_grad and objective.bottleneck(trained) is not term  # computed every call, with its graph
+
+
 def test_stack_equals_a_plain_reference_style_loop(data):
     """IRMv1 after ERM pre-training, written the way the reference code trains one model."""
     steps, warmup, weight, lr, l2 = 15, 5, 1e3, 1e-3, 1e-3
@@ -150,3 +201,17 @@ def test_protocol_rejects_bad_values():
         x = torch.zeros(4, 392)
         train_stack(stack, list(stack.parameters()), (1,), LabelledInputs(x, torch.zeros(4), [slice(0, 2), slice(2, 4)]),
                     [], OODStageConfig("erm", steps=1), torch.zeros(1), torch.tensor([-1]))
+
+
+def test_the_ib_irm_benchmark_runs_end_to_end_on_a_cpu():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "benchmarks/ib_irm_frozen.py", "--n-train", "200", "--hidden", "8",
+                          "--configs", "5", "--steps", "2", "--repeats", "1"],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "recomputed every step" in out.stdout and "computed once (default)" in out.stdout and "x" in out.stdout
+    bad = subprocess.run([sys.executable, "benchmarks/ib_irm_frozen.py", "--repeats", "0"],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert bad.returncode == 2 and "--repeats must be a positive whole number; got 0" in bad.stderr

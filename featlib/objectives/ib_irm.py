@@ -23,7 +23,10 @@ How the bottleneck term is weighted (``ib_weighting``):
 
 When the featurizer is frozen the features are constants, so the IB term is a constant and
 IB-IRM trains exactly like IRMv1 with either weighting: this is why the paper's Table 2 lists
-identical IB-IRM and IRMv1 entries in its frozen-featurizer columns.
+identical IB-IRM and IRMv1 entries in its frozen-featurizer columns. A constant need not be
+recomputed: an :class:`IBIRM` computes the term of constant features once and reuses it while it
+is handed the same unchanged tensors (:meth:`IBIRM.bottleneck`), which at 50,000 images and width
+256 on a CPU saves about as much time per step as the head's own forward and backward pass.
 """
 from __future__ import annotations
 
@@ -56,14 +59,32 @@ class IBIRM(ScaleDerivativePenalty):
         super().__init__(*args, **kwargs)
         self.ib_weight = check_positive("ib_weight", ib_weight, allow_zero=True)
         self.ib_weighting = check_choice("ib_weighting", ib_weighting, IB_WEIGHTINGS)
+        self._constant = None  # (key, the features it was computed on, the term) for constant features
+
+    def bottleneck(self, features) -> torch.Tensor:
+        """:func:`ib_penalty` of ``features``, computed once for constant features (a frozen
+        featurizer: no tensor requires grad) and reused while the same tensors come back unchanged
+        (same storage, shape, strides and version counter; the cache holds them, so their memory
+        cannot be reused by other tensors meanwhile). Features that are trained, and features
+        seen while torch.compile traces or without storage of their own, are computed every time."""
+        features = list(features)
+        if any(h.requires_grad for h in features) or torch.compiler.is_compiling():
+            return ib_penalty(features)
+        try:
+            key = tuple((h.data_ptr(), tuple(h.shape), h.stride(), h.dtype, h.device, h._version) for h in features)
+        except RuntimeError:  # a tensor without storage of its own (e.g. inside a torch.func transform)
+            return ib_penalty(features)
+        if self._constant is None or self._constant[0] != key:
+            self._constant = (key, features, ib_penalty(features))
+        return self._constant[2]
 
     def penalty(self, inputs: EnvInputs, closed_form: bool = False) -> torch.Tensor:
         features = inputs.require("features", self.name)
         irm = irmv1_penalty(self, inputs, closed_form)
-        return irm + self.ib_weight * ib_penalty(features) if self.ib_weighting == "tied" else irm
+        return irm + self.ib_weight * self.bottleneck(features) if self.ib_weighting == "tied" else irm
 
     def unscaled_term(self, inputs: EnvInputs, penalty_weight: torch.Tensor) -> torch.Tensor | None:
         if self.ib_weighting == "tied":
             return None
         features = inputs.require("features", self.name)
-        return self.ib_weight * ib_penalty(features) * (penalty_weight > 0).to(inputs.risks.dtype)
+        return self.ib_weight * self.bottleneck(features) * (penalty_weight > 0).to(inputs.risks.dtype)
