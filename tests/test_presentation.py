@@ -128,6 +128,18 @@ def test_paired_columns_become_one_cell_with_the_papers_value_under_ours():
     assert list(parts) == ["ColoredMNIST-025", "ColoredMNIST-01"]
 
 
+def test_a_cells_grey_line_and_a_hyphenated_header_do_not_break_inside_on_a_phone():
+    import re
+
+    frame = pd.DataFrame({"objective": ["CLOvE"], "ERM-NF": [tables.Stacked("+0.12 ± 0.40", "25.0 → 24.5")],
+                          "Free text": [tables.Stacked("a b", "c d")]})
+    html = tables.table(frame, wrap=["Free text"])._repr_html_()
+    assert re.search(r'<span style="[^"]*white-space: nowrap">25\.0 → 24\.5</span>', html)
+    assert '<th style="' in html and '<span style="white-space: nowrap">ERM-NF</span></th>' in html
+    assert "<th" in html and re.search(r">Free text</th>", html)  # words without a hyphen may still wrap
+    assert re.search(r'<span style="[^"]*; ">c d</span>', html)  # a wrapping column's grey line wraps too
+
+
 def test_table_2_is_one_table_per_dataset_narrow_enough_for_the_column():
     from featlib.experiments import cmnist_report as report
     from featbook import cmnist_views as views

@@ -66,13 +66,21 @@ def cell_text(value: Any, digits: int = 2) -> str:
 def _cell_html(value: Any, digits: int, nowrap: bool) -> str:
     wrap = "white-space: nowrap" if nowrap else ""
     if isinstance(value, Stacked):
-        sub = f'<span style="{_SUB_STYLE}">{html.escape(value.sub)}</span>' if value.sub else ""
+        # the grey line keeps its value together too ("25.0 → 24.5", "70.57 ± 0.62")
+        sub = f'<span style="{_SUB_STYLE}; {wrap}">{html.escape(value.sub)}</span>' if value.sub else ""
         # the value stays on one line; a trailing note in brackets, e.g. "(n = 3)", may go under it
         head, sep, note = value.main.partition(" (")
         parts = [head, sep.strip() + note] if sep else [head]
         return " ".join(f'<span style="{wrap}">{html.escape(part)}</span>' for part in parts) + sub
     return f'<span style="{wrap}">{html.escape(cell_text(value, digits))}</span>' if wrap else html.escape(
         cell_text(value, digits))
+
+
+def _header_html(column: Any) -> str:
+    """A header may wrap between its words, never inside one: "ERM-NF" does not break at its
+    hyphen on a phone."""
+    return " ".join(f'<span style="white-space: nowrap">{html.escape(word)}</span>' if "-" in word else
+                    html.escape(word) for word in str(column).split(" "))
 
 
 @dataclass
@@ -87,7 +95,7 @@ class Table:
 
     def _repr_html_(self) -> str:
         frame = self.frame
-        head = "".join(f'<th style="{_HEAD_STYLE}">{html.escape(str(c))}</th>' for c in frame.columns)
+        head = "".join(f'<th style="{_HEAD_STYLE}">{_header_html(c)}</th>' for c in frame.columns)
         rows = []
         for values in frame.itertuples(index=False):
             cells = []
