@@ -90,10 +90,11 @@ def test_the_binomial_tail_is_the_chance_of_that_many_differing_cells():
         binomial_tail(4, 3)
 
 
-def _comparison(differences, differs, n_seeds=3, variant="fast-bf16"):
+def _comparison(differences, differs, n_seeds=3, variant="fast-bf16", paired_se=0.01):
     """A frame as compare() writes it: one row per cell with the given differences and flags."""
     return pd.DataFrame({"dataset": "cmnist025", "learner": "erm-nf", "objective": [f"o{i}" for i in range(len(differences))],
-                         "variant": variant, "n_seeds": n_seeds, "difference": differences, "differs": differs})
+                         "variant": variant, "n_seeds": n_seeds, "difference": differences, "differs": differs,
+                         "paired_se": paired_se})
 
 
 def test_a_variant_agrees_at_table_level_only_if_no_more_cells_differ_than_chance_and_the_table_does_not_move():
@@ -115,8 +116,20 @@ def test_a_variant_agrees_at_table_level_only_if_no_more_cells_differ_than_chanc
     assert not moved.agrees and moved.chance_p == 1.0 and moved.shift == pytest.approx(0.005)
     assert "the table as a whole moves" in moved.sentence and "+0.50 ±" in moved.sentence
     # identical tables (bf16 on frozen features computes what fp32 does): no spread, no shift, agreement
-    (same,) = verdicts(_comparison(np.zeros(8), [False] * 8))
-    assert same.agrees and same.shift_half_width == 0
+    (same,) = verdicts(_comparison(np.zeros(8), [False] * 8, paired_se=0.0))
+    assert same.agrees and same.identical == 8 and same.cells == 0 and "all 8 cells are identical" in same.sentence
+    # cells identical seed by seed are left out of both tests, not counted as cells that agree: 3 of
+    # 16 cells that can differ is more than chance (P = 0.043), though 3 of 64 would not be (P = 0.63)
+    padded = pd.concat([_comparison(np.zeros(48), [False] * 48, paired_se=0.0),
+                        _comparison(noise[:16] - noise[:16].mean(), [True] * 3 + [False] * 13)])
+    (v,) = verdicts(padded)
+    assert (v.identical, v.cells, v.differing) == (48, 16, 3) and v.chance_p == pytest.approx(binomial_tail(3, 16))
+    assert v.chance_p < LEVEL < binomial_tail(3, 64) and not v.agrees
+    assert v.shift_half_width == pytest.approx(t_quantile(15) * np.std(noise[:16], ddof=1) / 4)
+    assert "48 cells are identical seed by seed; of the other 16, 3 differ at 95%" in v.sentence
+    # a zero mean difference whose seeds differ is not identical
+    (zero_mean,) = verdicts(_comparison(np.zeros(4), [False] * 4, paired_se=0.02))
+    assert zero_mean.identical == 0 and zero_mean.cells == 4
     # one seed everywhere: no verdict; cells at one seed are left out of a verdict
     (none,) = verdicts(_comparison(noise[:5], [pd.NA] * 5, n_seeds=1))
     assert none.agrees is None and "no verdict" in none.sentence

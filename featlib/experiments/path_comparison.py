@@ -313,8 +313,10 @@ def binomial_tail(k: int, n: int, p: float = LEVEL) -> float:
 class Verdict:
     """Whether a variant's Table 2 is the reference's at table level (:func:`verdicts`).
 
-    ``cells``: the cells compared at two seeds or more; ``differing``: those whose paired 95%
-    interval excludes 0; ``chance_p``: :func:`binomial_tail` of that count; ``shift`` and
+    ``identical``: the cells compared at two seeds or more where the variant reproduces the
+    reference exactly in every seed (as bf16 must on frozen features, whose head and objective run
+    in float32); they are left out of both tests, which they could only pad. ``cells``: the other
+    cells compared at two seeds or more; ``differing``: those whose paired 95% interval excludes 0; ``chance_p``: :func:`binomial_tail` of that count; ``shift`` and
     ``shift_half_width``: the mean over those cells of the signed difference of the means and the
     half-width of its 95% t interval over cells (fractions, as accuracies are); ``agrees``: neither
     test rejects at :data:`LEVEL` (None when no cell has two seeds)."""
@@ -327,6 +329,7 @@ class Verdict:
     shift: float
     shift_half_width: float
     agrees: bool | None
+    identical: int = 0
 
     @property
     def sentence(self) -> str:
@@ -334,7 +337,13 @@ class Verdict:
         if self.agrees is None:
             return f"{self.variant}: no cell has two seeds of both variants yet, so no verdict."
         pts = lambda x: f"{100 * x:+.2f}".replace("-", "\u2212")  # a minus sign, as the book prints
-        evidence = (f"{self.differing} of {self.cells} cells differ at 95% (chance alone gives about "
+        if not self.cells:
+            return (f"{self.variant} agrees with {self.reference} at table level: all {self.identical} cells are "
+                    "identical seed by seed. Either may stand for the other as the default.")
+        same = (f"{self.identical} cells are identical seed by seed; of the other {self.cells}, " if self.identical
+                else "")
+        counted = f"{self.differing}" if self.identical else f"{self.differing} of {self.cells} cells"
+        evidence = same + (f"{counted} differ at 95% (chance alone gives about "
                     f"{LEVEL * self.cells:.1f}; at least {self.differing} by chance: {_p_value(self.chance_p)}), and the "
                     f"mean difference over cells is {pts(self.shift)} ± {100 * self.shift_half_width:.2f} points")
         if self.agrees:
@@ -359,13 +368,21 @@ def verdicts(comparison: pd.DataFrame, reference: str = REFERENCE) -> list[Verdi
     95% than chance explains (:func:`binomial_tail` >= :data:`LEVEL`) and (2) the mean signed
     difference over those cells has a 95% t interval that holds 0 (no shift of the table as a
     whole). Cells share features and seeds, so (2) treats them as more independent than they are,
-    which makes it stricter, not looser. A variant with no such cell gets ``agrees=None``."""
+    which makes it stricter, not looser. Cells where the variant gives the reference's accuracy in
+    every seed (difference and paired standard error 0) are counted apart and left out of both
+    tests: they cannot differ, so counting them would only let more differing cells pass as
+    chance. A variant with no cell at two seeds gets ``agrees=None``."""
     out = []
     for name, part in comparison.groupby("variant", sort=False):
         tested = part[part["n_seeds"] > 1]
+        paired_se = tested["paired_se"] if "paired_se" in tested else pd.Series(math.nan, index=tested.index)
+        same = (tested["difference"] == 0) & (paired_se == 0)
+        identical = int(same.sum())
+        tested = tested[~same]
         m = len(tested)
         if not m:
-            out.append(Verdict(name, reference, 0, 0, math.nan, math.nan, math.nan, None))
+            out.append(Verdict(name, reference, 0, 0, 1.0 if identical else math.nan, 0.0 if identical else math.nan,
+                               0.0 if identical else math.nan, True if identical else None, identical))
             continue
         differing = int(tested["differs"].astype(bool).sum())
         d = tested["difference"].to_numpy(dtype=float)
@@ -373,7 +390,7 @@ def verdicts(comparison: pd.DataFrame, reference: str = REFERENCE) -> list[Verdi
         half = float(t_quantile(m - 1) * np.std(d, ddof=1) / math.sqrt(m)) if m > 1 else math.inf
         chance = binomial_tail(differing, m)
         out.append(Verdict(name, reference, m, differing, chance, shift, half,
-                           bool(chance >= LEVEL and abs(shift) <= half)))
+                           bool(chance >= LEVEL and abs(shift) <= half), identical))
     return out
 
 
