@@ -200,10 +200,19 @@ def test_a_budgeted_comparison_resumes_and_compares_every_cell(tiny, tmp_path, c
     assert list(tables[0].frame["objective"]) == ["ERM", "IRMv1"]
     row = comparison[(comparison["learner"] == "erm") & (comparison["objective"] == "irmv1")].iloc[0]
     cell = tables[0].frame.loc[1, "ERM"]
-    assert cell.main.startswith(f"{100 * row['difference']:+.2f}".replace("-", "\u2212")) and "\u00b1" in cell.main
-    assert cell.main.endswith("*") == bool(row["differs"])
+    if row["difference"] == 0 and row["paired_se"] == 0:  # the same accuracy in both seeds (frozen heads often are)
+        assert cell.main == "identical"
+    else:
+        assert cell.main.startswith(f"{100 * row['difference']:+.2f}".replace("-", "\u2212")) and "\u00b1" in cell.main
+        assert cell.main.endswith("*") == bool(row["differs"])
     assert cell.sub == f"{100 * row['reference_mean']:.1f} → {100 * row['mean']:.1f}"
     assert load_comparison(tmp_path / "nothing") is None
+    # a cell whose every seed gave the reference's accuracy reads "identical", not "+0.00 ± 0.00";
+    # a zero mean whose seeds differ keeps its interval
+    same = shown["comparison"].assign(difference=0.0, paired_se=0.0)
+    assert cmnist_views.path_comparison_tables(same, "fast-fp32").tables[0].frame.loc[1, "ERM"].main == "identical"
+    cancelling = shown["comparison"].assign(difference=0.0, paired_se=0.01, differs=False)
+    assert "\u00b1" in cmnist_views.path_comparison_tables(cancelling, "fast-fp32").tables[0].frame.loc[1, "ERM"].main
     # at one seed every cell: no interval, no "(n = 1)" under every value; the note says it once
     single = shown["comparison"].assign(n_seeds=1, differs=pd.NA, half_width=float("nan"))
     one = cmnist_views.path_comparison_tables(single, "fast-fp32").tables

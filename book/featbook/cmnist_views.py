@@ -534,12 +534,15 @@ def path_verdicts(comparison: pd.DataFrame, reference: str) -> str:
     return "\n".join(lines)
 
 
-def _difference_cell(row, say_n: bool = True) -> Stacked:
+def _difference_cell(row, say_n: bool = True, identical: bool = False) -> Stacked:
     """One cell of :func:`path_comparison_tables`: the difference of the means in points ± the 95%
     paired half-width (``*`` where the interval excludes 0; ``(n = 1)`` where one seed gives no
-    interval), the two means (%) under it in grey."""
+    interval; "identical" where every seed gave the reference's accuracy), the two means (%) under
+    it in grey."""
     difference = prose.number(100 * row.difference, 2, sign=True)
-    if row.n_seeds > 1:
+    if identical:
+        main = "identical"
+    elif row.n_seeds > 1:
         main = f"{difference}{prose.NBSP}±{prose.NBSP}{prose.number(100 * row.half_width, 2)}"
         main += f"{prose.NBSP}*" if bool(row.differs) else ""
     else:
@@ -552,6 +555,8 @@ def path_comparison_tables(comparison: pd.DataFrame, reference: str) -> Tables:
     and dataset, laid out as Table 2 (rows the objectives, columns the feature initialisations):
     each cell the variant's mean minus the reference's, in points, with its 95% paired interval
     over seeds, and the two means under it."""
+    from featlib.experiments.path_comparison import identical_cells
+
     out = []
     one_seed = set(comparison["n_seeds"]) == {1}  # said once in the note, not under every value
     datasets = [d for d in DATASET_LABELS if d in set(comparison["dataset"])]
@@ -560,7 +565,9 @@ def path_comparison_tables(comparison: pd.DataFrame, reference: str) -> Tables:
             rows = part[part["dataset"] == dataset]
             if rows.empty:
                 continue
-            cells = {(r.objective, r.learner): _difference_cell(r, say_n=not one_seed) for r in rows.itertuples()}
+            same = identical_cells(rows)
+            cells = {(r.objective, r.learner): _difference_cell(r, say_n=not one_seed, identical=bool(same.loc[r.Index]))
+                     for r in rows.itertuples()}
             objectives = [o for o in OBJECTIVE_LABELS if o in set(rows["objective"])]
             learners = [l for l in LEARNER_LABELS if l in set(rows["learner"])]
             frame = pd.DataFrame({LEARNER_LABELS[l]: [cells.get((o, l), prose.MISSING) for o in objectives]
@@ -573,6 +580,7 @@ def path_comparison_tables(comparison: pd.DataFrame, reference: str) -> Tables:
                         "mean → the variant's (%).")
     elif out:
         out[-1].note = ("Each cell: the variant's Table 2 mean minus the reference's, in points, ± the half-width of "
-                        "the 95% paired interval over the seeds both have (* where it excludes 0); under it, the "
-                        "reference's mean → the variant's (%).")
+                        "the 95% paired interval over the seeds both have (* where it excludes 0), or \"identical\" "
+                        "where every seed gave the reference's accuracy; under it, the reference's mean → the "
+                        "variant's (%).")
     return Tables(out)

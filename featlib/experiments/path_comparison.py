@@ -362,6 +362,14 @@ def _p_value(p: float) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.3f}" if p < 0.01 else f"p = {p:.2f}"
 
 
+def identical_cells(comparison: pd.DataFrame) -> pd.Series:
+    """Per row of :func:`compare`'s frame, whether the variant gave the reference's accuracy in
+    every seed: at two seeds or more, the difference of the means and its paired standard error
+    are both 0 (so every per-seed difference is). :func:`verdicts` counts these cells apart."""
+    paired_se = comparison["paired_se"] if "paired_se" in comparison else pd.Series(math.nan, index=comparison.index)
+    return (comparison["n_seeds"] > 1) & (comparison["difference"] == 0) & (paired_se == 0)
+
+
 def verdicts(comparison: pd.DataFrame, reference: str = REFERENCE) -> list[Verdict]:
     """Per variant of :func:`compare`'s frame, the judgement at table level: the variant agrees with
     ``reference`` when, over the cells compared at two seeds or more, (1) no more cells differ at
@@ -375,8 +383,7 @@ def verdicts(comparison: pd.DataFrame, reference: str = REFERENCE) -> list[Verdi
     out = []
     for name, part in comparison.groupby("variant", sort=False):
         tested = part[part["n_seeds"] > 1]
-        paired_se = tested["paired_se"] if "paired_se" in tested else pd.Series(math.nan, index=tested.index)
-        same = (tested["difference"] == 0) & (paired_se == 0)
+        same = identical_cells(tested)
         identical = int(same.sum())
         tested = tested[~same]
         m = len(tested)
