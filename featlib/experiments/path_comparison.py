@@ -316,10 +316,11 @@ class Verdict:
     ``identical``: the cells compared at two seeds or more where the variant reproduces the
     reference exactly in every seed (as bf16 must on frozen features, whose head and objective run
     in float32); they are left out of both tests, which they could only pad. ``cells``: the other
-    cells compared at two seeds or more; ``differing``: those whose paired 95% interval excludes 0; ``chance_p``: :func:`binomial_tail` of that count; ``shift`` and
-    ``shift_half_width``: the mean over those cells of the signed difference of the means and the
-    half-width of its 95% t interval over cells (fractions, as accuracies are); ``agrees``: neither
-    test rejects at :data:`LEVEL` (None when no cell has two seeds)."""
+    cells compared at two seeds or more; ``differing``: those whose paired 95% interval excludes
+    0; ``chance_p``: :func:`binomial_tail` of that count; ``shift`` and ``shift_half_width``: the
+    mean over those cells of the signed difference of the means and the half-width of its 95% t
+    interval over cells (fractions, as accuracies are); ``agrees``: neither test rejects at
+    :data:`LEVEL` (None when no cell has two seeds)."""
 
     variant: str
     reference: str
@@ -366,8 +367,7 @@ def identical_cells(comparison: pd.DataFrame) -> pd.Series:
     """Per row of :func:`compare`'s frame, whether the variant gave the reference's accuracy in
     every seed: at two seeds or more, the difference of the means and its paired standard error
     are both 0 (so every per-seed difference is). :func:`verdicts` counts these cells apart."""
-    paired_se = comparison["paired_se"] if "paired_se" in comparison else pd.Series(math.nan, index=comparison.index)
-    return (comparison["n_seeds"] > 1) & (comparison["difference"] == 0) & (paired_se == 0)
+    return (comparison["n_seeds"] > 1) & (comparison["difference"] == 0) & (comparison["paired_se"] == 0)
 
 
 def verdicts(comparison: pd.DataFrame, reference: str = REFERENCE) -> list[Verdict]:
@@ -387,9 +387,9 @@ def verdicts(comparison: pd.DataFrame, reference: str = REFERENCE) -> list[Verdi
         identical = int(same.sum())
         tested = tested[~same]
         m = len(tested)
-        if not m:
-            out.append(Verdict(name, reference, 0, 0, 1.0 if identical else math.nan, 0.0 if identical else math.nan,
-                               0.0 if identical else math.nan, True if identical else None, identical))
+        if not m:  # every cell identical (agreement by construction), or none at two seeds (no verdict)
+            out.append(Verdict(name, reference, 0, 0, 1.0, 0.0, 0.0, True, identical) if identical else
+                       Verdict(name, reference, 0, 0, math.nan, math.nan, math.nan, None))
             continue
         differing = int(tested["differs"].astype(bool).sum())
         d = tested["difference"].to_numpy(dtype=float)
