@@ -221,7 +221,8 @@ def check_out(name: str, value, kind: str, *, protect: dict | None = None, keep:
     """``--out`` of a command of ``kind``, checked before any work (ValueError, one line naming the
     value and the remedy): writable (:func:`featlib.validation.check_writable`), a name short enough
     for the hidden siblings of a commit, and a folder that is absent, empty, holds only ``keep``
-    entries, or holds a result folder of ``kind``. Refused: the working directory and its
+    entries (to which a run adds; the refusal of other entries says so), or holds a result folder of
+    ``kind``. Refused: the working directory and its
     ancestors, a git checkout, the checkout holding featlib, and each folder of ``protect``
     (``{"--cache-dir": path}``) or anything holding it."""
     from .provenance import featlib_root
@@ -253,10 +254,13 @@ def check_out(name: str, value, kind: str, *, protect: dict | None = None, keep:
     if not entries or set(entries) <= set(keep):
         return path
     if PROVENANCE not in entries:
-        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+        stray = [e for e in entries if e not in keep]
+        shown = ", ".join(stray[:3]) + (", ..." if len(stray) > 3 else "")
         command = kind.rsplit(".", 1)[-1]  # the command's name (its kind names the module that first wrote the format)
-        _refuse(name, value, f"holds files that no {command} run wrote ({shown}); a run replaces its --out as a whole: "
-                             "name a new or empty folder")
+        remedy = ("a run replaces its --out as a whole: name a new or empty folder" if not keep else
+                  f"a run adds only to a folder that holds nothing but {', '.join(keep)}: move "
+                  f"{'it' if len(stray) == 1 else 'them'} out, or name a new or empty folder")
+        _refuse(name, value, f"holds files that no {command} run wrote ({shown}); {remedy}")
     record = _read_record(target / PROVENANCE)
     found = kind_of(record) if record is not None else None
     if found != kind:
