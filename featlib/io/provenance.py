@@ -4,6 +4,8 @@
 the folder holding the ``featlib`` package and which tracks it. When featlib runs from anything
 else (a pip install, a copy of the tree inside another repository, an unpacked archive) it says
 ``"unknown"``; the version (``featlib_version`` in :func:`provenance`) still identifies the code.
+There, and only there, ``FEATLIB_COMMIT`` names the commit instead: a GPU sitting sets it after
+checking every tracked file of the copied tree against that commit (``benchmarks/gpu_sitting.py``).
 An earlier version walked up to whatever enclosing repository it found and recorded that
 repository's HEAD.
 """
@@ -37,17 +39,29 @@ def featlib_root() -> Path:
 def git_commit(root: str | Path | None = None) -> str:
     """featlib's commit (``+uncommitted changes`` when tracked files differ from it), or
     ``"unknown"`` when ``root`` (default: :func:`featlib_root`) is not the top level of a git
-    checkout that tracks ``featlib/__init__.py``."""
+    checkout that tracks ``featlib/__init__.py`` (there ``FEATLIB_COMMIT``, when set: a copied tree
+    checked file by file against that commit; ValueError when it is no 40-digit commit)."""
     root = Path(root).resolve() if root is not None else featlib_root()
     try:
         if Path(_git(root, "rev-parse", "--show-toplevel")).resolve() != root:
-            return UNKNOWN_COMMIT  # a copy inside some other repository
+            return _stated_commit()  # a copy inside some other repository
         _git(root, "ls-files", "--error-unmatch", "featlib/__init__.py")
         head = _git(root, "rev-parse", "HEAD")
         dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError):
-        return UNKNOWN_COMMIT
+        return _stated_commit()
     return head + ("+uncommitted changes" if dirty else "")
+
+
+def _stated_commit() -> str:
+    """``FEATLIB_COMMIT`` where featlib is no checkout of its own, else ``"unknown"``."""
+    stated = os.environ.get("FEATLIB_COMMIT")
+    if stated is None:
+        return UNKNOWN_COMMIT
+    if len(stated) != 40 or any(c not in "0123456789abcdef" for c in stated):
+        raise ValueError(f"FEATLIB_COMMIT={stated!r} is no 40-digit commit: unset it, or set it to the commit the "
+                         "copied tree was checked against (benchmarks/gpu_sitting.py)")
+    return stated
 
 
 def command_line(module: str, argv: list[str] | None) -> str:

