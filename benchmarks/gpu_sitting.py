@@ -178,7 +178,7 @@ def cmd_prepare(args) -> int:
         subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(ROOT / WHEELS),
                         *CARRIED_WHEELS], check=True)
     print(f"tree of {record['commit'][:12]} recorded ({len(record['files'])} files); carry [\"{WHEELS}\", "
-          f"\"{SITTING / 'tree.json'}\"] with the first call (add {WHEELS}/ to .git/info/exclude)")
+          f"\"{SITTING / 'tree.json'}\"] with the first call (both are git-ignored)")
     return 0
 
 
