@@ -12,9 +12,10 @@ one background job, in this order:
    the paper's Table 14; about 1 min);
 3. ``frozen``: Table 2's frozen-feature columns (ERM, Bonsai and iFeAT features) for every seed
    at fp32, as pieces (``run_cmnist --pieces``, minutes on a GPU);
-4. ``erm-nf``: the whole-network ERM-NF column seed by seed; with ``--precisions fp32 bf16`` each
-   seed at each precision before the next seed, so that however early the sitting ends, the
-   precisions have the same seeds to compare at table level (``featlib.cli.compare_paths``'s rule).
+4. ``erm-nf``: the whole-network ERM-NF column seed by seed, dataset by dataset; with
+   ``--precisions fp32 bf16`` each (seed, dataset) at each precision before the next, so that
+   however early the sitting ends, the precisions have the same cells and seeds to compare at
+   table level (``featlib.cli.compare_paths``'s rule).
    bf16 is not run on frozen features: there only the float32 head trains and bf16 computes
    fp32's table exactly (``results/cmnist-paths``).
 
@@ -82,7 +83,8 @@ def plan(seeds: list[int], precisions: list[str], *, size: str = "full", bench_a
          cost_args: list[str] = (), steps: list[str] = ("bench", "cost", "frozen", "erm-nf")) -> list[Step]:
     """The sitting's commands in order (the module's docstring says why this order)."""
     cache = ["--cache-dir", str(SITTING / "cache")]
-    table = ["-m", "featlib.cli.run_cmnist", "--pieces", "--datasets", *DATASETS, "--size", size, *cache]
+    common = ["--size", size, *cache]
+    table = ["-m", "featlib.cli.run_cmnist", "--pieces", "--datasets", *DATASETS, *common]
     out = []
     if "bench" in steps:
         out.append(Step("bench", ["benchmarks/stacked_training.py", "--out", str(SITTING / "bench"), *bench_args]))
@@ -94,10 +96,12 @@ def plan(seeds: list[int], precisions: list[str], *, size: str = "full", bench_a
                                         "--precision", "fp32", "--seeds", *map(str, seeds)], budgeted=True))
     if "erm-nf" in steps:
         for seed in seeds:
-            for precision in precisions:
-                out.append(Step(f"erm-nf-{precision}-seed{seed}",
-                                [*table, "--out", str(table_out(precision)), "--learners", "erm-nf",
-                                 "--precision", precision, "--seeds", str(seed)], budgeted=True))
+            for dataset in DATASETS:
+                for precision in precisions:
+                    out.append(Step(f"erm-nf-{dataset}-{precision}-seed{seed}",
+                                    ["-m", "featlib.cli.run_cmnist", "--pieces", "--datasets", dataset, *common, "--out",
+                                     str(table_out(precision)), "--learners", "erm-nf", "--precision", precision,
+                                     "--seeds", str(seed)], budgeted=True))
     return out
 
 
@@ -148,6 +152,7 @@ def run_job(steps: list[Step], minutes: float, *, python: str = sys.executable) 
             _log(f"{step.name}: skipped, {left:.1f} min left")
             step.record = {"skipped": f"{left:.1f} min left"}
             done.append(step)
+            _write_steps(done)
             continue
         argv = [python, *step.argv] + (["--budget-minutes", f"{left:.2f}"] if step.budgeted else [])
         _log(f"{step.name}: {shlex.join(argv[1:])}")
@@ -157,9 +162,13 @@ def run_job(steps: list[Step], minutes: float, *, python: str = sys.executable) 
                        "wall_s": round(time.time() - started, 1), "rc": rc}
         _log(f"{step.name}: exit {rc} after {step.record['wall_s']:.0f} s")
         done.append(step)
-        (ROOT / SITTING / "steps.json").write_text(json.dumps([asdict(s) for s in done], indent=1) + "\n")
+        _write_steps(done)
     _log("sitting done")
     return done
+
+
+def _write_steps(done: list[Step]) -> None:
+    (ROOT / SITTING / "steps.json").write_text(json.dumps([asdict(s) for s in done], indent=1) + "\n")
 
 
 def _environment() -> dict:
