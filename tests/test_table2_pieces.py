@@ -120,16 +120,18 @@ def test_table2_from_pieces_says_the_number_of_seeds_in_each_cell():
     assert frame.loc["V-REx", ("ColoredMNIST-025", "ERM", "ours")].endswith("(n = 3)")
 
 
-def test_a_pieces_folder_holding_other_files_is_refused_naming_them_and_what_to_move(run, tmp_path, capsys):
-    # the committed folder copied to extend it: its README.md is no piece; the refusal names it alone
+def test_a_committed_pieces_folder_takes_more_pieces_and_other_files_are_refused_by_name(run, tmp_path, capsys):
+    # results/cmnist-table2 holds a README.md beside pieces/: the book's command adds to it as it stands
     assert run("a", "--pieces", seeds=("1",), learners=("erm",)) == 0
-    (tmp_path / "a" / "README.md").write_text("what these pieces are\n")
-    capsys.readouterr()
-    assert run("a", "--pieces", seeds=("2",), learners=("erm",)) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "(README.md)" in err and "pieces" not in err.split("(")[1].split(")")[0]
-    assert "move it out" in err and "replaces its --out as a whole" not in err
-    assert (tmp_path / "a" / "README.md").exists() and len(list_pieces(tmp_path / "a")) == 3  # nothing touched
-    (tmp_path / "a" / "README.md").unlink()
+    readme = tmp_path / "a" / "README.md"
+    readme.write_text("what these pieces are\n")
     assert run("a", "--pieces", seeds=("2",), learners=("erm",)) == 0
-    assert len(list_pieces(tmp_path / "a")) == 6
+    assert len(list_pieces(tmp_path / "a")) == 6 and readme.read_text() == "what these pieces are\n"
+    # anything else is no piece: the refusal names it alone, and nothing is touched
+    (tmp_path / "a" / "notes.txt").write_text("mine\n")
+    capsys.readouterr()
+    assert run("a", "--pieces", seeds=("3",), learners=("erm",)) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "(notes.txt)" in err and "move it out" in err
+    assert "replaces its --out as a whole" not in err
+    assert (tmp_path / "a" / "notes.txt").read_text() == "mine\n" and len(list_pieces(tmp_path / "a")) == 6

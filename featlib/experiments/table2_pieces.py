@@ -337,8 +337,9 @@ def describe_remaining(remaining: list[tuple[CMNISTProtocol, Piece]]) -> str:
 
 def check_pieces_out(name: str, value, *, protect: dict | None = None):
     """``--out`` of a pieces run, before any work: absent, empty or a folder holding only
-    ``pieces/`` (nothing else a user owns is ever touched; pieces are only added), and never the
-    working directory, a checkout or the cache (:func:`featlib.io.result_folder.check_out`)."""
+    ``pieces/`` and a ``README.md`` (a committed folder, such as ``results/cmnist-table2``, says
+    what its pieces are; nothing but ``pieces/`` is ever touched, and pieces are only added), and
+    never the working directory, a checkout or the cache (:func:`featlib.io.result_folder.check_out`)."""
     from ..io.result_folder import check_out
 
-    return check_out(name, value, "featlib.experiments.table2_pieces", protect=protect, keep=("pieces",))
+    return check_out(name, value, "featlib.experiments.table2_pieces", protect=protect, keep=("pieces", "README.md"))
