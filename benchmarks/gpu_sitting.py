@@ -82,9 +82,11 @@ def table_out(precision: str) -> Path:
 def plan(seeds: list[int], precisions: list[str], *, size: str = "full", bench_args: list[str] = (),
          cost_args: list[str] = (), steps: list[str] = ("bench", "cost", "frozen", "erm-nf")) -> list[Step]:
     """The sitting's commands in order (the module's docstring says why this order)."""
-    cache = ["--cache-dir", str(SITTING / "cache")]
-    common = ["--size", size, *cache]
-    table = ["-m", "featlib.cli.run_cmnist", "--pieces", "--datasets", *DATASETS, *common]
+    def table(datasets, learners, precision, seeds):  # one run_cmnist --pieces command
+        return ["-m", "featlib.cli.run_cmnist", "--pieces", "--datasets", *datasets, "--size", size, "--cache-dir",
+                str(SITTING / "cache"), "--out", str(table_out(precision)), "--learners", *learners, "--precision",
+                precision, "--seeds", *map(str, seeds)]
+
     out = []
     if "bench" in steps:
         out.append(Step("bench", ["benchmarks/stacked_training.py", "--out", str(SITTING / "bench"), *bench_args]))
@@ -92,16 +94,11 @@ def plan(seeds: list[int], precisions: list[str], *, size: str = "full", bench_a
         out.append(Step("cost", ["-m", "featlib.cli.cost", "--benchmarks", "cmnist", "--out", str(SITTING / "cost"),
                                  *cost_args]))
     if "frozen" in steps:
-        out.append(Step("frozen-fp32", [*table, "--out", str(table_out("fp32")), "--learners", *FROZEN_LEARNERS,
-                                        "--precision", "fp32", "--seeds", *map(str, seeds)], budgeted=True))
+        out.append(Step("frozen-fp32", table(DATASETS, FROZEN_LEARNERS, "fp32", seeds), budgeted=True))
     if "erm-nf" in steps:
-        for seed in seeds:
-            for dataset in DATASETS:
-                for precision in precisions:
-                    out.append(Step(f"erm-nf-{dataset}-{precision}-seed{seed}",
-                                    ["-m", "featlib.cli.run_cmnist", "--pieces", "--datasets", dataset, *common, "--out",
-                                     str(table_out(precision)), "--learners", "erm-nf", "--precision", precision,
-                                     "--seeds", str(seed)], budgeted=True))
+        out += [Step(f"erm-nf-{dataset}-{precision}-seed{seed}", table([dataset], ["erm-nf"], precision, [seed]),
+                     budgeted=True)
+                for seed in seeds for dataset in DATASETS for precision in precisions]
     return out
 
 
@@ -158,8 +155,9 @@ def run_job(steps: list[Step], minutes: float, *, python: str = sys.executable) 
         _log(f"{step.name}: {shlex.join(argv[1:])}")
         started = time.time()
         rc = subprocess.run(argv, cwd=ROOT).returncode
-        step.record = {"command": shlex.join(["python", *argv[1:]]), "started": started, "ended": time.time(),
-                       "wall_s": round(time.time() - started, 1), "rc": rc}
+        ended = time.time()
+        step.record = {"command": shlex.join(["python", *argv[1:]]), "started": started, "ended": ended,
+                       "wall_s": round(ended - started, 1), "rc": rc}
         _log(f"{step.name}: exit {rc} after {step.record['wall_s']:.0f} s")
         done.append(step)
         _write_steps(done)
