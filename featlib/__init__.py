@@ -5,5 +5,5 @@ Out-of-Distribution Generalization" (Chen, Huang, Zhou, Bian, Han and Cheng; Neu
 """
 from .device import get_device
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 __all__ = ["get_device", "__version__"]

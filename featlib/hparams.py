@@ -49,6 +49,9 @@ APPENDIX_F1: dict[str, HParam] = {
     "n_train": HParam(50_000, "Sec. 6 (ColoredMNIST of Arjovsky et al. 2019): the first 50,000 MNIST training "
                               "images, two environments of 25,000 (protocol.md section 2)"),
     "n_test": HParam(10_000, "Sec. 6: the 10,000 held-out images, three test environments (protocol.md section 2)"),
+    "n_val": HParam(10_000, "ours: MNIST's own 10,000 test images, coloured as the two training environments (5,000 "
+                            "each), score every OOD-stage run for training-domain model selection (DomainBed's rule); "
+                            "the paper selects on the test environments (protocol.md section 2)"),
     "retain_weight": HParam(0.01, "Appendix F.1: 'a fixed number of 0.01' for FeAT's retain penalty (lambda, Eq. 7)"),
     "termination_threshold": HParam(1.30, "Appendix F.1 and Table 7: stop when training + retention accuracy < 130%"),
     "max_rounds": HParam(5, "ours: Algorithm 1's K; the rule stops at round 2 (-025) or 3 (-01), Sec. 6, so 5 "
@@ -61,8 +64,9 @@ APPENDIX_F1: dict[str, HParam] = {
 TABLE6: dict[str, dict[str, dict]] = {
     "cmnist025": {
         "erm": {"epochs": 150},
-        # Appendix F.1's text says 500 for Bonsai's second round; Table 6 and protocol.md 150.
-        "bonsai": {"round_epochs": (50, 150), "synthesis_epochs": 500},
+        # Bonsai's second (DRO) round: 500 epochs, as Appendix F.1's text and the Bonsai authors'
+        # script give it, not Table 6's 150: see TABLE6_DECISIONS.
+        "bonsai": {"round_epochs": (50, 500), "synthesis_epochs": 500},
         "feat": {"epochs_per_round": 150},
         "ifeat": {"epochs_per_round": 150},
     },
@@ -74,6 +78,15 @@ TABLE6: dict[str, dict[str, dict]] = {
     },
 }
 TABLE6_SOURCE = "Table 6 (Appendix F.1): number of epochs in each round of each feature learning algorithm"
+#: Where :data:`TABLE6` departs from the printed table, with the source and the evidence.
+TABLE6_DECISIONS: dict[str, HParam] = {
+    "cmnist025 bonsai round 2": HParam(
+        500, "Appendix F.1's text ('500 epochs for round 2 ... in ColoredMNIST-025') and the Bonsai authors' script "
+             "(TjuJianyu/RFC) give 500 where Table 6 prints 150. Measured (results/cmnist-gaps, bonsai-dro-length, "
+             "3 seeds, full size): 500 moves the frozen IRMv1 cell from 66.4 +/- 0.3 to 69.5 +/- 0.4 and V-REx from "
+             "68.4 +/- 0.4 to 70.4 +/- 0.4, onto the paper's 70.28 and 70.31; 150 leaves both 3-4 paper stds below. "
+             "featlib 0.5 follows the text"),
+}
 
 #: The FeAT authors' ``run_exp.py`` (built on the Bonsai authors' ``train.py``) where it differs
 #: from Appendix F.1: the frozen-feature runs' length, ERM as the pooled mean, the penalty at
@@ -143,6 +156,7 @@ def describe() -> str:
     lines.append(TABLE6_SOURCE)
     for dataset, learners in TABLE6.items():
         lines.extend(f"  {dataset:<10} {learner:<7} {epochs}" for learner, epochs in learners.items())
+    table("Where TABLE6 departs from the printed Table 6", TABLE6_DECISIONS)
     table("The reference code (preset 'reference')", REFERENCE_CODE)
     table("The Bonsai authors' ERM-NF sweep (preset 'rfc-erm-nf')", RFC_ERM_NF)
     for dataset, rows in WILDS.items():

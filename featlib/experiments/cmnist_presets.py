@@ -97,8 +97,8 @@ DEFAULT_PRESET = "featlib"
 #:   images, width 64, 150 OOD steps, 2 x 3 configurations; minutes on a CPU.
 SIZES = {
     "full": {},
-    "reduced": {"n_train": 2000, "n_test": 1000, "hidden_dim": 64},
-    "small": {"n_train": 2000, "n_test": 1000, "hidden_dim": 64, "ood_steps": 150, "epoch_scale": 0.3,
+    "reduced": {"n_train": 2000, "n_test": 1000, "n_val": 1000, "hidden_dim": 64},
+    "small": {"n_train": 2000, "n_test": 1000, "n_val": 1000, "hidden_dim": 64, "ood_steps": 150, "epoch_scale": 0.3,
               "penalty_weights": (1e2, 1e4), "pretrain_epochs": (0, 50, 100), "max_rounds": 4},
 }
 

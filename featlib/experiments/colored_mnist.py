@@ -148,6 +148,9 @@ class CMNISTProtocol:
     hidden_dim: int = PAPER["hidden_dim"]
     n_train: int = PAPER["n_train"]
     n_test: int = PAPER["n_test"]
+    #: Images of MNIST's test set coloured as the training environments, on which every OOD-stage
+    #: run is also scored (``val_acc``) for training-domain model selection (not the paper's rule).
+    n_val: int = PAPER["n_val"]
     epoch_scale: float = 1.0  # multiplies every feature-learning epoch count of Table 6
     max_rounds: int = PAPER["max_rounds"]
     retain_weight: float = PAPER["retain_weight"]
@@ -190,6 +193,7 @@ class CMNISTProtocol:
         check_int("hidden_dim", self.hidden_dim, minimum=1)
         check_int("n_train", self.n_train, minimum=2, maximum=50000)
         check_int("n_test", self.n_test, minimum=1, maximum=10000)
+        check_int("n_val", self.n_val, minimum=0, maximum=10000)
         check_positive("epoch_scale", self.epoch_scale)
         check_int("max_rounds", self.max_rounds, minimum=1)
         check_positive("retain_weight", self.retain_weight, allow_zero=True)
@@ -249,7 +253,7 @@ class CMNISTProtocol:
     OOD_ONLY = {"penalty_weights": "OOD stage", "pretrain_epochs": "OOD stage", "ood_steps": "OOD stage",
                 "eval_every": "OOD stage", "env_reduction": "OOD stage", "warmup_penalty_weight": "OOD stage",
                 "objective_options": "OOD stage", "precision": "OOD stage (feature learning runs in fp32)",
-                "ood_path": "OOD stage"}
+                "ood_path": "OOD stage", "n_val": "scores OOD-stage runs only (validation environments)"}
     FEAT_ONLY = {"max_rounds": "FeAT/iFeAT only", "retain_weight": "FeAT/iFeAT only",
                  "termination_threshold": "FeAT/iFeAT only", "termination_rule": "FeAT/iFeAT only",
                  "head_combination": "FeAT/iFeAT only"}
@@ -271,10 +275,12 @@ class CMNISTProtocol:
         return tuple(f.name for f in dataclasses.fields(cls) if f.name not in excluded)
 
     def key(self, fields: Sequence[str], **extra) -> str:
-        """A short hash of the named fields (and ``extra``) and of featlib's version: cached
-        results are only reused by a protocol that would recompute them identically (bump the
-        version when a change alters what the learners or the OOD stage compute)."""
-        payload = {f: getattr(self, f) for f in fields} | extra | {"featlib": __version__}
+        """A short hash of the named fields (and ``extra``), of featlib's version and of the
+        dataset's Table 6 schedule (:data:`SCHEDULES`, whose epochs every learner and the oracle
+        use): cached results are only reused by a protocol that would recompute them identically
+        (bump the version when a change alters what the learners or the OOD stage compute)."""
+        payload = ({f: getattr(self, f) for f in fields} | extra | {"featlib": __version__}
+                   | {"table6": SCHEDULES[schedule_dataset(self.dataset)]})
         return hashlib.sha1(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()[:10]
 
     def ood_piece_key(self, objective: str) -> str:
@@ -336,7 +342,8 @@ class ColoredMNISTExperiment:
         if key not in self._data:
             p = self.protocol
             self._data[key] = make_colored_mnist(
-                p.dataset, seed, oracle=oracle, n_train=p.n_train, n_test=p.n_test, source=self.mnist_source,
+                p.dataset, seed, oracle=oracle, n_train=p.n_train, n_test=p.n_test, n_val=p.n_val,
+                source=self.mnist_source,
             ).to(self.device)
         return self._data[key]
 
@@ -414,15 +421,19 @@ class ColoredMNISTExperiment:
             feats = torch.stack([lf.model.featurizer(self.data(s).train_x) for lf, (_, s) in zip(learned, groups)])
             test_feats = [torch.stack([lf.model.featurizer(self.data(s).test[e].x) for lf, (_, s) in zip(learned, groups)])
                           for e in range(len(self.data(groups[0][1]).test))]
+            val_feats = [torch.stack([lf.model.featurizer(self.data(s).val[e].x) for lf, (_, s) in zip(learned, groups)])
+                         for e in range(len(self.data(groups[0][1]).val))]
         stack = StackedHeads([[lf.model.classifier] * len(configs) for lf in learned]).to(self.device)
         data0 = self.data(groups[0][1])
         train = LabelledInputs(feats, torch.stack([self.data(s).train_y for _, s in groups]).unsqueeze(1), data0.env_slices)
         tests = [LabelledInputs(tf, torch.stack([self.data(s).test[e].y for _, s in groups]).unsqueeze(1))
                  for e, tf in enumerate(test_feats)]
+        vals = [LabelledInputs(vf, torch.stack([self.data(s).val[e].y for _, s in groups]).unsqueeze(1))
+                for e, vf in enumerate(val_feats)]
         weights = torch.tensor([[w for w, _ in configs]] * len(groups))
         warmups = torch.tensor([[k for _, k in configs]] * len(groups))
         history = train_stack(stack, stack.head_parameters(), stack.batch_shape, train, tests, p.ood_config(objective),
-                              weights, warmups, progress=False)
+                              weights, warmups, progress=False, vals=vals)
         return self._rows(history.final(), [i for i, _ in groups], [s for _, s in groups], configs, objective)
 
     def _nf_stack(self, objective: str, seed: int, configs) -> pd.DataFrame:
@@ -433,10 +444,11 @@ class ColoredMNISTExperiment:
         stack = StackedMLP([initial] * len(configs)).to(self.device)
         train = LabelledInputs(data.train_x, data.train_y, data.env_slices)
         tests = [LabelledInputs(env.x, env.y) for env in data.test]
+        vals = [LabelledInputs(env.x, env.y) for env in data.val]
         weights = torch.tensor([w for w, _ in configs])
         warmups = torch.tensor([k for _, k in configs])
         history = train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests, p.ood_config(objective),
-                              weights, warmups, progress=False)
+                              weights, warmups, progress=False, vals=vals)
         final = {k: v[None] for k, v in history.final().items()}  # one group: this seed
         return self._rows(final, ["erm-nf"], [seed], configs, objective)
 

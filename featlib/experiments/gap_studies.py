@@ -18,6 +18,14 @@ and records per-step histories so that one run answers "what if the reference st
 * ``bonsai-dro-length`` -- Bonsai's second (DRO) round on ColoredMNIST-025: Table 6 says 150
   epochs, the paper's text and the Bonsai authors' script 500. Both variants' features, then the
   frozen IRMv1 / V-REx grid of the protocol on each.
+* ``ood-length-025`` and ``ood-length-01`` -- the OOD stage's length, which the paper never gives
+  (ours 1,000; the FeAT authors' ``run_exp.py`` 501), for the whole frozen table at once: every
+  objective's grid (5 penalty weights x 6 pre-training lengths) on the ERM, Bonsai and iFeAT
+  features of the protocol (featlib 0.5: Bonsai's DRO round 500 epochs), trained 3,000 steps and
+  scored every 500, on the test environments and on the validation environments, so that one run
+  gives Table 2 at 500, 1,000, ..., 3,000 steps under both selection rules. IB-IRM is left out:
+  on frozen features its bottleneck term is a constant, so it trains exactly as IRMv1 (its cell is
+  IRMv1's, as in the paper's table).
 
     python -m featlib.cli.gap_studies erm-nf-erm --seeds 1 2 --out results/cmnist-gaps
 
@@ -29,6 +37,7 @@ one process per piece, exact floats), so a killed run resumes and writes the sam
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -134,6 +143,55 @@ def bonsai_dro_length(seed: int, device: torch.device, dataset: str = "cmnist025
     return pd.concat(frames, ignore_index=True)
 
 
+def ood_length(seed: int, device: torch.device, dataset: str, steps: int = 3000, eval_every: int = 500,
+               learners: tuple = ("erm", "bonsai", "ifeat"),
+               objectives: tuple = ("erm", "irmv1", "vrex", "irmx", "clove", "iga", "fishr"),
+               cache_dir: Path | None = None, **overrides) -> pd.DataFrame:
+    """Every configuration of ``objectives`` on the frozen features of ``learners`` (the
+    protocol's, with ``overrides`` of its fields; cached in ``cache_dir`` like the pieces'
+    features), trained ``steps`` steps with
+    the protocol's OOD stage (fast path, fp32, the head's L2 1e-3) and scored every
+    ``eval_every`` steps: one row per (learner, objective, configuration, step) with
+    ``train_acc``, ``worst_test_acc`` and ``val_acc`` (the validation environments' mean)."""
+    from dataclasses import replace as replace_config
+
+    from .colored_mnist import ColoredMNISTExperiment
+
+    p = CMNISTProtocol(dataset=dataset, seeds=(seed,), learners=learners, objectives=objectives, **overrides)
+    experiment = ColoredMNISTExperiment(p, cache_dir=cache_dir, device=device, progress=False)
+    data = experiment.data(seed)
+    learned = [experiment.features(learner, seed) for learner in learners]
+    with torch.no_grad():
+        def features(x):
+            return torch.stack([lf.model.featurizer(x) for lf in learned])
+
+        train = LabelledInputs(features(data.train_x), data.train_y.expand(len(learned), 1, -1), data.env_slices)
+        tests = [LabelledInputs(features(env.x), env.y.expand(len(learned), 1, -1)) for env in data.test]
+        vals = [LabelledInputs(features(env.x), env.y.expand(len(learned), 1, -1)) for env in data.val]
+    frames = []
+    for objective in objectives:
+        configs = p.configurations(objective)
+        stack = StackedHeads([[lf.model.classifier] * len(configs) for lf in learned]).to(device)
+        config = replace_config(p.ood_config(objective), steps=steps, eval_every=eval_every, record="every")
+        history = train_stack(stack, stack.head_parameters(), stack.batch_shape, train, tests, config,
+                              torch.tensor([[w for w, _ in configs]] * len(learned)),
+                              torch.tensor([[k for _, k in configs]] * len(learned)), vals=vals)
+        val = history.mean_val_acc
+        for t, step in enumerate(history.steps):
+            for g, learner in enumerate(learners):
+                for c, (weight, pretrain) in enumerate(configs):
+                    frames.append({"dataset": dataset, "seed": seed, "learner": learner, "objective": objective,
+                                   "penalty_weight": weight, "pretrain_epochs": pretrain, "step": step,
+                                   "train_acc": float(history.train_acc[t, g, c]),
+                                   "worst_test_acc": float(history.worst_test_acc[t, g, c]),
+                                   "val_acc": float(val[t, g, c])})
+    return pd.DataFrame(frames)
+
+
+STUDIES.register("ood-length-025")(functools.partial(ood_length, dataset="cmnist025"))
+STUDIES.register("ood-length-01")(functools.partial(ood_length, dataset="cmnist01"))
+
+
 def study_key(name: str) -> str:
     """A short hash of what a study's pieces depend on: its name, its options' defaults (what
     :func:`run_study` runs) and featlib's version."""
@@ -149,6 +207,9 @@ def run_study(name: str, seeds: list[int], cache_dir: Path | None, device: torch
     the piece's lock and written verified."""
     study = STUDIES.get(name)
     key = study_key(name)
+    # a study that learns the protocol's features keeps them where the pieces' runs keep theirs
+    takes_cache = "cache_dir" in inspect.signature(study).parameters
+    extra = {"cache_dir": Path(cache_dir) / "cmnist"} if takes_cache and cache_dir is not None else {}
     frames = []
     for seed in tqdm(seeds, desc=name):
         path = None if cache_dir is None else Path(cache_dir) / f"{name}-seed{seed}-{key}.csv"
@@ -161,7 +222,7 @@ def run_study(name: str, seeds: list[int], cache_dir: Path | None, device: torch
 
         frames.append(cached(path, lambda p, check=check, seed=seed: read_verified_csv(
                                  p, check, expect={"key": key, "seed": seed, "study": name}),
-                             lambda seed=seed: study(seed, device),
+                             lambda seed=seed: study(seed, device, **extra),
                              lambda p, f, meta=meta: write_verified_csv(p, f, meta), what=f"cached {name} piece"))
     return pd.concat(frames, ignore_index=True)
 

@@ -93,23 +93,34 @@ class LabelledInputs:
 
 @dataclass
 class StackHistory:
-    """Per-run metrics at the evaluation steps: arrays of shape (T, *B) (test: (T, E_test, *B))."""
+    """Per-run metrics at the evaluation steps: arrays of shape (T, *B) (test: (T, E_test, *B);
+    validation, when the stack was given validation environments: (T, E_val, *B))."""
 
     steps: list[int]
     train_acc: np.ndarray
     test_acc: np.ndarray
     penalty: np.ndarray
+    val_acc: np.ndarray | None = None
 
     @property
     def worst_test_acc(self) -> np.ndarray:
         return self.test_acc.min(axis=1)
 
+    @property
+    def mean_val_acc(self) -> np.ndarray | None:
+        """(T, *B) accuracy on the validation environments, averaged over them (DomainBed's
+        training-domain validation score); None without validation environments."""
+        return None if self.val_acc is None or not self.val_acc.shape[1] else self.val_acc.mean(axis=1)
+
     def final(self) -> dict[str, np.ndarray]:
-        """Metrics after the last step, (*B,) each: what the paper's tables report."""
+        """Metrics after the last step, (*B,) each: what the paper's tables report, and ``val_acc``
+        (:attr:`mean_val_acc`) when there are validation environments."""
+        val = self.mean_val_acc
         return {
             "train_acc": self.train_acc[-1],
             "worst_test_acc": self.worst_test_acc[-1],
             **{f"test_acc_{e}": self.test_acc[-1, e] for e in range(self.test_acc.shape[1])},
+            **({} if val is None else {"val_acc": val[-1]}),
         }
 
 
@@ -174,15 +185,23 @@ def train_stack(
     penalty_weights: torch.Tensor,
     warmup_steps: torch.Tensor,
     progress: bool | str = False,
+    vals: Sequence[LabelledInputs] = (),
 ) -> StackHistory:
     """Train all runs of a stack for ``config.steps`` full-batch Adam steps, on the path
     ``config.path`` (:data:`OOD_PATHS`).
 
     ``penalty_weights`` and ``warmup_steps`` have the stack's batch shape: run r uses
     ``warmup_penalty_weight`` for its first ``warmup_steps[r]`` steps and ``penalty_weights[r]``
-    after. The trained weights end up in ``trainable`` (the stack's parameters)."""
-    return OOD_PATHS.get(config.path)(stack, trainable, batch_shape, train, tests, config, penalty_weights,
-                                      warmup_steps, progress)
+    after. The trained weights end up in ``trainable`` (the stack's parameters). ``vals``
+    (validation environments) are evaluated with the test environments, never trained on, and
+    come back as the history's ``val_acc``."""
+    tests = list(tests)
+    history = OOD_PATHS.get(config.path)(stack, trainable, batch_shape, train, tests + list(vals), config,
+                                         penalty_weights, warmup_steps, progress)
+    if vals:
+        history.val_acc = history.test_acc[:, len(tests):]
+        history.test_acc = history.test_acc[:, :len(tests)]
+    return history
 
 
 @OOD_PATHS.register("plain")
