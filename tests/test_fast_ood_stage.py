@@ -441,7 +441,7 @@ def test_protocol_keys_name_precision_and_path_but_features_do_not():
     for other in variants:
         assert other.key(CMNISTProtocol.OOD_FIELDS) != base.key(CMNISTProtocol.OOD_FIELDS)
         assert other.key(CMNISTProtocol.FEATURE_FIELDS) == base.key(CMNISTProtocol.FEATURE_FIELDS)
-        assert other.ood_config("irmv1").path == other.ood_path and other.ood_config("irmv1").record == "final"
+        assert other.ood_config("irmv1").path == other.ood_path and other.ood_config("irmv1").record == "every"
     with pytest.raises(ValueError, match="^precision must be one of 'fp32', 'tf32', 'bf16'; got 'fp64'"):
         tiny_protocol(precision="fp64")
     with pytest.raises(ValueError, match="^path must be one of 'plain', 'fast'"):

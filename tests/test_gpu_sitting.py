@@ -139,7 +139,7 @@ def test_collect_leaves_caches_behind_and_never_replaces_a_file(sitting, tmp_pat
 
 
 @pytest.mark.parametrize("argv, said", [
-    (["start", "--minutes", "0"], "--minutes must be > 0"),
+    (["start", "--minutes", "0"], "--minutes must be a finite number > 0"),
     (["start", "--precisions", "fp16"], "--precisions fp16"),
     (["job", "--seeds", "1", "1"], "--seeds 1 1"),
 ])

@@ -535,7 +535,7 @@ def test_case_13_a_wrong_type_for_a_none_default_parameter_is_one_line(tmp_path)
     nb = next(p for p in list_notebooks() if p.stem.startswith("05"))
     with pytest.raises(ValueError) as err:
         check_parameters(nb, {**load_profile("small")[nb.stem], "seeds": 5})
-    assert "seeds=5" in str(err.value) and "\n" not in str(err.value)
+    assert "seeds must be a list" in str(err.value) and "got 5" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_case_13_a_features_file_with_a_bad_rounds_entry_is_reported_and_recomputed(tmp_path):

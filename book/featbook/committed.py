@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from featbook.repository import Repository, repository
+from featlib.io.paths import inside
 
 #: Where fetched results go (relative to the working directory), unless told otherwise.
 FETCH_DIR = Path("_cache/committed")
@@ -181,15 +182,18 @@ def write_manifest(results_dir: str | Path) -> Path:
 
 # -- fetching ------------------------------------------------------------------------------------
 def _fetch_file(read, path: str, entry: dict, target: Path) -> None:
-    """Fetch ``path`` into ``target`` (atomically) once it matches ``entry``; retried, then
-    :class:`FetchError`."""
+    """Fetch ``path`` into ``target`` (atomically: a failed write leaves no partial file) once it
+    matches ``entry``; retried, then :class:`FetchError`."""
     for _ in range(ATTEMPTS):
         data = _read_retrying(read, path)
         if matches(data, entry):
             target.parent.mkdir(parents=True, exist_ok=True)
             partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
-            partial.write_bytes(data)
-            os.replace(partial, target)
+            try:
+                partial.write_bytes(data)
+                os.replace(partial, target)
+            finally:
+                partial.unlink(missing_ok=True)
             return
     raise FetchError(f"{path} arrived as {len(data)} bytes that do not match results/manifest.json "
                      f"({entry.get('bytes')} bytes) after {ATTEMPTS} attempts")
@@ -202,7 +206,11 @@ def _verified(dest: Path) -> bool:
         entries = json.loads(saved.read_text())
     except (OSError, ValueError):
         return False
-    return bool(entries) and all((dest / rel).is_file() and matches((dest / rel).read_bytes(), entry)
+    try:
+        targets = {rel: inside(dest, rel, what="a fetched file") for rel in entries}
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return bool(entries) and all(targets[rel].is_file() and matches(targets[rel].read_bytes(), entry)
                                  for rel, entry in entries.items())
 
 
@@ -216,10 +224,23 @@ def fetch(sub: str, repo: Repository, dest: Path, get=_get) -> tuple[list[str], 
     except ValueError as err:
         raise FetchError(f"{MANIFEST} of {repo.url} is not valid JSON ({err})") from None
     prefix = sub.rstrip("/") + "/"
-    entries = {path: entry for path, entry in manifest.get("files", {}).items() if path.startswith(prefix)}
+    files = manifest.get("files", {}) if isinstance(manifest, dict) else None
+    if not isinstance(files, dict):
+        raise FetchError(f"{MANIFEST} of {repo.url} lists no files (no 'files' mapping)")
+    entries = {path: entry for path, entry in files.items() if isinstance(path, str) and path.startswith(prefix)}
+    # every target below dest, checked before anything is written: a crafted manifest entry
+    # (results/x/../../../etc, an absolute remainder) is refused, not written outside
+    targets = {}
+    for path, entry in entries.items():
+        if not isinstance(entry, dict):
+            raise FetchError(f"{MANIFEST} of {repo.url}: the entry of {path} is malformed")
+        try:
+            targets[path] = inside(dest, path[len(prefix):], what=f"{MANIFEST} entry")
+        except ValueError as err:
+            raise FetchError(f"{err} ({repo.url})") from None
     downloaded = 0
     for path, entry in entries.items():
-        target = dest / path[len(prefix):]
+        target = targets[path]
         if target.is_file() and matches(target.read_bytes(), entry):
             continue
         _fetch_file(read, path, entry, target)

@@ -44,6 +44,10 @@ Layout of the output folder (``--out``, default ``_build/sweeps/<notebook stem>`
                           error; written at the end (see :func:`collect`, which refuses to mix
                           the records of different notebooks, profiles or parameter sets)
 
+``--out`` is checked before anything runs (:func:`check_sweep_out`): absent, empty or a sweep's
+own folder; never the working directory, a checkout, or a folder holding other files (a
+``results.csv`` or ``records.jsonl`` of one's own is never overwritten).
+
 ``<id>`` is a readable slug of the swept values plus a hash of the notebook stem and the full
 parameter dict (profile + overrides), e.g. ``seed=1,steps=300-1a2b3c4d``: the same combination
 always gets the same id, and a changed profile gives new ids rather than stale matches. The id
@@ -99,6 +103,10 @@ from featbook.record import _plain
 from featlib.validation import check_positive, check_writable
 
 SWEEP_ROOT = REPO_ROOT / "_build" / "sweeps"
+#: What a sweep writes into its ``--out`` (and the driver's lock): nothing else may be there.
+SWEEP_ENTRIES = ("runs", "records", "records.jsonl", "results.csv", ".records.jsonl.lock")
+#: The files a sweep rewrites: only ever in a folder that its own records show to be a sweep's.
+_REWRITTEN = ("records.jsonl", "results.csv")
 #: The line a ``--run-one`` worker prints its record on (the last line of its stdout).
 _MARKER = "@@featlib-sweep-record@@ "
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
@@ -312,6 +320,34 @@ def _ray_task(notebook_text: str, parameters: dict, gpus: float, cpus: float) ->
 
 
 # --------------------------------------------------------------------------- records and tables
+
+def _is_sweep_record(path: Path) -> bool:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and record.get("id") == path.stem and {"notebook", "status"} <= record.keys()
+
+
+def check_sweep_out(value) -> Path:
+    """``--out`` of a sweep, checked before anything runs (ValueError, one line naming the value and
+    the remedy): absent, empty, or a sweep's own folder (nothing but :data:`SWEEP_ENTRIES`, and where
+    it holds ``records.jsonl`` or ``results.csv``, which a sweep rewrites, a ``records/`` folder with
+    at least one sweep record); never the working directory or a folder holding it, a git checkout,
+    featlib's own checkout, or a folder of other files (:func:`featlib.io.result_folder.check_out`'s
+    guards)."""
+    from featlib.io.result_folder import check_out
+
+    path = check_out("--out", value, "featbook.sweep", keep=SWEEP_ENTRIES)
+    target = path.resolve()
+    if target.is_dir() and any((target / name).exists() for name in _REWRITTEN):
+        records = target / "records"
+        if not (records.is_dir() and any(_is_sweep_record(r) for r in records.glob("*.json"))):
+            found = ", ".join(name for name in _REWRITTEN if (target / name).exists())
+            raise ValueError(f"--out {value} holds {found} but no sweep records (records/<id>.json), so they are not "
+                             "a sweep's, and a sweep rewrites them: move them out, or name a new or empty folder")
+    return path
+
 
 def _load_records(out: Path) -> dict[str, dict]:
     records = {}
@@ -603,6 +639,7 @@ def _sweep(notebook, grid, *, profile="small", out=None, workers=None, ray_addre
         check_positive("gpus_per_task", gpus_per_task, allow_zero=True)
     out = Path(out).absolute() if out is not None else SWEEP_ROOT / path.stem
     check_writable("out", out)
+    check_sweep_out(out)
     from featlib.io.cache import PieceLock  # here, not at the top: --run-one workers need no pandas
 
     (out / "runs").mkdir(parents=True, exist_ok=True)
@@ -718,6 +755,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a full disk or a folder taken away: what was recorded stays, a rerun resumes
+        print(f"error: could not write the sweep's files ({err.strerror or err}: {err.filename or args.out}); "
+              "free space or fix the folder, then rerun the same command: finished runs are kept", file=sys.stderr)
         return 2
     failed = [r for r in records if r["status"] != "ok"]
     print(f"{len(records) - len(failed)} ok, {len(failed)} failed; results in {out / 'results.csv'}")

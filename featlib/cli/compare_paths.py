@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..io.cli import os_errors_in_one_line
 from ..data.mnist import SOURCES
 from ..device import get_device
 from ..experiments.cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS, SIZES
@@ -131,6 +132,7 @@ def write_comparison(args, argv, started: float, commit: str, loaded: dict, comp
     atomic_write_text(args.out / "provenance.json", json.dumps(record, indent=2, default=str) + "\n")
 
 
+@os_errors_in_one_line
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)

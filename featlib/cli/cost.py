@@ -23,7 +23,7 @@ import torch
 
 from ..device import describe_device, get_device
 from ..io.provenance import git_commit
-from ..io.cli import OneLineParser
+from ..io.cli import OneLineParser, os_errors_in_one_line
 from ..io.result_folder import ResultFolder, check_out
 from ..cost.benchmark import COST_CASES, LEARNERS, CostSettings, run_cost_benchmark
 from ..cost.report import check_targets, format_table, format_targets, schedule_estimate, summarise
@@ -59,6 +59,7 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
+@os_errors_in_one_line
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:

@@ -18,12 +18,13 @@ from ..device import get_device
 from ..experiments.gap_studies import STUDIES, run_study, study_key
 from ..experiments.results import GAP_STUDIES as KIND, _study_remedy as _remedy
 from ..io.cache import CacheWriteError
-from ..io.cli import OneLineParser
+from ..io.cli import OneLineParser, os_errors_in_one_line
 from ..io.provenance import command_line, git_commit, provenance
 from ..io.result_folder import ResultFolder, check_out, read_folder
 from ..validation import check_seed, check_sequence, check_writable
 
 
+@os_errors_in_one_line
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = OneLineParser(prog="python -m featlib.cli.gap_studies", description=__doc__.split("\n\n")[0])

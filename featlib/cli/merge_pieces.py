@@ -14,16 +14,21 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..io.cli import os_errors_in_one_line
 from ..io.cache import CorruptFileError
-from ..experiments.table2_pieces import merge_pieces
+from ..experiments.table2_pieces import check_pieces_out, merge_pieces
 
 
+@os_errors_in_one_line
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m featlib.cli.merge_pieces", description=__doc__.split("\n\n")[0])
     parser.add_argument("sources", nargs="+", type=Path, metavar="FROM")
     parser.add_argument("--into", required=True, type=Path)
     args = parser.parse_args(argv)
     try:
+        # --into: absent, empty or a pieces folder (pieces/, README.md); never the working directory,
+        # a checkout or a folder of other files
+        check_pieces_out("--into", args.into)
         counts = merge_pieces(args.sources, args.into)
     except (ValueError, CorruptFileError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -35,6 +35,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..io.cache import CacheWriteError
+from ..io.cli import os_errors_in_one_line
 from ..data.mnist import SOURCES
 from ..device import get_device
 from ..io.provenance import command_line, git_commit, provenance
@@ -168,6 +169,7 @@ def run(args, protocols: list[CMNISTProtocol]) -> tuple[ResultFolder, dict]:
     return folder, timings
 
 
+@os_errors_in_one_line
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
@@ -179,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.pieces:
         try:
             return main_pieces(args, protocols, argv)
-        except CacheWriteError as err:  # the pieces written so far stay; a rerun adds the rest
-            print(f"error: {err}", file=sys.stderr)
+        except (CacheWriteError, ValueError) as err:  # the pieces written so far stay; a rerun adds the rest
+            print(f"error: {err}", file=sys.stderr)  # (ValueError: another run holds --out, or a protocol mix)
             return 2
     start = time.perf_counter()
     commit = git_commit()  # now: the checkout may move while the run goes on
@@ -196,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         note="wall time includes results loaded from --cache-dir, if any",
         **_objective_files_record(args),
     )
-    folder.commit(record)
+    folder.commit(record)  # a full disk here: one line (os_errors_in_one_line), the previous results whole
     print(json.dumps({k: record[k] for k in ("commit", "device", "wall_time_s")}, indent=2))
     return 0
 

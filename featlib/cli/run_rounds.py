@@ -37,7 +37,7 @@ from ..data.mnist import SOURCES
 from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
 from ..feature_learning.termination import DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD, TERMINATION_RULES
 from ..io.cache import CacheWriteError, CorruptFileError
-from ..io.cli import OneLineParser
+from ..io.cli import OneLineParser, os_errors_in_one_line
 from ..device import get_device
 from ..io.provenance import command_line, git_commit, provenance
 from ..io.result_folder import ResultFolder, check_out
@@ -69,6 +69,7 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
+@os_errors_in_one_line
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:  # every check before any work; --out is replaced as a whole at the end, keeping earlier jobs

@@ -26,7 +26,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..io.cache import CacheWriteError
-from ..io.cli import OneLineParser
+from ..io.cli import OneLineParser, os_errors_in_one_line
 from ..data.wilds_data import WILDS_DATASETS
 from ..device import get_device
 from ..io.provenance import command_line, git_commit, provenance
@@ -87,6 +87,7 @@ def prepare(args) -> WildsExperiment:
     return experiment
 
 
+@os_errors_in_one_line
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)

@@ -61,7 +61,7 @@ class CostSettings:
     memory: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "learners", tuple(check_sequence("learners", list(self.learners))))
+        object.__setattr__(self, "learners", tuple(check_sequence("learners", self.learners)))
         for m in self.learners:
             check_choice("learners", m, LEARNERS)
         if "erm" not in self.learners:

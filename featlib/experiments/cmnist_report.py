@@ -43,7 +43,9 @@ def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper
     for row in best.itertuples():
         col = (DATASET_LABELS[row.dataset], LEARNER_LABELS[row.learner])
         name = label("objective", row.objective)
-        cells.setdefault(col + ("ours",), {})[name] = _ours(row.mean, row.std, row.n_seeds, with_n)
+        cells.setdefault(col + ("ours",), {})[name] = _ours(row.mean, row.std, row.n_seeds, with_n,
+                                                            getattr(row, "n_diverged", 0),
+                                                            len(configurations(results, row)))
         paper = TABLE2.get(row.dataset, {}).get(row.objective, {}).get(row.learner)
         if with_paper:
             cells.setdefault(col + ("paper",), {})[name] = (
@@ -72,12 +74,24 @@ def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper
     return frame.fillna("-")
 
 
-def _ours(mean: float, std: float, n: int, with_n: bool) -> str:
+def configurations(results: pd.DataFrame, row) -> pd.DataFrame:
+    """The configurations (penalty weight, pre-training length) that ``results`` holds for ``row``'s cell."""
+    cell = results[(results["dataset"] == row.dataset) & (results["learner"] == row.learner)
+                   & (results["objective"] == row.objective)]
+    return cell[["penalty_weight", "pretrain_epochs"]].drop_duplicates()
+
+
+def _ours(mean: float, std: float, n: int, with_n: bool, n_diverged: int = 0, n_configs: int = 0) -> str:
     """One of our cells: "mean ± std" (%); with ``with_n``, "(n = k)" after it, and the mean alone
-    for one seed (a standard deviation of one value says nothing)."""
+    for one seed (a standard deviation of one value says nothing). Where configurations diverged
+    (:func:`.colored_mnist.select_best`), the cell says how many of how many: "(2 of 30 diverged)";
+    a cell whose every configuration diverged reads "diverged"."""
+    diverged = f" ({n_diverged} of {n_configs} diverged)" if n_diverged else ""
+    if n_diverged and n_diverged >= n_configs:
+        return f"diverged ({n_diverged} of {n_configs})"
     if not with_n:
-        return format_mean_std(mean, std)
-    return (f"{100 * mean:.2f}" if n == 1 else format_mean_std(mean, std)) + f" (n = {n})"
+        return format_mean_std(mean, std) + diverged
+    return (f"{100 * mean:.2f}" if n == 1 else format_mean_std(mean, std)) + f" (n = {n})" + diverged
 
 
 def feat_comparison(results: pd.DataFrame, feat: str = "feat", others=("erm", "bonsai")) -> pd.DataFrame:

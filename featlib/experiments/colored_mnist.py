@@ -178,7 +178,7 @@ class CMNISTProtocol:
         PRECISIONS.get(self.precision)
         OOD_PATHS.get(self.ood_path)
         for name in ("seeds", "objectives", "learners", "penalty_weights", "pretrain_epochs"):
-            object.__setattr__(self, name, tuple(check_sequence(name, list(getattr(self, name)), unique=True)))
+            object.__setattr__(self, name, tuple(check_sequence(name, getattr(self, name), unique=True)))
         for seed in self.seeds:
             check_seed("seeds", seed)
         for objective in self.objectives:
@@ -293,15 +293,17 @@ class CMNISTProtocol:
         return self.key(CMNISTProtocol.OOD_FIELDS, **objective_source(objective))
 
     def ood_config(self, objective: str) -> OODStageConfig:
-        """The OOD stage of ``objective``; only the accuracies after the last step are evaluated
-        (the tables use nothing else, and evaluating never changes training)."""
+        """The OOD stage of ``objective``, evaluated every ``eval_every`` steps: the tables use the
+        accuracies after the last step, and the evaluations in between say at which step a run
+        diverged (:attr:`featlib.training.ood_stage.StackHistory.diverged_step`); evaluating never
+        changes training."""
         options = dict(self.objective_options.get(objective, {}))
         steps = options.pop("steps", self.ood_steps)
         l2_scope = options.pop("l2_scope", "all")
         return OODStageConfig(objective, steps=steps, lr=self.lr, l2=self.l2,
                               eval_every=self.eval_every, env_reduction=self.env_reduction,
                               warmup_penalty_weight=self.warmup_penalty_weight, objective_kwargs=options,
-                              l2_scope=l2_scope, path=self.ood_path, precision=self.precision, record="final")
+                              l2_scope=l2_scope, path=self.ood_path, precision=self.precision, record="every")
 
     def n_runs(self) -> int:
         """OOD-stage runs of the whole protocol."""
@@ -410,7 +412,8 @@ class ColoredMNISTExperiment:
             for c, (weight, pretrain) in enumerate(configs):
                 rows.append({"dataset": self.protocol.dataset, "learner": learner, "objective": objective, "seed": seed,
                              "penalty_weight": weight, "pretrain_epochs": pretrain,
-                             **{k: float(v[g, c]) for k, v in final.items()}})
+                             **{k: (int(v[g, c]) if k == "diverged_step" else float(v[g, c]))
+                                for k, v in final.items()}})
         return pd.DataFrame(rows)
 
     def _frozen_stack(self, objective: str, groups: list[tuple[str, int]], configs) -> pd.DataFrame:
@@ -591,18 +594,51 @@ class ColoredMNISTExperiment:
 
 
 # -- summaries -------------------------------------------------------------------------------
-def select_best(results: pd.DataFrame) -> pd.DataFrame:
-    """Per (dataset, learner, objective): the configuration with the best mean worst-test accuracy
-    over seeds, with mean and std (numpy's, ddof=0, as the reference) over seeds there."""
+def diverged(results: pd.DataFrame) -> pd.Series:
+    """Per run: whether it diverged (``diverged_step`` >= 0; runs made before featlib 0.5 did not
+    record it, and a non-finite accuracy counts too)."""
+    steps = results["diverged_step"] if "diverged_step" in results else pd.Series(-1, index=results.index)
+    return steps.fillna(-1).ge(0) | results["worst_test_acc"].isna()
+
+
+def select_best(results: pd.DataFrame, score: str = "worst_test_acc") -> pd.DataFrame:
+    """Per (dataset, learner, objective): the configuration with the best mean ``score`` over
+    seeds, with the mean and std (numpy's, ddof=0, as the reference) of the worst-test accuracy
+    over seeds there. ``score="worst_test_acc"`` is Table 2's rule (test-domain, "oracle"
+    selection: the paper's numbers imply it, protocol.md section 2); ``"val_acc"`` is DomainBed's
+    training-domain validation (the validation environments, coloured as the training ones).
+
+    A configuration in which any seed diverged is never selected (its runs are scored as missing),
+    and ``n_diverged`` counts such configurations per cell; a cell whose every configuration
+    diverged has no value (NaN)."""
     keys = ["dataset", "learner", "objective"]
     runs = results[keys + ["penalty_weight", "pretrain_epochs", "seed"]]
     if runs.duplicated().any():
         raise ValueError(f"results hold {int(runs.duplicated().sum())} runs twice (same dataset, learner, objective, "
                          "configuration and seed): results of overlapping runs were concatenated")
-    by_config = results.groupby(keys + ["penalty_weight", "pretrain_epochs"])["worst_test_acc"]
-    stats = by_config.agg(mean="mean", std=lambda v: float(np.std(v)), n_seeds="count").reset_index()
-    best = stats.loc[stats.groupby(keys)["mean"].idxmax()]
-    return best.reset_index(drop=True)
+    if score not in results:
+        raise ValueError(f"the runs hold no {score!r} column to select by (runs made before featlib 0.5 have no "
+                         "val_acc: select them by worst_test_acc)")
+    config = keys + ["penalty_weight", "pretrain_epochs"]
+    frame = results.assign(_diverged=diverged(results), _score=results[score])
+    grouped = frame.groupby(config)
+    stats = grouped.agg(mean=("worst_test_acc", "mean"), std=("worst_test_acc", lambda v: float(np.std(v))),
+                        n_seeds=("worst_test_acc", "size"), _any_diverged=("_diverged", "any"),
+                        _selection=("_score", "mean")).reset_index()
+    stats.loc[stats["_any_diverged"], ["mean", "std", "_selection"]] = np.nan
+    n_diverged = stats.groupby(keys)["_any_diverged"].sum().rename("n_diverged")
+    rows = []
+    for _, cell in stats.groupby(keys, sort=True):
+        valid = cell["_selection"].dropna()
+        rows.append(cell.loc[valid.idxmax()] if len(valid) else cell.iloc[0].copy().where(
+            ~cell.columns.isin(["penalty_weight", "pretrain_epochs", "mean", "std"]), np.nan))
+    best = pd.DataFrame(rows).reset_index(drop=True).drop(columns=["_any_diverged", "_selection"])
+    best = best.merge(n_diverged.reset_index(), on=keys, how="left")
+    best["n_seeds"] = best["n_seeds"].astype(int)
+    best["n_diverged"] = best["n_diverged"].astype(int)
+    if score != "worst_test_acc":
+        best["selected_by"] = score
+    return best
 
 
 def format_mean_std(mean: float, std: float) -> str:

@@ -203,6 +203,7 @@ def load_objective_file(path, *, who: str | None = None) -> list[str]:
         added.append(name)
         return original_register(name)
 
+    untouched = _featlib_state()  # what the file must leave as it is: featlib's modules and objectives
     try:
         OBJECTIVES.register = register  # the file's registrations, checked as they happen
         try:
@@ -219,6 +220,12 @@ def load_objective_file(path, *, who: str | None = None) -> list[str]:
                            f"{_file_line(err, resolved)}; fix the file") from None
         finally:
             del OBJECTIVES.register
+        patched = _restore(untouched)
+        if patched:
+            raise _Refused(f"{who} {raw}: it changes featlib's own code ({', '.join(patched[:3])}"
+                           f"{', ...' if len(patched) > 3 else ''}), which would put changed numbers under the "
+                           "built-in objectives' names and cache keys; define a new objective (a subclass registered "
+                           "under a name of its own) instead")
         new = [n for n in OBJECTIVES.names() if n not in before]
         if not new:
             raise _Refused(f"{who} {raw}: it registers no objective; decorate a subclass of "
@@ -242,6 +249,46 @@ def load_objective_file(path, *, who: str | None = None) -> list[str]:
     for name in new:
         _SOURCE[name] = loaded
     return list(new)
+
+
+def _featlib_state() -> dict:
+    """Every attribute of featlib's loaded modules and of the registered objectives' classes (their
+    whole MRO), by identity: what a loaded file must not rebind."""
+    state = {}
+    for module_name, module in list(sys.modules.items()):
+        if (module_name == "featlib" or module_name.startswith("featlib.")) and isinstance(module, types.ModuleType):
+            state[("module", module_name)] = (module, dict(vars(module)))
+    for name in OBJECTIVES.names():
+        cls = OBJECTIVES.get(name)
+        for klass in (cls.__mro__ if isinstance(cls, type) else ()):
+            if klass is not object and ("class", klass) not in state:
+                state[("class", klass)] = (klass, dict(vars(klass)))
+    return state
+
+
+def _restore(state: dict) -> list[str]:
+    """Put back what a file rebound in ``state``'s modules and classes; the names it changed."""
+    changed = []
+    for (kind, key), (owner, before) in state.items():
+        now = vars(owner)
+        label = key if kind == "module" else f"{key.__module__}.{key.__qualname__}"
+        for attr in set(before) | set(now):
+            if attr in ("__dict__", "__weakref__") or (kind == "module" and attr.startswith("__")):
+                continue
+            old, new = before.get(attr, _MISSING_ATTR), now.get(attr, _MISSING_ATTR)
+            if old is new:
+                continue
+            if kind == "module" and old is _MISSING_ATTR and isinstance(new, types.ModuleType):
+                continue  # a submodule imported for the first time binds itself in its package
+            changed.append(f"{label}.{attr}")
+            if old is _MISSING_ATTR:
+                delattr(owner, attr)
+            else:
+                setattr(owner, attr, old)
+    return sorted(changed)
+
+
+_MISSING_ATTR = object()
 
 
 def _name_problem(name) -> str | None:

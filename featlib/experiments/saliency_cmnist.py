@@ -90,7 +90,7 @@ class SaliencyProtocol:
         check_int("n_train", self.n_train, minimum=2, maximum=50000)
         check_int("n_test", self.n_test, minimum=1, maximum=10000)
         check_int("hidden_dim", self.hidden_dim, minimum=1)
-        object.__setattr__(self, "erm_epochs", tuple(check_sequence("erm_epochs", list(self.erm_epochs), unique=True)))
+        object.__setattr__(self, "erm_epochs", tuple(check_sequence("erm_epochs", self.erm_epochs, unique=True)))
         for e in self.erm_epochs:
             check_int("erm_epochs", e, minimum=1)
         check_int("feat_rounds", self.feat_rounds, minimum=1)

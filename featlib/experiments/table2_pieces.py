@@ -34,6 +34,7 @@ import io
 import json
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -42,8 +43,9 @@ import torch
 
 from .. import __version__
 from ..io.atomic import atomic_write_text
-from ..io.cache import CorruptFileError
+from ..io.cache import RECORD_ALIASES, CorruptFileError
 from ..io.csv_io import frame_to_csv, read_csv
+from ..io.paths import inside
 from ..device import describe_device, get_device
 from .colored_mnist import CMNISTProtocol, ColoredMNISTExperiment, select_best
 
@@ -66,7 +68,10 @@ class Piece:
     seed: int
 
     def stem(self, folder: Path) -> Path:
-        return Path(folder) / "pieces" / self.dataset / self.learner / self.objective / f"seed{self.seed}"
+        """The piece's path in ``folder`` without suffix; refused (ValueError) when its names would
+        lead out of ``folder`` (a name with ``/`` or ``..``, a link out of the folder)."""
+        return inside(folder, f"pieces/{self.dataset}/{self.learner}/{self.objective}/seed{self.seed}",
+                      what="a piece")
 
     def csv(self, folder: Path) -> Path:
         return self.stem(folder).with_suffix(".csv")
@@ -129,6 +134,8 @@ def read_piece(folder: Path, piece: Piece) -> tuple[pd.DataFrame, dict] | None:
         record = json.loads(record_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         raise CorruptFileError(record_path, f"it is not a piece record ({err})", remedy) from None
+    if isinstance(record, dict):  # a piece made before featlib named the learner "learner" ("init")
+        record = {RECORD_ALIASES.get(k, k): v for k, v in record.items()}
     if not isinstance(record, dict) or any(record.get(k) != v for k, v in asdict(piece).items()):
         raise CorruptFileError(record_path, f"it is not the record of {piece}", remedy)
     try:
@@ -137,7 +144,7 @@ def read_piece(folder: Path, piece: Piece) -> tuple[pd.DataFrame, dict] | None:
         raise CorruptFileError(csv_path, "it is missing although its record is there", remedy) from None
     if len(data) != record.get("bytes") or _digest(data) != record.get("sha256"):
         raise CorruptFileError(csv_path, "its bytes do not match the checksum in its record", remedy)
-    frame = read_csv(io.StringIO(data.decode("utf-8")))
+    frame = read_csv(io.StringIO(data.decode("utf-8"))).rename(columns=RECORD_ALIASES)
     if len(frame) != record.get("rows"):
         raise CorruptFileError(csv_path, f"it holds {len(frame)} rows where its record says {record.get('rows')}", remedy)
     if piece.learner != ORACLE:
@@ -215,6 +222,11 @@ def merge_pieces(sources: Sequence[str | Path], into: str | Path) -> dict:
     skipped when identical and refused when it differs. Every source piece is checked before
     anything is copied. Returns counts of ``added`` and ``identical`` pieces."""
     into = Path(into)
+    with folder_lock(into, "this merge"):
+        return _merge_locked(sources, into)
+
+
+def _merge_locked(sources: Sequence[str | Path], into: Path) -> dict:
     present = {p: read_piece(into, p) for p in list_pieces(into)}
     cells = {}
     for piece, (_, record) in present.items():
@@ -241,10 +253,10 @@ def merge_pieces(sources: Sequence[str | Path], into: str | Path) -> dict:
                 identical += 1
                 continue
             present[piece] = (frame, record)
-            plan.append((source, piece))
-    for source, piece in plan:
-        for path in (piece.csv(source), piece.record(source)):  # CSV first: a record names a whole CSV
-            target = piece.csv(into) if path.suffix == ".csv" else piece.record(into)
+            # where it goes, checked now: a link out of ``into`` is refused before anything is copied
+            plan.append(((piece.csv(source), piece.csv(into)), (piece.record(source), piece.record(into))))
+    for copies in plan:
+        for path, target in copies:  # CSV first: a record names a whole CSV
             atomic_write_text(target, path.read_text(encoding="utf-8"))
     return {"added": len(plan), "identical": identical}
 
@@ -256,6 +268,41 @@ def _piece_record(experiment: ColoredMNISTExperiment, preset: str, commit: str, 
             "precision": p.precision, "ood_path": p.ood_path, "device": describe_device(experiment.device),
             "torch": torch.__version__, "featlib_version": __version__, "commit": commit,
             "wall_time_s": seconds, **({"command": command} if command else {}), **_objective_file_fields(objective)}
+
+
+#: The lock file of a pieces folder (beside ``pieces/``), held by the one run or merge writing it.
+LOCK_NAME = ".pieces.lock"
+
+
+class FolderBusy(ValueError):
+    """Another process is writing the pieces folder (one line, naming it)."""
+
+
+@contextmanager
+def folder_lock(folder: str | Path, who: str = "this run"):
+    """Hold the pieces folder ``folder`` for a run's or a merge's whole life: the protocol check,
+    the list of missing pieces and every write happen under it, so two runs never both report
+    every piece done while one run's pieces are lost, and a mix of protocols cannot slip between
+    one run's check and another's write. A second process is refused at once
+    (:class:`FolderBusy`, naming the holder); the lock is released when the holder ends, however it
+    ends (an advisory ``flock``, which the kernel drops with the process)."""
+    from ..io.cache import PieceLock
+
+    folder = Path(folder)
+    lock = PieceLock(folder / LOCK_NAME[1:-5])  # PieceLock(x) locks .x.lock beside x
+    if not lock.acquire(blocking=False):
+        holder = "another process"
+        try:
+            with open(lock.path) as handle:
+                holder = PieceLock.holder_of(handle)
+        except OSError:
+            pass
+        raise FolderBusy(f"{folder} is being written by {holder} (it holds {lock.path}); let that run or merge "
+                         f"finish, or end it, then start {who} again")
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def missing_pieces(protocols: Iterable[CMNISTProtocol], folder: Path) -> list[tuple[CMNISTProtocol, Piece]]:
@@ -307,6 +354,14 @@ def run_pieces(protocols: Sequence[CMNISTProtocol], folder: str | Path, *, prese
     experiments = {p.dataset: ColoredMNISTExperiment(p, cache_dir=cache_dir, mnist_source=mnist_source,
                                                      device=device or get_device(), progress=False)
                    for p in protocols}
+    with folder_lock(folder, "this pieces run"):
+        check_folder_protocols(protocols, folder, preset)  # again, now that no one else writes here
+        return _run_pieces_locked(protocols, folder, experiments, preset=preset, commit=commit, command=command,
+                                  budget_s=budget_s, progress=progress, start=start)
+
+
+def _run_pieces_locked(protocols, folder: Path, experiments: dict, *, preset, commit, command, budget_s, progress,
+                       start) -> dict:
     todo = missing_pieces(protocols, folder)
     done = 0
     for k, (protocol, piece) in enumerate(todo):
@@ -342,4 +397,5 @@ def check_pieces_out(name: str, value, *, protect: dict | None = None):
     never the working directory, a checkout or the cache (:func:`featlib.io.result_folder.check_out`)."""
     from ..io.result_folder import check_out
 
-    return check_out(name, value, "featlib.experiments.table2_pieces", protect=protect, keep=("pieces", "README.md"))
+    return check_out(name, value, "featlib.experiments.table2_pieces", protect=protect,
+                     keep=("pieces", "README.md", LOCK_NAME))

@@ -102,6 +102,9 @@ class WildsProtocol:
         check_sequence("penalty_weights", self.penalty_weights, unique=True)
         for w in self.penalty_weights:
             check_positive("penalty_weights", w)
+        for name in ("learners", "objectives", "seeds", "penalty_weights"):  # lists from a notebook: frozen as tuples
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, tuple(getattr(self, name)))
         if self.backbone is not None:
             BACKBONES.get(self.backbone)
         if self.pretrained not in (True, False, "auto"):

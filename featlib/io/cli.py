@@ -15,3 +15,29 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str):  # noqa: D102  (argparse's hook)
         print(f"error: {self.prog}: {message} (see --help)", file=sys.stderr)
         sys.exit(2)
+
+
+def describe_os_error(err: OSError, where=None) -> str:
+    """One line for an :class:`OSError` met while a command works (a full disk, a folder taken
+    away): what failed, where, and that the finished work stays (every command writes atomically
+    and resumes), so the remedy is to free space or fix the folder and run the same command again."""
+    what = err.strerror or str(err) or type(err).__name__
+    path = err.filename or where or "a file"
+    return (f"{path}: {what}; what was finished is kept: free space or fix the folder, "
+            "then run the same command again")
+
+
+def os_errors_in_one_line(main):
+    """A command's ``main(argv) -> int`` whose :class:`OSError` (a full disk during a results
+    commit or a piece's write, a folder removed meanwhile) is one line on stderr and exit status 2
+    instead of a traceback. The commands write atomically, so what was finished stays whole."""
+    import functools
+
+    @functools.wraps(main)
+    def wrapped(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except OSError as err:
+            print(f"error: {describe_os_error(err)}", file=sys.stderr)
+            return 2
+    return wrapped

@@ -43,6 +43,7 @@ import pandas as pd
 from .atomic import pid_alive
 from .cache import CorruptFileError
 from .csv_io import frame_to_csv, read_csv
+from .paths import inside
 
 PROVENANCE = "provenance.json"
 #: Room the hidden siblings need beside ``--out``'s own name (``.<name>.partial-<host>-<pid>-<hex>``).
@@ -306,6 +307,10 @@ def _read_once(directory: Path, dir_fd: int, remedy: str | None, kind: str | Non
                 or not isinstance(entry.get("sha256"), str) or not _SHA.fullmatch(entry["sha256"])):
             raise CorruptFileError(path, f"its manifest entry {str(name)[:80]!r} is malformed "
                                          "(it must map a file name to its bytes and sha256)", remedy)
+        try:
+            inside(directory, name, what="a manifest entry")  # a link out of the folder is no file of it
+        except ValueError as err:
+            raise CorruptFileError(path, str(err), remedy) from None
         data = _read_at(dir_fd, name)
         if data is None:
             raise CorruptFileError(directory / name, "it is listed in provenance.json but missing", remedy)

@@ -407,7 +407,7 @@ def train_stack_fast(
     # features feed the head, which computes in float32 (models.stacked.head_product)
     inputs = precision.stored(train.inputs) if functional.regroupable and not head_only else train.inputs
 
-    records: dict[str, list] = {"steps": [], "train_acc": [], "test_acc": [], "penalty": []}
+    records: dict[str, list] = {"steps": [], "train_acc": [], "test_acc": [], "penalty": [], "finite": []}
     records_at = set(record_steps(config))
     axis = functional.axis
     phase: Phase | None = None
@@ -424,12 +424,13 @@ def train_stack_fast(
                 logits, features = functional.forward(params, inputs, None)
             return promote(logits), features
 
-        train_acc, test_acc = evaluate_stack(forward, train, tests)
+        train_acc, test_acc, finite = evaluate_stack(forward, train, tests)
         where = positions()
         records["steps"].append(step)
         records["train_acc"].append(train_acc.index_select(-1, where).cpu().numpy())
         records["test_acc"].append(test_acc.index_select(-1, where).cpu().numpy())
         records["penalty"].append(last_penalty.index_select(-1, where).cpu().numpy())
+        records["finite"].append((finite & torch.isfinite(last_penalty)).index_select(-1, where).cpu().numpy())
 
     bar = tqdm(total=config.steps, desc=progress if isinstance(progress, str) else config.objective,
                disable=not progress, leave=False)
@@ -465,6 +466,7 @@ def train_stack_fast(
         train_acc=np.stack(records["train_acc"]),
         test_acc=np.stack(records["test_acc"]),
         penalty=np.stack(records["penalty"]),
+        finite=np.stack(records["finite"]),
     )
 
 

@@ -101,6 +101,18 @@ class StackHistory:
     test_acc: np.ndarray
     penalty: np.ndarray
     val_acc: np.ndarray | None = None
+    #: (T, *B) whether each run's training logits were finite at each evaluation step (None: not recorded)
+    finite: np.ndarray | None = None
+
+    @property
+    def diverged_step(self) -> np.ndarray:
+        """(*B,) the first evaluation step at which a run's training logits were not finite (its
+        loss overflowed or its weights became NaN: the run diverged), -1 for a run that never did."""
+        if self.finite is None:
+            return np.full(self.train_acc.shape[1:], -1)
+        bad = ~self.finite.astype(bool)
+        first = np.where(bad.any(0), bad.argmax(0), -1)
+        return np.where(first >= 0, np.asarray(self.steps)[np.maximum(first, 0)], -1)
 
     @property
     def worst_test_acc(self) -> np.ndarray:
@@ -113,14 +125,22 @@ class StackHistory:
         return None if self.val_acc is None or not self.val_acc.shape[1] else self.val_acc.mean(axis=1)
 
     def final(self) -> dict[str, np.ndarray]:
-        """Metrics after the last step, (*B,) each: what the paper's tables report, and ``val_acc``
-        (:attr:`mean_val_acc`) when there are validation environments."""
+        """Metrics after the last step, (*B,) each: what the paper's tables report, ``val_acc``
+        (:attr:`mean_val_acc`) when there are validation environments, and ``diverged_step``
+        (:attr:`diverged_step`). A run that diverged is scored as missing: its accuracies are NaN,
+        never the one-class accuracy its non-finite logits would give."""
         val = self.mean_val_acc
+        diverged = self.diverged_step >= 0
+
+        def scored(values: np.ndarray) -> np.ndarray:
+            return np.where(diverged, np.nan, values)
+
         return {
-            "train_acc": self.train_acc[-1],
-            "worst_test_acc": self.worst_test_acc[-1],
-            **{f"test_acc_{e}": self.test_acc[-1, e] for e in range(self.test_acc.shape[1])},
-            **({} if val is None else {"val_acc": val[-1]}),
+            "train_acc": scored(self.train_acc[-1]),
+            "worst_test_acc": scored(self.worst_test_acc[-1]),
+            **{f"test_acc_{e}": scored(self.test_acc[-1, e]) for e in range(self.test_acc.shape[1])},
+            **({} if val is None else {"val_acc": scored(val[-1])}),
+            "diverged_step": self.diverged_step,
         }
 
 
@@ -146,13 +166,16 @@ def l2_covered(stack, tensors: Sequence[torch.Tensor], scope: str) -> list[bool]
 
 @torch.no_grad()
 def evaluate_stack(stack: StackFn, train: LabelledInputs, tests: Sequence[LabelledInputs]):
-    """Training accuracy (mean over training environments, as the reference) and the accuracy
-    on each test environment, (*B,) and (E_test, *B)."""
+    """Training accuracy (mean over training environments, as the reference), the accuracy on each
+    test environment, (*B,) and (E_test, *B), and whether each run's training logits are all
+    finite, (*B,) bool (a run whose weights became NaN or inf predicts one class everywhere, which
+    an accuracy alone would score)."""
     logits, _ = stack(train.inputs)
     slices = train.env_slices or [slice(None)]
     train_acc = torch.stack([accuracy(logits[..., s], train.y[..., s]) for s in slices]).mean(0)
     test_acc = [accuracy(stack(t.inputs)[0], t.y) for t in tests]
-    return train_acc, torch.stack(test_acc) if test_acc else train_acc.new_zeros((0, *train_acc.shape))
+    finite = torch.isfinite(logits).all(-1)
+    return train_acc, torch.stack(test_acc) if test_acc else train_acc.new_zeros((0, *train_acc.shape)), finite
 
 
 def record_steps(config: OODStageConfig) -> list[int]:
@@ -227,7 +250,7 @@ def train_stack_plain(
     env_targets = [train.y[..., s] for s in train.env_slices]
     warm = torch.full_like(penalty_weights, config.warmup_penalty_weight)
     rescales = objective.has_penalty and objective.rescale
-    records: dict[str, list] = {"steps": [], "train_acc": [], "test_acc": [], "penalty": []}
+    records: dict[str, list] = {"steps": [], "train_acc": [], "test_acc": [], "penalty": [], "finite": []}
     last_penalty = torch.zeros(batch_shape, device=device)
 
     def forward(inputs):
@@ -236,11 +259,12 @@ def train_stack_plain(
         return promote(logits), features
 
     def record(step: int) -> None:
-        train_acc, test_acc = evaluate_stack(forward, train, tests)
+        train_acc, test_acc, finite = evaluate_stack(forward, train, tests)
         records["steps"].append(step)
         records["train_acc"].append(train_acc.cpu().numpy())
         records["test_acc"].append(test_acc.cpu().numpy())
         records["penalty"].append(last_penalty.cpu().numpy())
+        records["finite"].append((finite & torch.isfinite(last_penalty)).cpu().numpy())
 
     records_at = set(record_steps(config))
     regularised = [p for p, keep in zip(trainable, l2_covered(stack, list(trainable), config.l2_scope)) if keep]
@@ -268,4 +292,5 @@ def train_stack_plain(
         train_acc=np.stack(records["train_acc"]),
         test_acc=np.stack(records["test_acc"]),
         penalty=np.stack(records["penalty"]),
+        finite=np.stack(records["finite"]),
     )
