@@ -16,6 +16,7 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -70,33 +71,43 @@ def command_line(module: str, argv: list[str] | None) -> str:
     return " ".join(["python", "-m", module, *map(str, args)])
 
 
+#: What the layers above add to every provenance record, each a function returning a dict of
+#: fields: the training package adds ``float32_matmul`` (:func:`featlib.training.precision.process_precision`)
+#: and ``compiled_losses`` (:func:`featlib.training.fast_stage.compile_record`) when it is imported.
+#: The record asks them, so I/O imports nothing above it.
+PROCESS_RECORDERS: list[Callable[[], dict]] = []
+
+
+def add_process_recorder(recorder: Callable[[], dict]) -> Callable[[], dict]:
+    """Register ``recorder`` (a function returning fields of the process) for :func:`provenance`."""
+    if recorder not in PROCESS_RECORDERS:
+        PROCESS_RECORDERS.append(recorder)
+    return recorder
+
+
 def provenance(command: str, started: float, device: torch.device | None = None, *, commit: str | None = None,
                **extra) -> dict:
-    """The common record: command, commit, featlib and torch versions, device, machine, the
-    process-wide float32 matrix-product precision (``float32_matmul``: "fp32", or "tf32" when TF32
-    was on; an OOD stage records its own named precision, ``CMNISTProtocol.precision``), wall time
-    since ``started`` (a ``time.perf_counter()`` value) and the finishing time; where the process
-    compiled OOD-stage losses, ``compiled_losses`` (each one's name and "compiled" or why it ran
-    eager, :func:`featlib.training.fast_stage.compile_record`); ``extra`` after.
+    """The common record: command, commit, featlib and torch versions, device, machine, wall time
+    since ``started`` (a ``time.perf_counter()`` value) and the finishing time; then the fields of
+    :data:`PROCESS_RECORDERS` (the process-wide float32 matrix-product precision, ``float32_matmul``:
+    "fp32", or "tf32" when TF32 was on, an OOD stage recording its own named precision; and, where
+    the process compiled OOD-stage losses, ``compiled_losses``); ``extra`` after.
 
     ``commit``: :func:`git_commit` taken when the run *started* (pass it: the checkout may move
     while a long run goes on); None takes it now."""
-    from ..training.fast_stage import compile_record
-    from ..training.precision import process_precision
-
     device = device or get_device()
-    return {
+    record = {
         "command": command,
         "commit": git_commit() if commit is None else commit,
         "featlib_version": __version__,
         "torch": torch.__version__,
         "device": describe_device(device),
-        "float32_matmul": process_precision(),
         "threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
         "machine": platform.platform(),
         "wall_time_s": time.perf_counter() - started,
         "finished_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        **compile_record(),
-        **extra,
     }
+    for recorder in PROCESS_RECORDERS:
+        record.update(recorder())
+    return {**record, **extra}

@@ -12,6 +12,10 @@ An objective of one's own is a file that registers it:
 :func:`featlib.experiments.objective_files.load_objective_file` (``--objective-file`` of
 ``featlib.cli.run_cmnist``) loads and checks it.
 """
+import importlib
+import pkgutil
+import sys
+
 # Registered in the paper's table order, which OBJECTIVES.names() keeps.
 from . import erm, irm  # noqa: F401, I001  (register the objectives)
 from . import vrex, irmx, ib_irm, clove, iga, fishr, group_dro  # noqa: F401
@@ -21,6 +25,28 @@ from .base import (
 from .closed_form import SCALE_DERIVATIVES, scale_derivatives
 from .irm import scale_gradients
 from .registry import OBJECTIVES
+
+
+#: Modules of this package that hold no objective.
+_NOT_OBJECTIVES = {"base", "closed_form", "registry"}
+
+
+def import_objective_modules() -> list[str]:
+    """Import every module of this package not imported yet (after the paper's, above): a new
+    built-in objective is one file in ``featlib/objectives/`` that registers itself; its memory is
+    counted on first use (:func:`featlib.training.memory.step_peak_bytes`) and its label is its
+    class's ``label`` (:func:`featlib.experiments.labels.label`). Returns the modules imported now."""
+    imported = []
+    for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        name = f"{__name__}.{module.name}"
+        if module.name.startswith("_") or module.name in _NOT_OBJECTIVES or name in sys.modules:
+            continue
+        importlib.import_module(name)
+        imported.append(module.name)
+    return imported
+
+
+import_objective_modules()
 
 
 def make_objective(name: str, **kwargs) -> Objective:

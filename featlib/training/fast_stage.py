@@ -43,6 +43,7 @@ from tqdm.auto import tqdm
 
 from ..objectives import make_objective
 from ..objectives.base import Objective, check_penalty_weight, promote
+from ..io.provenance import add_process_recorder
 from ..registry import Registry
 from ..validation import check_bool
 from .fused import BIAS_RELU, make_bias_relu
@@ -226,6 +227,7 @@ def compiled_loss(forward, config: OODStageConfig, settings: LossSettings, mode:
     return _COMPILED[key]
 
 
+@add_process_recorder
 def compile_record() -> dict:
     """For a provenance record: every loss this process compiled, ``"compiled"`` or why it ran
     eager (empty when none was compiled)."""

@@ -166,8 +166,13 @@ def step_peak_bytes(kind: str, objective: str, n: int, hidden: int, runs: int, g
     """The modelled peak of a stack's training beyond its inputs and parameters."""
     key = (kind, objective)
     if key not in PEAK_COEFFICIENTS:
-        raise ValueError(f"no counted peak for objective {objective!r} on a {kind} stack; counted: "
-                         f"{sorted({o for k, o in PEAK_COEFFICIENTS if k == kind})}")
+        from ..objectives import OBJECTIVES
+
+        if objective not in OBJECTIVES:
+            raise ValueError(f"no counted peak for objective {objective!r} on a {kind} stack: it is no registered "
+                             f"objective (registered: {', '.join(OBJECTIVES.names())})")
+        # a new objective: its peak is counted now, once per process (seconds, on small stacks)
+        PEAK_COEFFICIENTS[key] = fit_coefficients(kind, objective)
     terms = sizes(kind, n, hidden, runs, groups)
     return max(0.0, sum(k * terms[t] for k, t in zip(PEAK_COEFFICIENTS[key], TERMS[kind])))
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..io.provenance import add_process_recorder
 from ..registry import Registry
 
 
@@ -121,3 +122,9 @@ def process_precision() -> str:
     if cuda == "tf32" and cpu in ("ieee", "none", "tf32"):
         return "tf32"
     return f"cuda matmul {cuda}, cpu matmul {cpu}"
+
+
+@add_process_recorder
+def _precision_record() -> dict:
+    """``float32_matmul`` of every provenance record (:func:`featlib.io.provenance.provenance`)."""
+    return {"float32_matmul": process_precision()}
