@@ -108,20 +108,46 @@ def configure_stage(stage_dir: Path) -> None:
 
 
 def stage(executed_dir: Path, stage_dir: Path) -> None:
-    """Copy the book source to ``stage_dir``, with the executed notebooks in place."""
-    if stage_dir.exists():
-        shutil.rmtree(stage_dir)
-    stage_dir.mkdir(parents=True)
+    """The book source in ``stage_dir``, with the executed notebooks in place. It is made beside
+    and then synced in (:func:`sync_tree`): a file whose bytes did not change keeps its time, so
+    Sphinx re-reads only the pages that changed."""
+    fresh = stage_dir.with_name(stage_dir.name + ".new")
+    if fresh.exists():
+        shutil.rmtree(fresh)
+    fresh.mkdir(parents=True)
     for name in BOOK_SOURCES:
         src = REPO_ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, stage_dir / name)
-    (stage_dir / "notebooks").mkdir()
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, fresh / name)
+    (fresh / "notebooks").mkdir()
     for nb in list_notebooks():
         executed = executed_dir / nb.name
         if not executed.exists():
             raise FileNotFoundError(f"{executed} is missing: execute the notebooks first (python -m featbook.notebooks)")
-        shutil.copy2(executed, stage_dir / "notebooks" / nb.name)
-    configure_stage(stage_dir)
+        shutil.copy2(executed, fresh / "notebooks" / nb.name)
+    configure_stage(fresh)
+    sync_tree(fresh, stage_dir)
+    shutil.rmtree(fresh)
+
+
+def sync_tree(source: Path, target: Path) -> int:
+    """Make ``target`` hold exactly the files of ``source``: a file is copied only where it is new
+    or its bytes differ (an unchanged one keeps its modification time), and files and folders that
+    ``source`` lacks are removed (``target`` is the build's own staging folder). Returns the files
+    copied."""
+    target.mkdir(parents=True, exist_ok=True)
+    wanted = {p.relative_to(source) for p in source.rglob("*")}
+    for path in sorted(target.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        if path.relative_to(target) not in wanted or path.is_dir() != (source / path.relative_to(target)).is_dir():
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+    copied = 0
+    for rel in sorted(wanted, key=lambda p: len(p.parts)):
+        src, dst = source / rel, target / rel
+        if src.is_dir():
+            dst.mkdir(exist_ok=True)
+        elif not dst.exists() or dst.read_bytes() != src.read_bytes():
+            shutil.copy2(src, dst)
+            copied += 1
+    return copied
 
 
 def render(stage_dir: Path, out_root: Path) -> Path:
@@ -147,13 +173,16 @@ def check_pages(html: Path) -> None:
         raise LeakedCodeError("the rendered pages show code to the reader (featbook.leaks):\n" + report(found))
 
 
-def build(profile: str | None = "small", executed_dir: Path | None = None, out_root: Path = REPO_ROOT) -> Path:
-    """Execute (unless ``executed_dir`` is given), stage and render, then check the pages for
-    leaked code (:func:`check_pages`); return the HTML directory."""
+def build(profile: str | None = "small", executed_dir: Path | None = None, out_root: Path = REPO_ROOT,
+          fresh: bool = False) -> Path:
+    """Execute (unless ``executed_dir`` is given; a chapter whose outputs are kept under the same
+    key is not executed again unless ``fresh``, :mod:`featbook.executed`), stage and render (Sphinx
+    re-reads the pages whose staged files changed), then check the pages for leaked code
+    (:func:`check_pages`); return the HTML directory."""
     start = time.perf_counter()
     if executed_dir is None:
         executed_dir = out_root / "_build" / "executed"
-        execute_all(profile, executed_dir)
+        execute_all(profile, executed_dir, fresh=fresh)
     stage_dir = out_root / "_build" / "stage"
     stage(executed_dir, stage_dir)
     html = render(stage_dir, out_root)
@@ -166,9 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="small", help="parameter profile for the notebooks (small or full)")
     parser.add_argument("--executed", type=Path, default=None, help="use notebooks already executed in DIR")
+    parser.add_argument("--fresh", action="store_true",
+                        help="execute every chapter, even those whose outputs are kept (featbook.executed)")
     args = parser.parse_args(argv)
     try:
-        build(args.profile, args.executed)
+        build(args.profile, args.executed, fresh=args.fresh)
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

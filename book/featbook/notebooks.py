@@ -97,10 +97,13 @@ def book_notebooks(out_dir: Path, notebooks: list[Path]) -> list[Path]:
 
 
 def execute_all(profile: str | None, out_dir: Path, names: list[str] | None = None,
-                from_sources: bool = True) -> dict[str, float]:
+                from_sources: bool = True, fresh: bool = False) -> dict[str, float]:
     """Execute every chapter (or those named) with ``profile`` into ``out_dir``; wall time per
-    chapter. ``from_sources``: run the book's notebooks made from the MyST sources (what the
-    book renders) rather than the committed ``.ipynb`` (what Colab opens)."""
+    chapter (0 for a chapter whose outputs were reused). ``from_sources``: run the book's
+    notebooks made from the MyST sources (what the book renders) rather than the committed
+    ``.ipynb`` (what Colab opens). The book's notebooks are executed once per key of what
+    determines their outputs (:mod:`featbook.executed`): a chapter whose code, parameters,
+    library and committed results are unchanged is not executed again unless ``fresh``."""
     params = load_profile(profile)
     notebooks = list_notebooks()
     if names:
@@ -116,9 +119,21 @@ def execute_all(profile: str | None, out_dir: Path, names: list[str] | None = No
     for nb in notebooks:  # every notebook's parameters, before the first one runs
         check_parameters(nb, params.get(nb.stem, {}), NOTEBOOK_DIR)
     times = {}
+    if from_sources:
+        from featbook.executed import code_digest, execute_cached
+
+        code = code_digest()
     for nb in notebooks:
-        times[nb.stem] = execute_notebook(nb, out_dir / nb.name, params.get(nb.stem, {}), cwd=NOTEBOOK_DIR)
-        print(f"executed {nb.name} with profile {profile or 'full'} in {times[nb.stem]:.1f} s", flush=True)
+        parameters = params.get(nb.stem, {})
+        if not from_sources:
+            times[nb.stem] = execute_notebook(nb, out_dir / nb.name, parameters, cwd=NOTEBOOK_DIR)
+            print(f"executed {nb.name} with profile {profile or 'full'} in {times[nb.stem]:.1f} s", flush=True)
+            continue
+        times[nb.stem], ran = execute_cached(nb, out_dir / nb.name, parameters, NOTEBOOK_DIR,
+                                             lambda n, o, p, c: execute_notebook(n, o, p, cwd=c), fresh=fresh, code=code)
+        print(f"executed {nb.name} with profile {profile or 'full'} in {times[nb.stem]:.1f} s" if ran else
+              f"reused {nb.name}: its code, parameters, featlib, featbook and the committed results are unchanged "
+              "(only its prose is rendered anew)", flush=True)
     return times
 
 
@@ -129,9 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "_build" / "executed")
     parser.add_argument("--ipynb", action="store_true",
                         help="run the committed .ipynb (what Colab opens) instead of the book's notebooks made from the .md")
+    parser.add_argument("--fresh", action="store_true", help="execute every chapter, even one whose outputs are kept")
     args = parser.parse_args(argv)
     try:
-        execute_all(args.profile, args.out, args.notebooks, from_sources=not args.ipynb)
+        execute_all(args.profile, args.out, args.notebooks, from_sources=not args.ipynb, fresh=args.fresh)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
