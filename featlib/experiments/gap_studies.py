@@ -18,6 +18,9 @@ and records per-step histories so that one run answers "what if the reference st
 * ``bonsai-dro-length`` -- Bonsai's second (DRO) round on ColoredMNIST-025: Table 6 says 150
   epochs, the paper's text and the Bonsai authors' script 500. Both variants' features, then the
   frozen IRMv1 / V-REx grid of the protocol on each.
+* ``frozen-pretraining`` -- chapter 03's claim (Fig. 1(b)) in its frozen-feature form, which a CPU
+  carries at full size: ERM's featurizer after 0 to 250 epochs, frozen, each objective's head on
+  it, beside the same heads on iFeAT's features.
 * ``ood-length-025`` and ``ood-length-01`` -- the OOD stage's length, which the paper never gives
   (ours 1,000; the FeAT authors' ``run_exp.py`` 501), for the whole frozen table at once: every
   objective's grid (5 penalty weights x 6 pre-training lengths) on the ERM, Bonsai and iFeAT
@@ -190,6 +193,56 @@ def ood_length(seed: int, device: torch.device, dataset: str, steps: int = 3000,
 
 STUDIES.register("ood-length-025")(functools.partial(ood_length, dataset="cmnist025"))
 STUDIES.register("ood-length-01")(functools.partial(ood_length, dataset="cmnist01"))
+
+
+@STUDIES.register("frozen-pretraining")
+def frozen_pretraining(seed: int, device: torch.device, dataset: str = "cmnist025",
+                       erm_epochs: tuple = (0, 50, 100, 150, 200, 250),
+                       objectives: tuple = ("erm", "irmv1", "vrex", "irmx", "clove", "iga", "fishr"),
+                       cache_dir: Path | None = None, **overrides) -> pd.DataFrame:
+    """Fig. 1(b) in its frozen-feature form (chapter 03): the featurizer of one ERM run from the
+    seed's initialisation, kept after each of ``erm_epochs`` full-batch epochs (0: the random
+    initialisation), frozen; on each, every objective's head (from that snapshot's head) trained
+    with the protocol's OOD stage for each penalty weight, no further warm-up; beside them the
+    same heads on iFeAT's features (the protocol's, cached in ``cache_dir``). One row per
+    (features, ERM epochs, objective, penalty weight): ``worst_test_acc``, ``val_acc``,
+    ``train_acc``, ``diverged_step``. IB-IRM is left out: on frozen features it trains exactly
+    as IRMv1."""
+    from ..feature_learning.erm import erm_snapshots
+    from .colored_mnist import ColoredMNISTExperiment
+
+    p = CMNISTProtocol(dataset=dataset, seeds=(seed,), learners=("ifeat",), objectives=objectives, **overrides)
+    experiment = ColoredMNISTExperiment(p, cache_dir=cache_dir, device=device, progress=False)
+    data = experiment.data(seed)
+    trained = [e for e in erm_epochs if e > 0]
+    torch.manual_seed(seed)
+    snapshots = erm_snapshots(data, seed, epochs=trained, hidden_dim=p.hidden_dim, lr=p.lr, l2=p.l2) if trained else {}
+    nets = {e: (snapshots[e].model if e else ColoredMNISTMLP(p.hidden_dim, seed=seed).to(device)) for e in erm_epochs}
+    feat = experiment.features("ifeat", seed)
+    groups = [("erm", e, net) for e, net in nets.items()] + [("ifeat", feat.epochs, feat.model)]
+    with torch.no_grad():
+        def features(x):
+            return torch.stack([net.featurizer(x) for _, _, net in groups])
+
+        n = len(groups)
+        train = LabelledInputs(features(data.train_x), data.train_y.expand(n, 1, -1), data.env_slices)
+        tests = [LabelledInputs(features(env.x), env.y.expand(n, 1, -1)) for env in data.test]
+        vals = [LabelledInputs(features(env.x), env.y.expand(n, 1, -1)) for env in data.val]
+    rows = []
+    for objective in objectives:
+        weights = [w for w, _ in p.configurations(objective)]
+        weights = list(dict.fromkeys(weights))  # one per weight: no warm-up on frozen snapshots
+        stack = StackedHeads([[net.classifier] * len(weights) for _, _, net in groups]).to(device)
+        history = train_stack(stack, stack.head_parameters(), stack.batch_shape, train, tests, p.ood_config(objective),
+                              torch.tensor([weights] * n), torch.zeros(n, len(weights), dtype=torch.long), vals=vals)
+        final = history.final()
+        for g, (learner, epochs, _) in enumerate(groups):
+            for c, weight in enumerate(weights):
+                rows.append({"dataset": dataset, "seed": seed, "learner": learner, "erm_epochs": epochs,
+                             "objective": objective, "penalty_weight": weight,
+                             **{k: (int(v[g, c]) if k == "diverged_step" else float(v[g, c])) for k, v in final.items()
+                                if k in ("train_acc", "worst_test_acc", "val_acc", "diverged_step")}})
+    return pd.DataFrame(rows)
 
 
 def study_key(name: str) -> str:
