@@ -21,7 +21,7 @@ def executed(tmp_path_factory):
     from featbook.notebooks import execute_all
 
     out = tmp_path_factory.mktemp("executed")
-    execute_all("small", out)
+    execute_all("small", out, fresh=True)  # executed here, never outputs kept by an earlier build
     return out
 
 

@@ -15,11 +15,12 @@ pytestmark = pytest.mark.notebook
 CHAPTERS = [
     "01_erm_feature_learning", "02_irmv1_and_pretraining", "03_ood_objectives_need_rich_features",
     "04_feat_on_colored_mnist", "05_feat_on_wilds", "06_which_features_are_learned", "07_cost_of_feature_learning",
+    "08_feat_on_your_own_data",
 ]
 
 
 #: Images a rendered chapter must show (figures plus the logo), where not 3.
-MIN_IMAGES = {"04_feat_on_colored_mnist": 2, "07_cost_of_feature_learning": 2}
+MIN_IMAGES = {"04_feat_on_colored_mnist": 2, "07_cost_of_feature_learning": 2, "08_feat_on_your_own_data": 2}
 
 
 def parameters_cell(path):
@@ -234,3 +235,14 @@ def test_chapter_07_prints_the_cost_table_and_the_schedule(executed):
     assert all(1.0 <= v <= 1.5 for v in r["ifeat_memory_x_erm"].values())
     assert set(r["schedule_x_erm"]) == {f"{b}/{m}" for b in ("cmnist", "wilds") for m in ("erm", "bonsai", "feat", "ifeat")}
     assert r["schedule_x_erm"]["cmnist/bonsai"] > r["schedule_x_erm"]["cmnist/ifeat"]  # 700 steps against 300
+
+
+def test_chapter_08_runs_feat_on_a_dataset_of_ones_own(executed):
+    r = read_records(executed / "08_feat_on_your_own_data.ipynb")
+    # the termination check keeps round 2 and discards a later round, as on ColoredMNIST-025
+    assert r["feat_rounds"]["accepted"] >= 2 and r["feat_rounds"]["tried"] > r["feat_rounds"]["accepted"]
+    scores = r["scores"]
+    assert set(scores) == {f"{f}|{o}" for f in ("ERM features", "FeAT features") for o in ("ERM", "IRMv1", "V-REx")}
+    # the page's point: the OOD objectives do better on FeAT's features than on ERM's
+    for objective in ("IRMv1", "V-REx"):
+        assert scores[f"FeAT features|{objective}"] > scores[f"ERM features|{objective}"], objective
