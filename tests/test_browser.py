@@ -247,6 +247,30 @@ LAYOUT_JS = """(minTextPx) => {
   return {column: right - left, problems};
 }"""
 
+#: At a phone's width: every displayed element of the article that reaches past the viewport and
+#: is not inside a box that scrolls sideways (code, a wide table, an equation), i.e. what the
+#: reader sees cut off at the screen's edge. The page's own sideways scroll is measured apart.
+CUT_OFF_JS = """(viewport) => {
+  const scrolls = (el) => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+  const article = document.querySelector('article.bd-article') || document.querySelector('article');
+  const cut = [];
+  for (const el of article.querySelectorAll('*')) {
+    if (el.closest('mjx-assistive-mml, .visually-hidden, script, style')) continue;
+    const style = getComputedStyle(el);
+    if (style.visibility === 'hidden' || style.display === 'none') continue;
+    const box = el.getBoundingClientRect();
+    if (box.width < 1 || box.height < 1 || (box.right <= viewport + 1 && box.left >= -1)) continue;
+    let parent = el.parentElement, boxed = false;
+    while (parent && parent !== article) { if (scrolls(parent)) { boxed = true; break; } parent = parent.parentElement; }
+    if (boxed) continue;
+    const section = el.closest('section'), heading = section && section.querySelector('h1, h2, h3');
+    cut.push(`<${el.tagName.toLowerCase()}> reaching ${Math.round(box.right)} px in "`
+             + `${heading ? heading.textContent.trim().replace(/#$/, '') : ''}": `
+             + `${(el.textContent || '').trim().slice(0, 50)}`);
+  }
+  return cut.slice(0, 10);
+}"""
+
 #: The text a reader reads: the article less code input, mathematics and navigation (featbook.leaks.SKIPPED).
 TEXT_JS = """(skipped) => {
   const article = (document.querySelector('article.bd-article') || document.querySelector('article')).cloneNode(true);
@@ -330,6 +354,9 @@ def test_page_shows_no_machinery_and_never_scrolls_sideways_at_1280_and_390_px(v
         assert not shown, f"{path} at {width} px: visible cells that do machinery:\n" + "\n---\n".join(shown)
         overflow = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
         assert overflow <= 1, f"{path} at {width} px: the page scrolls sideways by {overflow} px"
+        cut = page.evaluate(CUT_OFF_JS, width)
+        assert not cut, f"{path} at {width} px: cut off at the screen's edge (not in a box that scrolls):\n" + \
+            "\n".join(cut)
         text = page.evaluate(TEXT_JS, list(SKIPPED))
         found = scan_text(text)
         assert not found, f"{path} at {width} px: leaked code or template leftovers:\n" + "\n".join(map(str, found))

@@ -111,7 +111,8 @@ def test_prose_formats_values_as_text_a_reader_reads():
 def test_tables_show_labels_one_line_values_and_no_index_or_nan():
     frame = pd.DataFrame({"objective": ["IRMv1", "V-REx"], "value": [0.925, np.nan], "kept": [True, False]})
     html = tables.table(frame, caption="A table")._repr_html_()
-    assert "<caption" in html and "A table" in html and "NaN" not in html and "nan" not in html
+    assert "feat-table-caption" in html and "A table" in html and "NaN" not in html and "nan" not in html
+    assert html.index("A table") < html.index("<table")  # above the table's scroll box, wrapping in the column
     assert "0.93" in html and "0.925000" not in html and "yes" in html and "white-space: nowrap" in html
     assert "<th" in html and html.count("<tr>") == 3  # header and two rows, no index column
     assert not leaks.scan_text(str(tables.table(frame)))

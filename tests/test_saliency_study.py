@@ -41,6 +41,8 @@ def patch_study(tmp_path_factory):
 def test_protocol_picks_the_cnn_for_the_patch_data_and_checks_its_parameters():
     assert SaliencyProtocol().architecture == "cnn"
     assert SaliencyProtocol(dataset="cmnist025").architecture == "mlp"
+    # a model is named by the epochs it trained: at epoch_scale 0.2, ERM's 150 epochs are 30
+    assert SaliencyProtocol(epoch_scale=0.2).model_names()[:3] == ["ERM 30 epochs", "ERM 60 epochs", "ERM 90 epochs"]
     assert SaliencyProtocol().model_names() == ["ERM 150 epochs", "ERM 300 epochs", "ERM 450 epochs", "Bonsai",
                                                  "FeAT 2 rounds"]
     for kwargs, message in [({"dataset": "mnist"}, "dataset must be one of"), ({"model": "vit"}, "model must be one of"),

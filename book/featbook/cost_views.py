@@ -63,8 +63,9 @@ def schedule_table(estimate: pd.DataFrame, caption: str) -> Table:
 
 
 def table14(paper: pd.DataFrame, ours_time: pd.Series, ours_memory: pd.Series, ours_dataset: str) -> Table:
-    """The paper's Table 14 with its ratios to ERM, ours (this run's schedule estimate and peak
-    memory) on the first line where this run measured the same dataset."""
+    """The paper's Table 14 with its ratios to ERM, ours (the schedule estimated at the committed
+    full-size step times, and their peak memory) on the first line where they measured the same
+    dataset."""
     rows = []
     for r in paper.itertuples():
         ours = "ifeat" if r.learner == "feat" else r.learner
@@ -79,9 +80,9 @@ def table14(paper: pd.DataFrame, ours_time: pd.Series, ours_memory: pd.Series, o
             "paper: time": f"{prose.number(r.time, 2)} {unit}".strip(),
             "paper: memory": f"{prose.number(r.memory_pct, 2)}% of the GPU",
         })
-    return table(pd.DataFrame(rows), caption="Table 14 of the paper beside this run",
-                 note="Ratios to ERM: ours on the first line (a dash where this run did not measure that dataset), "
-                      "the paper's under it.")
+    return table(pd.DataFrame(rows), caption="Table 14 of the paper beside the committed full-size measurements",
+                 note="Ratios to ERM: ours (committed, full size) on the first line, a dash where no committed "
+                      "measurement is of that dataset; the paper's under it.")
 
 
 def cost_figure(summary: pd.DataFrame):

@@ -105,12 +105,15 @@ class Table:
                 nowrap = column not in self.wrap_columns
                 cells.append(f'<td style="{align}{_CELL_STYLE}">{_cell_html(value, self.digits, nowrap)}</td>')
             rows.append("<tr>" + "".join(cells) + "</tr>")
-        caption = (f'<caption style="caption-side: top; text-align: left; font-weight: 600; padding-bottom: 4px">'
-                   f"{html.escape(self.caption)}</caption>") if self.caption else ""
+        # the caption and the note outside the table, so that they wrap in the column while a table
+        # too wide for a phone scrolls in its own box (book/featbook.css)
+        caption = (f'<p class="feat-table-caption" style="font-weight: 600; margin: 0.4em 0 4px 0">'
+                   f"{html.escape(self.caption)}</p>") if self.caption else ""
         note = (f'<p class="feat-table-note" style="font-size: 0.85em; color: #555; margin-top: -0.6em">'
                 f"{html.escape(self.note)}</p>") if self.note else ""
-        return (f'<div class="feat-table-wrap"><table class="feat-table" style="{_TABLE_STYLE}">{caption}'
-                f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{note}</div>")
+        return (f'<div class="feat-table-wrap">{caption}<div class="feat-table-scroll" style="overflow-x: auto">'
+                f'<table class="feat-table" style="{_TABLE_STYLE}">'
+                f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>{note}</div>")
 
     def __str__(self) -> str:
         return self.frame.map(lambda v: cell_text(v, self.digits)).to_string(index=False)

@@ -114,14 +114,15 @@ class SaliencyProtocol:
         return max(1, int(round(epochs * self.epoch_scale)))
 
     def model_names(self) -> list[str]:
-        names = [f"ERM {e} epochs" for e in self.erm_epochs]
+        names = [f"ERM {self.scaled(e)} epochs" for e in self.erm_epochs]  # the epochs it trained
         if self.bonsai:
             names.append("Bonsai")
         return names + [f"FeAT {self.feat_rounds} rounds"]
 
     def key(self) -> str:
         fields = {k: v for k, v in asdict(self).items() if k not in ("n_attribution", "ig_steps")}
-        blob = json.dumps({**fields, "featlib": __version__}, sort_keys=True, default=list)
+        # the models' names are in the cached history, so they are in the key too
+        blob = json.dumps({**fields, "featlib": __version__, "names": self.model_names()}, sort_keys=True, default=list)
         return hashlib.sha1(blob.encode()).hexdigest()[:10]
 
 
