@@ -124,6 +124,9 @@ def stage(executed_dir: Path, stage_dir: Path) -> None:
         if not executed.exists():
             raise FileNotFoundError(f"{executed} is missing: execute the notebooks first (python -m featbook.notebooks)")
         shutil.copy2(executed, fresh / "notebooks" / nb.name)
+    from featbook.claims import write as write_claims
+
+    write_claims(fresh, REPO_ROOT / "results", executed_dir)  # the introduction's table, from the committed results
     configure_stage(fresh)
     sync_tree(fresh, stage_dir)
     shutil.rmtree(fresh)

@@ -1,0 +1,38 @@
+"""The introduction's table of the paper's claims is made from the committed results
+(featbook.claims): each row reads its evidence, says its scale, and changes when the results do."""
+import shutil
+from pathlib import Path
+
+from featbook import claims
+from featlib.experiments.cmnist_report import frozen_columns
+from featlib.experiments.table2_pieces import load_pieces
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_every_claim_of_the_paper_has_a_row_from_the_committed_results():
+    rows = claims.claims(REPO / "results")
+    assert [r.paper for r in rows] == [p for p, *_ in claims.ROWS]
+    table2 = next(r for r in rows if r.paper == "Table 2")
+    frozen = frozen_columns(load_pieces(REPO / "results" / "cmnist-table2")["runs"])
+    for r in frozen.itertuples():
+        assert f"best in {int(r.feat_best)} of {int(r.objectives)} objectives" in table2.agrees
+    table7 = next(r for r in rows if r.paper == "Table 7")
+    assert "stop at round 2 on ColoredMNIST-025" in table7.agrees and "10\xa0seeds" in table7.scale
+    assert all(r.scale for r in rows)
+
+
+def test_without_results_every_row_says_not_yet_and_the_table_changes_with_them(tmp_path):
+    empty = [r for r in claims.claims(tmp_path) if r.paper not in ("Theorem 4.1, Fig. 2(b)",
+                                                                  "Theorem 4.2, Prop. 4.3, Cor. 4.4, Fig. 2")]
+    assert all(r.scale.startswith("not yet") and r.agrees == "-" for r in empty)
+    shutil.copytree(REPO / "results" / "cmnist-rounds", tmp_path / "cmnist-rounds")
+    table7 = next(r for r in claims.claims(tmp_path) if r.paper == "Table 7")
+    assert not table7.scale.startswith("not yet")
+
+
+def test_the_table_is_markdown_with_a_link_per_chapter(tmp_path):
+    text = claims.markdown(claims.claims(tmp_path))
+    lines = text.strip().splitlines()
+    assert len(lines) == 2 + len(claims.ROWS) and all(line.count("|") == 6 for line in lines)
+    assert "{doc}`04 <../notebooks/04_feat_on_colored_mnist>`" in text
