@@ -31,7 +31,7 @@ each line one call of the device tool (``run``), from the repository root::
 ``prepare`` writes ``_sitting/tree.json``: the commit and the SHA-256 of every tracked file, and
 refuses a tree with uncommitted changes; carry ``.whl`` and ``_sitting/tree.json`` with the first
 call. ``start`` checks every file of the copied tree against it and refuses a differing tree, then
-sets ``FEATLIB_COMMIT`` (:func:`featlib.io.provenance.git_commit` records it where the tree is a
+sets ``FEATLIB_COMMIT`` (:func:`featlib.store.provenance.git_commit` records it where the tree is a
 copy rather than a checkout), so that every piece names the commit it was computed at. Back here,
 unpack the tarball and merge the pieces with ``python -m featlib.cli.merge_pieces``.
 

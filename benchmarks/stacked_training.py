@@ -432,8 +432,8 @@ def main(argv=None) -> int:
 
 
 def write_out(args, argv, device, started, rates, bandwidth, frame, alone, prefix, estimate, runs, table, times):
-    from featlib.io.atomic import atomic_write
-    from featlib.io.provenance import provenance
+    from featlib.store.atomic import atomic_write
+    from featlib.store.provenance import provenance
 
     args.out.mkdir(parents=True, exist_ok=True)
     frames = {"variants": frame, "estimate": estimate, "runs": runs, "table2_precisions": table}

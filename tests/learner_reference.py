@@ -92,7 +92,7 @@ def minibatch_case(experiment, learner: str, implementation: str):
 
 def rows(learned) -> list[dict]:
     """The history rows, under today's column names, with None for a missing value."""
-    from featlib.feature_learning.base import ROW_ALIASES
+    from featlib.store.legacy import ROW_ALIASES
 
     frame = learned.rounds.rename(columns=ROW_ALIASES)
     return [{k: (None if not isinstance(v, str) and pd.isna(v) else v) for k, v in row.items()}

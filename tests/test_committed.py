@@ -209,7 +209,7 @@ def test_after_a_failed_fetch_a_chapter_says_the_fetch_failed_not_that_nothing_i
 
 
 def test_a_fetched_folder_that_does_not_load_tells_a_colab_reader_to_run_the_cell_again(upstream):
-    from featlib.io.cache import CorruptFileError
+    from featlib.store.files import CorruptFileError
 
     get, calls = serve(upstream)
     found = committed.locate("../results/cost", get=get)
@@ -229,7 +229,7 @@ def test_a_fetched_folder_that_does_not_load_tells_a_colab_reader_to_run_the_cel
 
 
 def test_in_a_checkout_a_folder_that_does_not_load_keeps_the_loaders_remedy(tmp_path, monkeypatch):
-    from featlib.io.cache import CorruptFileError
+    from featlib.store.files import CorruptFileError
 
     (tmp_path / "results" / "cost").mkdir(parents=True)
     (tmp_path / "results" / "cost" / "a.csv").write_text("a\n")

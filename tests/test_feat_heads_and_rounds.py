@@ -114,11 +114,11 @@ def test_rounds_accumulate_seed_by_seed_and_refuse_another_protocol(tmp_path, ca
     # rows that the manifest's jobs do not list are refused even with a matching checksum
     record = json.loads(before)
     record["jobs"] = [j for j in record["jobs"] if j[1] != "feat"]
-    from featlib.io.result_folder import ResultFolder
+    from featlib.store.folders import ResultFolder
     folder = ResultFolder(tmp_path / "edited")
     folder.add_csv("rounds-cmnist025.csv", rows)
     folder.commit({k: v for k, v in record.items() if k != "files"})
-    from featlib.io.cache import CorruptFileError
+    from featlib.store.files import CorruptFileError
     with pytest.raises(CorruptFileError, match="pairs"):
         load_rounds(tmp_path / "edited")
 

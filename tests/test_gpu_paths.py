@@ -101,7 +101,7 @@ def test_every_stack_of_a_protocol_run_executes_a_compiled_graph(monkeypatch):
     """16 stacks (8 objectives x frozen heads, then ERM-NF) through the experiment: before, the
     8 frozen stacks filled dynamo's recompile limit and all 8 ERM-NF stacks ran eager."""
     from featlib.experiments.colored_mnist import CMNISTProtocol, ColoredMNISTExperiment
-    from featlib.io.provenance import provenance
+    from featlib.store.provenance import provenance
 
     backend = CountingBackend()
     stacks = []
@@ -306,7 +306,7 @@ import torch
 torch.backends.fp32_precision = "tf32"
 from featlib.data import make_colored_mnist
 from featlib.models import ColoredMNISTMLP, StackedMLP
-from featlib.io.provenance import provenance
+from featlib.store.provenance import provenance
 from featlib.training import PRECISIONS, LabelledInputs, OODStageConfig, train_stack
 from featlib.training.precision import process_precision
 

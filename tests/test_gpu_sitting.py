@@ -13,7 +13,7 @@ import tarfile
 
 import pytest
 
-from featlib.io.provenance import UNKNOWN_COMMIT, git_commit
+from featlib.store.provenance import UNKNOWN_COMMIT, git_commit
 
 
 def _load(name, path):

@@ -12,7 +12,7 @@ import pytest
 from featlib.experiments import cmnist_presets
 from featlib.experiments.path_comparison import (LEVEL, Variant, binomial_tail, compare, load_comparison,
                                                  load_variants, summarise, t_quantile, verdicts)
-from featlib.io.cache import CorruptFileError
+from featlib.store.files import CorruptFileError
 from featlib.experiments.table2_pieces import list_pieces
 
 TINY = dict(penalty_weights=(1e2, 1e4), pretrain_epochs=(0, 5), ood_steps=10, hidden_dim=16, n_train=300, n_test=200,
@@ -176,7 +176,9 @@ def test_a_budgeted_comparison_resumes_and_compares_every_cell(tiny, tmp_path, c
     for name in ("fast-fp32", "plain-fp32"):  # per variant: 2 oracle pieces + 2 learners x 2 objectives x 2 seeds
         assert len(list_pieces(tmp_path / "cmp" / name)) == 10
     loaded = load_variants(tmp_path / "cmp", ["fast-fp32", "plain-fp32"])
-    assert set(loaded["plain-fp32"]["records"]["ood_path"]) == {"plain"}
+    records = loaded["plain-fp32"]["records"]
+    assert set(records.loc[records["learner"] != "oracle", "ood_path"]) == {"plain"}
+    assert records.loc[records["learner"] == "oracle", "ood_path"].isna().all()  # the oracle has no OOD stage
     assert loaded["plain-fp32"]["records"]["command"].str.contains("featlib.cli.compare_paths").all()
     comparison = pd.read_csv(tmp_path / "cmp" / "comparison.csv")
     assert len(comparison) == 4 and set(comparison["n_seeds"]) == {2}

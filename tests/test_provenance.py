@@ -3,7 +3,7 @@ import re
 import shutil
 import subprocess
 
-from featlib.io.provenance import UNKNOWN_COMMIT, featlib_root, git_commit
+from featlib.store.provenance import UNKNOWN_COMMIT, featlib_root, git_commit
 
 
 def _git(cwd, *args):

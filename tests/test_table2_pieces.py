@@ -56,7 +56,7 @@ def test_pieces_from_two_folders_merge_into_the_table_of_one_run(run, tmp_path):
 
 
 def test_merge_refuses_another_precision_a_damaged_piece_and_a_differing_copy(run, tmp_path):
-    from featlib.io.cache import CorruptFileError
+    from featlib.store.files import CorruptFileError
 
     assert run("a", "--pieces", seeds=("1",), learners=("erm",)) == 0
     assert run("bf16", "--pieces", "--precision", "bf16", seeds=("2",), learners=("erm",)) == 0
@@ -80,9 +80,9 @@ def test_merge_refuses_another_precision_a_damaged_piece_and_a_differing_copy(ru
     merge_pieces([tmp_path / "a"], other)
     frame = pd.read_csv(piece.csv(other))
     frame["worst_test_acc"] = 0.5
-    from featlib.experiments.table2_pieces import write_piece
+    from featlib.store.pieces import PieceStore
     record = json.loads(piece.record(other).read_text())
-    write_piece(other, piece, frame, {k: v for k, v in record.items() if k not in ("rows", "bytes", "sha256")})
+    PieceStore(other).write(piece, frame, {k: v for k, v in record.items() if k not in ("rows", "bytes", "sha256")})
     with pytest.raises(ValueError, match="differs from the copy already"):
         merge_pieces([other], tmp_path / "a")
 

@@ -111,9 +111,9 @@ def test_rules_are_selectable_by_name_in_the_learners():
 def test_committed_rounds_are_read_back_and_checked(tmp_path):
     import pandas as pd
 
-    from featlib.io.cache import CorruptFileError
+    from featlib.store.files import CorruptFileError
     from featlib.experiments.results import load_rounds
-    from featlib.io.result_folder import ResultFolder
+    from featlib.store.folders import ResultFolder
 
     assert load_rounds(tmp_path / "none") is None
     frame = pd.DataFrame({"round": [1, 2], "seed": [1, 1], "dataset": "cmnist025", "learner": "ifeat",

@@ -86,8 +86,9 @@ def wait_for(condition, process: subprocess.Popen, timeout: float = 120, require
 # -- 1. cached results are verified when read back -------------------------------------------------
 def test_1_a_garbled_or_cut_ood_piece_is_reported_and_recomputed(tmp_path):
     full = ordered(experiment(tmp_path).run())
-    pieces = tmp_path / "cmnist025" / "ood"
-    garbled, cut = sorted(pieces.glob("frozen-*.csv"))[-1], sorted(pieces.glob("nf-*.csv"))[-1]
+    pieces = tmp_path / "pieces" / "cmnist025"
+    garbled = sorted(p for p in pieces.glob("*/*/seed*.csv") if p.parts[-3] not in ("erm-nf", "oracle"))[-1]
+    cut = sorted(pieces.glob("erm-nf/*/seed*.csv"))[-1]
     data = garbled.read_bytes()
     garbled.write_bytes(data[: len(data) // 3] + b"\x00garbage,1,\n,,,,\n" + data[2 * len(data) // 3:])
     data = cut.read_bytes()
@@ -121,7 +122,7 @@ def test_1_a_cut_cost_record_is_reported_and_measured_again(tmp_path):
 WRITER = r"""
 import sys, time
 from pathlib import Path
-from featlib.io.atomic import atomic_write
+from featlib.store.atomic import atomic_write
 
 path, tag, go = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 

@@ -36,7 +36,7 @@ import pandas as pd
 import pytest
 import torch
 
-from featlib.io.cache import CacheWarning, CorruptFileError
+from featlib.store.files import CacheWarning, CorruptFileError
 from featlib.experiments.colored_mnist import CMNISTProtocol, ColoredMNISTExperiment
 
 TINY = dict(seeds=(1,), objectives=("erm",), learners=("erm-nf", "erm"), penalty_weights=(1e2,), pretrain_epochs=(0, 5),
@@ -223,10 +223,10 @@ def test_case_3_a_features_file_with_flipped_weight_bits_is_refused_and_recomput
 
 
 def test_case_3_an_embedding_with_flipped_floats_is_refused(tmp_path):
-    from featlib.io.cache import load_torch, piece_meta, save_torch
+    from featlib.store.files import load_torch, cached_meta, save_torch
 
     emb = {"train": torch.randn(50, 8), "head": torch.nn.Linear(8, 2)}
-    path = save_torch(tmp_path / "embed-erm-s0.pt", emb, piece_meta("k", 0, learner="erm"))
+    path = save_torch(tmp_path / "embed-erm-s0.pt", emb, cached_meta("k", 0, learner="erm"))
     flip_exponent_bits(path, emb["train"], count=16)
     with pytest.raises(CorruptFileError, match="embed-erm-s0.pt.*checksum"):
         load_torch(path, keys=["train", "head"], expect={"key": "k", "seed": 0})
@@ -239,14 +239,14 @@ def test_case_4_an_ood_piece_copied_under_another_configs_key_is_refused(tmp_pat
     thirty = experiment(tmp_path, ood_steps=30)
     key10, key30 = (e.protocol.key(CMNISTProtocol.OOD_FIELDS) for e in (ten, thirty))
     copied = []
-    for piece in sorted((tmp_path / "cmnist025" / "ood").glob(f"*-{key10}.csv")):
-        target = piece.with_name(piece.name.replace(key10, key30))
-        shutil.copy(piece, target)
-        copied.append(target.name)
+    for piece in sorted((tmp_path / "pieces" / "cmnist025").glob(f"*/*/seed*-{key10}.json")):
+        for suffix in (".csv", ".json"):  # a piece's two files, renamed as the other protocol's
+            shutil.copy(piece.with_suffix(suffix), piece.with_name(piece.stem.replace(key10, key30) + suffix))
+        copied.append(piece.name.replace(key10, key30))
     with pytest.warns(CacheWarning) as caught:
         got = ordered(thirty.run())
     reported = " ".join(str(w.message) for w in caught)
-    assert copied and all(name in reported for name in copied) and "it was made for key=" in reported
+    assert copied and all(name in reported for name in copied) and "copied from another protocol" in reported
     fresh = ordered(experiment(tmp_path / "fresh", ood_steps=30).run())
     pd.testing.assert_frame_equal(got, fresh, check_exact=True)
 
@@ -299,7 +299,7 @@ def test_case_5_pretrained_auto_enters_the_wilds_key_as_what_was_loaded(tmp_path
 RACING_WRITER = r"""
 import sys, time
 import pandas as pd
-from featlib.io.result_folder import ResultFolder
+from featlib.store.folders import ResultFolder
 
 out, seconds = sys.argv[1], float(sys.argv[2])
 end, n = time.time() + seconds, 0
@@ -374,7 +374,7 @@ def test_case_7_committed_folders_have_manifests_and_chapters_read_through_the_c
     from featlib.cost import load_cost_results
     from featlib.experiments.results import load_study
     from featbook.notebooks import list_notebooks
-    from featlib.io.result_folder import read_folder
+    from featlib.store.folders import read_folder
 
     folders = sorted(p.parent for p in (repo_root / "results").rglob("provenance.json"))
     # every committed folder that holds results has its manifest (a new one without it fails here)
@@ -390,7 +390,7 @@ def test_case_7_committed_folders_have_manifests_and_chapters_read_through_the_c
     assert {"cpu-2core", "cmnist-gaps", "cmnist-rounds", "cmnist-rounds-average-head"} <= {f.name for f in folders}
     from featlib.experiments.path_comparison import load_comparison
     from featlib.experiments.results import PATH_COMPARISON
-    from featlib.io.result_folder import kind_of
+    from featlib.store.folders import kind_of
 
     for folder in folders:
         record, files = read_folder(folder)
@@ -539,12 +539,12 @@ def test_case_13_a_wrong_type_for_a_none_default_parameter_is_one_line(tmp_path)
 
 
 def test_case_13_a_features_file_with_a_bad_rounds_entry_is_reported_and_recomputed(tmp_path):
-    from featlib.io.cache import load_torch, save_torch
+    from featlib.store.files import load_torch, save_torch
 
     learned = experiment(tmp_path).features("erm", 1)
     path = next((tmp_path / "cmnist025" / "features").glob("erm-seed1-*.pt"))
     saved = load_torch(path)
-    from featlib.io.cache import _parse_header
+    from featlib.store.files import _parse_header
 
     meta = _parse_header(path, path.read_bytes().split(b"\n", 1)[0], "bytes")[2]
     save_torch(path, {**saved, "rounds": {"a": [1, 2], "b": [1]}}, meta)  # columns of different lengths
@@ -573,7 +573,7 @@ import resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG, as on a full disk
 resource.setrlimit(resource.RLIMIT_FSIZE, (4000, 4000))
 import torch
-from featlib.io.cache import CacheWriteError, cached, save_torch
+from featlib.store.files import CacheWriteError, cached, save_torch
 try:
     cached(sys.argv[1], lambda p: None, lambda: {"w": torch.zeros(5000)}, save_torch)
 except CacheWriteError as err:
@@ -637,7 +637,7 @@ def test_case_13_argument_errors_of_run_rounds_and_gap_studies_are_one_line(tmp_
 # -- 14. leftovers ---------------------------------------------------------------------------------------
 KILLED_WRITE = r"""
 import os, signal, sys
-from featlib.io.atomic import atomic_write
+from featlib.store.atomic import atomic_write
 
 def write(tmp):
     tmp.write_bytes(b"x" * 1000)
@@ -648,7 +648,7 @@ atomic_write(sys.argv[1], write)
 
 
 def test_case_14_a_temporary_left_by_a_killed_write_is_removed_by_the_next(tmp_path):
-    from featlib.io.atomic import atomic_write_text
+    from featlib.store.atomic import atomic_write_text
 
     target = tmp_path / "checkpoint.pt"
     killed = subprocess.run([sys.executable, "-c", KILLED_WRITE, str(target)], env=ENV, timeout=120)
@@ -695,7 +695,7 @@ def test_case_15_papermill_knows_every_chapter_parameter():
 # -- 16. a lock held by a stopped process ----------------------------------------------------------------
 HOLDER = r"""
 import os, signal, sys
-from featlib.io.cache import PieceLock
+from featlib.store.files import PieceLock
 lock = PieceLock(sys.argv[1])
 lock.acquire()
 print("held", flush=True)
@@ -703,7 +703,7 @@ os.kill(os.getpid(), signal.SIGSTOP)  # a stopped process keeps its lock
 """
 WAITER = r"""
 import sys
-from featlib.io.cache import PieceLock
+from featlib.store.files import PieceLock
 with PieceLock(sys.argv[1]):
     print("acquired", flush=True)
 """

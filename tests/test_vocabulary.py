@@ -86,11 +86,11 @@ def test_committed_results_written_under_old_names_read_under_todays(folder):
 def test_a_cached_piece_written_under_the_old_names_is_still_used(tmp_path):
     import pandas as pd
 
-    from featlib.io.cache import piece_meta, read_verified_csv, write_verified_csv
+    from featlib.store.files import cached_meta, read_verified_csv, write_verified_csv
 
     path = tmp_path / "piece.csv"
     old = pd.DataFrame({"dataset": ["cmnist025"], "init": ["erm"], "seed": [1], "worst_test_acc": [0.5]})
-    write_verified_csv(path, old, piece_meta("k", 1, init="erm"))  # as featlib 0.4 wrote it
+    write_verified_csv(path, old, cached_meta("k", 1, init="erm"))  # as featlib 0.4 wrote it
     frame = read_verified_csv(path, lambda f: None if "learner" in f.columns else "no learner column",
                               expect={"key": "k", "seed": 1, "learner": "erm"})
     assert frame["learner"].tolist() == ["erm"] and "init" not in frame.columns
@@ -103,7 +103,7 @@ def test_a_checkpoint_or_cache_saved_under_the_old_round_names_is_read_under_tod
     import torch
     from torch import nn
 
-    from featlib.feature_learning.base import ROW_ALIASES
+    from featlib.store.legacy import ROW_ALIASES
     from featlib.feature_learning.minibatch_loop import MinibatchLoop
 
     assert ROW_ALIASES == {"ood_acc_average_head": "ood_acc_combined_head",

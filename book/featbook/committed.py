@@ -16,14 +16,14 @@ left short or damaged is fetched again. Files come from GitHub's raw file server
 (a connection reset or cut mid-file, a timeout) is tried again a few times after a short pause
 (:data:`NETWORK_ATTEMPTS`, :data:`BACKOFF_S`); if it still fails, :func:`locate` returns a failed
 :class:`Located` whose note says what to do in Colab, never a traceback. The result folders written by
-:class:`featlib.io.result_folder.ResultFolder` also list their files in their ``provenance.json``,
+:class:`featlib.store.folders.ResultFolder` also list their files in their ``provenance.json``,
 which their loaders check.
 
 In a checkout that has a ``results`` folder nothing is fetched: a missing sub-folder means
 that nothing is committed there, and :func:`locate` returns ``None``.
 
 Chapters read a located folder through :func:`load`: a fetched file that its loader finds damaged
-(:class:`~featlib.io.cache.CorruptFileError`) is dropped and reported with what to do in Colab (run
+(:class:`~featlib.store.files.CorruptFileError`) is dropped and reported with what to do in Colab (run
 the cell again, which fetches it again), rather than with the loader's command-line remedy; and
 :func:`featbook.evidence.missing` says why nothing is shown: the fetch failed, or nothing is committed.
 """
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from featbook.repository import Repository, repository
-from featlib.io.paths import inside
+from featlib.store.paths import inside
 
 #: Where fetched results go (relative to the working directory), unless told otherwise.
 FETCH_DIR = Path("_cache/committed")
@@ -290,11 +290,11 @@ def locate(path: str | Path | None, fetch_dir: str | Path = FETCH_DIR, get=_get)
 def load(located: Located, loader, *args, **kwargs):
     """``loader(located.path, *args, **kwargs)`` (a checking loader of committed results), or None
     when nothing is located. When a *fetched* file does not load
-    (:class:`~featlib.io.cache.CorruptFileError`), the file is removed (so that the next
+    (:class:`~featlib.store.files.CorruptFileError`), the file is removed (so that the next
     :func:`locate` fetches it again), ``located`` becomes a failed one whose note says what to do in
     Colab (:data:`REFETCH_ADVICE`), and the result is None. In a checkout the error is raised as it is:
     its remedy (rerun the command, restore the folder from git) is the one that applies there."""
-    from featlib.io.cache import CorruptFileError
+    from featlib.store.files import CorruptFileError
 
     if not located:
         return None

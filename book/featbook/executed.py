@@ -115,7 +115,7 @@ def execute_cached(notebook: Path, output: Path, parameters: dict, cwd: Path, ex
     ``execute(notebook, output, parameters, cwd)`` (papermill), then kept in the cache. Returns
     (seconds, whether it was executed)."""
     from featbook.chapters import write_text
-    from featlib.io.atomic import atomic_write_text
+    from featlib.store.atomic import atomic_write_text
 
     source = nbformat.read(str(notebook), as_version=4)
     key = chapter_key(source, parameters, code=code)

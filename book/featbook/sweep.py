@@ -61,7 +61,7 @@ a kill never leaves half a record. A worker whose driver dies exits within a sec
 does its Jupyter kernel. One driver at a time works in a folder: a second one on the same
 ``--out`` stops at once (exit status 2). The workers of a sweep may share a cache folder
 (chapter 04's ``cache_dir``): each cached piece is computed by one process while the others wait
-for it (:mod:`featlib.io.cache`).
+for it (:mod:`featlib.store.files`).
 
 Ray: the driver sends each task the notebook's JSON text and its parameters, so workers need
 not share the driver's filesystem (they do need the project's environment: featlib, papermill,
@@ -97,7 +97,7 @@ from typing import Any
 
 import yaml
 
-from featlib.io.atomic import atomic_write
+from featlib.store.atomic import atomic_write
 from featbook.notebooks import REPO_ROOT, list_notebooks, load_profile
 from featbook.record import _plain
 from featlib.validation import check_positive, check_writable
@@ -334,9 +334,9 @@ def check_sweep_out(value) -> Path:
     the remedy): absent, empty, or a sweep's own folder (nothing but :data:`SWEEP_ENTRIES`, and where
     it holds ``records.jsonl`` or ``results.csv``, which a sweep rewrites, a ``records/`` folder with
     at least one sweep record); never the working directory or a folder holding it, a git checkout,
-    featlib's own checkout, or a folder of other files (:func:`featlib.io.result_folder.check_out`'s
+    featlib's own checkout, or a folder of other files (:func:`featlib.store.folders.check_out`'s
     guards)."""
-    from featlib.io.result_folder import check_out
+    from featlib.store.folders import check_out
 
     path = check_out("--out", value, "featbook.sweep", keep=SWEEP_ENTRIES)
     target = path.resolve()
@@ -640,7 +640,7 @@ def _sweep(notebook, grid, *, profile="small", out=None, workers=None, ray_addre
     out = Path(out).absolute() if out is not None else SWEEP_ROOT / path.stem
     check_writable("out", out)
     check_sweep_out(out)
-    from featlib.io.cache import PieceLock  # here, not at the top: --run-one workers need no pandas
+    from featlib.store.files import PieceLock  # here, not at the top: --run-one workers need no pandas
 
     (out / "runs").mkdir(parents=True, exist_ok=True)
     (out / "records").mkdir(parents=True, exist_ok=True)
@@ -672,7 +672,7 @@ def _sweep_locked(path, combos, out, workers, ray_address, gpus_per_task, cpus_p
             _run_local(path, out, todo, workers or default_workers(), recorder.finish)
     finally:
         bar.close()
-    from featlib.io.csv_io import write_csv
+    from featlib.store.csv_io import write_csv
 
     group = _group({"notebook": path.stem, "profile": combos[0]["profile"], "parameter_set": combos[0]["parameter_set"]})
     table = _table([r for r in records.values() if _group(r) == group])  # other sweeps' records stay, apart

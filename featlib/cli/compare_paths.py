@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..io.cli import os_errors_in_one_line
+from .common import os_errors_in_one_line
 from ..data.mnist import SOURCES
 from ..device import get_device
 from ..experiments.cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS, SIZES
@@ -32,11 +32,11 @@ from ..experiments.path_comparison import (COMPARISON, DEFAULT_SIZE, DEFAULT_VAR
                                            load_variants, pieces_record, run_variants, summarise,
                                            variant_protocols, verdicts)
 from ..experiments.results import PATH_COMPARISON as KIND
-from ..io.atomic import atomic_write_text
-from ..io.cache import CacheWriteError, CorruptFileError
-from ..io.csv_io import frame_to_csv
-from ..io.provenance import command_line, git_commit, provenance
-from ..io.result_folder import check_out
+from ..store.atomic import atomic_write_text
+from ..store.files import CacheWriteError, CorruptFileError
+from ..store.csv_io import frame_to_csv
+from ..store.provenance import command_line, git_commit, provenance
+from ..store.folders import check_out
 from ..validation import check_seed, check_sequence, check_writable
 from .run_cmnist import LEARNER_CHOICES
 

@@ -6,9 +6,9 @@
 Writes ``raw.csv`` (one row per case, repeat, learner and round), ``summary.csv``,
 ``targets.csv``, ``schedule.csv`` and ``provenance.json`` (command, commit, device, versions,
 wall time, a manifest of the files) to ``--out``, replaced as a whole at the end
-(:mod:`featlib.io.result_folder`: ``records/`` stays in place, linked into the new folder before the
+(:mod:`featlib.store.folders`: ``records/`` stays in place, linked into the new folder before the
 swap); an interrupted run resumes from ``--out/records``. Bad arguments, an ``--out`` that is
-unwritable or holds anything but an earlier cost run (:func:`featlib.io.result_folder.check_out`)
+unwritable or holds anything but an earlier cost run (:func:`featlib.store.folders.check_out`)
 or missing real WILDS data (``--real-data`` without ``--download``) stop it with a one-line
 message and exit status 2 before anything is measured. :func:`featlib.cost.results.load_cost_results`
 reads a folder back, checked against its manifest.
@@ -22,9 +22,9 @@ from pathlib import Path
 import torch
 
 from ..device import describe_device, get_device
-from ..io.provenance import git_commit
-from ..io.cli import OneLineParser, os_errors_in_one_line
-from ..io.result_folder import ResultFolder, check_out
+from ..store.provenance import git_commit
+from .common import OneLineParser, os_errors_in_one_line
+from ..store.folders import ResultFolder, check_out
 from ..cost.benchmark import COST_CASES, LEARNERS, CostSettings, run_cost_benchmark
 from ..cost.report import check_targets, format_table, format_targets, schedule_estimate, summarise
 from ..cost.results import KIND
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nTargets:")
     print(format_targets(targets))
     if args.out is not None:
-        from ..io.provenance import command_line, provenance
+        from ..store.provenance import command_line, provenance
 
         folder = ResultFolder(args.out, keep=("records",), kind=KIND)  # replaced as a whole, records/ linked over
         for name, frame in (("raw", raw), ("summary", summary), ("targets", targets), ("schedule", estimate)):

@@ -17,10 +17,10 @@ from pathlib import Path
 from ..device import get_device
 from ..experiments.gap_studies import STUDIES, run_study, study_key
 from ..experiments.results import GAP_STUDIES as KIND, _study_remedy as _remedy
-from ..io.cache import CacheWriteError
-from ..io.cli import OneLineParser, os_errors_in_one_line
-from ..io.provenance import command_line, git_commit, provenance
-from ..io.result_folder import ResultFolder, check_out, read_folder
+from ..store.files import CacheWriteError
+from .common import OneLineParser, os_errors_in_one_line
+from ..store.provenance import command_line, git_commit, provenance
+from ..store.folders import ResultFolder, check_out, read_folder
 from ..validation import check_seed, check_sequence, check_writable
 
 

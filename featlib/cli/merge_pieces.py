@@ -14,8 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..io.cli import os_errors_in_one_line
-from ..io.cache import CorruptFileError
+from .common import os_errors_in_one_line
+from ..store.files import CorruptFileError
 from ..experiments.table2_pieces import check_pieces_out, merge_pieces
 
 

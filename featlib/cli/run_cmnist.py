@@ -12,9 +12,9 @@ shows these files beside the paper's numbers. Interrupted runs resume from ``--c
 
 Every argument is checked, and ``--out`` is checked writable and free to use (absent, empty or a
 previous ``run_cmnist`` folder: never the working directory, the cache or a folder of other
-files; :func:`featlib.io.result_folder.check_out`), before any work; a bad one stops the command
+files; :func:`featlib.store.folders.check_out`), before any work; a bad one stops the command
 with a one-line message and exit status 2. ``--out`` is replaced as a whole when the run
-finishes (:mod:`featlib.io.result_folder`): a run killed at any point leaves the previous results
+finishes (:mod:`featlib.store.folders`): a run killed at any point leaves the previous results
 untouched, never a mix of two runs.
 
 ``--objective-file`` loads Python files that register objectives of one's own
@@ -34,12 +34,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io.cache import CacheWriteError
-from ..io.cli import os_errors_in_one_line
+from ..store.files import CacheWriteError
+from .common import os_errors_in_one_line
 from ..data.mnist import SOURCES
 from ..device import get_device
-from ..io.provenance import command_line, git_commit, provenance
-from ..io.result_folder import ResultFolder, check_out
+from ..store.provenance import command_line, git_commit, provenance
+from ..store.folders import ResultFolder, check_out
 from ..training import OOD_PATHS, PRECISIONS
 from ..validation import check_sequence, check_writable
 from ..experiments.cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS, SIZES

@@ -36,11 +36,11 @@ from tqdm.auto import tqdm
 from ..data.mnist import SOURCES
 from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
 from ..feature_learning.termination import DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD, TERMINATION_RULES
-from ..io.cache import CacheWriteError, CorruptFileError
-from ..io.cli import OneLineParser, os_errors_in_one_line
+from ..store.files import CacheWriteError, CorruptFileError
+from .common import OneLineParser, os_errors_in_one_line
 from ..device import get_device
-from ..io.provenance import command_line, git_commit, provenance
-from ..io.result_folder import ResultFolder, check_out
+from ..store.provenance import command_line, git_commit, provenance
+from ..store.folders import ResultFolder, check_out
 from ..validation import check_sequence, check_writable
 from ..experiments.colored_mnist import FEATURE_LEARNER_NAMES, SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
 

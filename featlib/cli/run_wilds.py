@@ -14,8 +14,8 @@ into ``--root`` (for trying the pipeline without the real data), or repairs one 
 Every argument is checked, ``--out`` and ``--cache-dir`` are checked writable and the dataset is
 loaded before any training; a problem stops the command with a one-line message and exit status
 2. ``--out`` must be absent, empty or an earlier ``run_wilds`` folder
-(:func:`featlib.io.result_folder.check_out`) and is replaced as a whole at the end
-(:mod:`featlib.io.result_folder`); :func:`load_wilds_results` reads it back checked.
+(:func:`featlib.store.folders.check_out`) and is replaced as a whole at the end
+(:mod:`featlib.store.folders`); :func:`load_wilds_results` reads it back checked.
 """
 from __future__ import annotations
 
@@ -25,12 +25,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ..io.cache import CacheWriteError
-from ..io.cli import OneLineParser, os_errors_in_one_line
+from ..store.files import CacheWriteError
+from .common import OneLineParser, os_errors_in_one_line
 from ..data.wilds_data import WILDS_DATASETS
 from ..device import get_device
-from ..io.provenance import command_line, git_commit, provenance
-from ..io.result_folder import ResultFolder, check_out
+from ..store.provenance import command_line, git_commit, provenance
+from ..store.folders import ResultFolder, check_out
 from ..validation import check_writable
 from ..experiments.wilds_experiment import LEARNERS, WildsExperiment, WildsProtocol
 from ..experiments.wilds_report import dfr_table, table3

@@ -19,7 +19,6 @@ with the same settings skips it, so an interrupted benchmark resumes without los
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import tempfile
 import time
@@ -31,7 +30,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..io.cache import cached, expect_keys, piece_meta, read_verified_csv, write_verified_csv
+from ..store.keys import key as store_key
+from ..store.files import cached, expect_keys, cached_meta, read_verified_csv, write_verified_csv
 from ..device import describe_device, get_device
 from ..training.profiling import recording
 from ..registry import Registry
@@ -258,7 +258,7 @@ def measure(case: CostCase, learner: str, settings: CostSettings, device: torch.
 def _settings_key(case: CostCase, settings: CostSettings, device: torch.device) -> str:
     fields = {f.name: getattr(case, f.name) for f in dataclasses.fields(case)}
     payload = {"case": fields, "settings": dataclasses.asdict(settings), "device": describe_device(device)}
-    return hashlib.sha1(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    return store_key(json.loads(json.dumps(payload, default=str)))
 
 
 def run_cost_benchmark(cases: list[CostCase], settings: CostSettings, *, device: torch.device | None = None,
@@ -284,7 +284,7 @@ def run_cost_benchmark(cases: list[CostCase], settings: CostSettings, *, device:
             return frame
 
         key = _settings_key(case, settings, device)
-        meta = piece_meta(key, None, repeat=repeat, learner=learner, device=device.type)
+        meta = cached_meta(key, None, repeat=repeat, learner=learner, device=device.type)
         frames.append(cached(path, _record_reader(case.name, repeat, learner, settings, expect=meta), measured,
                              lambda path, frame, meta=meta: write_verified_csv(path, frame, meta), what="cost record"))
     return pd.concat(frames, ignore_index=True)

@@ -40,7 +40,7 @@ import pandas as pd
 from PIL import Image
 
 from ..registry import Registry
-from ..io.result_folder import replace_folder
+from ..store.folders import replace_folder
 from ..validation import check_int
 from .wilds_data import WILDS_DATASETS
 

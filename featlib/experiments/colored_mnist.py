@@ -19,7 +19,7 @@ How the runs are batched (see :mod:`featlib.models.stacked`):
 complete, so an interrupted run resumes where it stopped: learned features per (initialisation,
 seed), OOD-stage pieces per (objective, initialisation, seed), the oracle per seed. They are
 verified when read back, a damaged one is reported and recomputed, and processes sharing
-``cache_dir`` compute each piece once (:mod:`featlib.io.cache`).
+``cache_dir`` compute each piece once (:mod:`featlib.store.files`).
 
 Reported OOD accuracy is the worst of the three test environments after the last step; for
 each (initialisation, objective) the table shows the configuration with the best mean over
@@ -33,10 +33,10 @@ The protocol trains the MLP on the two-channel datasets only; the colour-patch v
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
-import json
-from collections.abc import Callable, Sequence
+import time
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -46,15 +46,14 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import __version__
-from ..io.cache import (
-    MISSING, CorruptFileError, PieceLock, cached, expect_keys, file_state, load_torch, piece_meta, read_verified_csv,
-    save_torch, try_load, write_piece, write_verified_csv,
-)
+from ..store.keys import key as store_key
+from ..store.files import CacheWarning, CacheWriteError, CorruptFileError, PieceLock, cached, load_torch, cached_meta, save_torch
+from ..store.pieces import ORACLE, Piece, PieceStore
 from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist
 from ..data.mnist import SOURCES
-from ..device import get_device
+from ..device import describe_device, get_device
 from ..feature_learning import FEATURE_LEARNERS, LearnedFeatures
-from ..feature_learning.base import ROW_ALIASES
+from ..store.legacy import ROW_ALIASES
 from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
 from ..feature_learning.termination import DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD, termination_rule
 from ..models.mlp import ColoredMNISTMLP
@@ -281,7 +280,7 @@ class CMNISTProtocol:
         (bump the version when a change alters what the learners or the OOD stage compute)."""
         payload = ({f: getattr(self, f) for f in fields} | extra | {"featlib": __version__}
                    | {"table6": SCHEDULES[schedule_dataset(self.dataset)]})
-        return hashlib.sha1(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()[:10]
+        return store_key(payload)
 
     def ood_piece_key(self, objective: str) -> str:
         """The key of ``objective``'s OOD-stage pieces: :attr:`OOD_FIELDS`, and for an objective
@@ -291,6 +290,15 @@ class CMNISTProtocol:
         from .objective_files import objective_source
 
         return self.key(CMNISTProtocol.OOD_FIELDS, **objective_source(objective))
+
+    def piece_key(self, piece) -> str:
+        """The key of a piece of this protocol (:class:`featlib.store.pieces.Piece`): the oracle's
+        fields for a seed's oracle piece, else the OOD stage's (:meth:`ood_piece_key`)."""
+        return self.key(CMNISTProtocol.ORACLE_FIELDS) if piece.learner == ORACLE else self.ood_piece_key(piece.objective)
+
+    def ood_fields(self) -> dict:
+        """What a piece records of its protocol: every field that changes an OOD-stage run."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k in CMNISTProtocol.OOD_FIELDS}
 
     def ood_config(self, objective: str) -> OODStageConfig:
         """The OOD stage of ``objective``, evaluated every ``eval_every`` steps: the tables use the
@@ -327,6 +335,9 @@ class ColoredMNISTExperiment:
     stacked: bool = True
     progress: bool = True
     mnist_source: str = "auto"
+    #: Fields every piece this experiment computes records (``command``, ``commit``, ``preset``
+    #: of the run that asked for it; the commit is read once when absent).
+    origin: dict = field(default_factory=dict)
     _data: dict = field(default_factory=dict, repr=False)
     _features: dict = field(default_factory=dict, repr=False)
 
@@ -337,6 +348,8 @@ class ColoredMNISTExperiment:
         check_fits_in_memory(f"the protocol's largest stack (hidden_dim={self.protocol.hidden_dim}, "
                              f"n_train={self.protocol.n_train})", self.protocol.memory_estimate(), self.device)
         self.cache_dir = check_writable("cache_dir", self.cache_dir) if self.cache_dir is not None else None
+        #: The cache's pieces (Table 2's units of every protocol run with this cache, by key).
+        self.pieces = PieceStore(self.cache_dir, keyed=True) if self.cache_dir is not None else None
 
     # -- data and features ---------------------------------------------------------------
     def data(self, seed: int, oracle: bool = False):
@@ -353,13 +366,8 @@ class ColoredMNISTExperiment:
         return None if self.cache_dir is None else self.cache_dir.joinpath(self.protocol.dataset, *parts)
 
     def _meta(self, key: str, seed: int, **extra) -> dict:
-        """What a piece records about what made it (:func:`featlib.io.cache.piece_meta`)."""
-        return piece_meta(key, seed, device=self.device.type, **extra)
-
-    def _ood_meta(self, objective: str, groups) -> dict:
-        p = self.protocol
-        return self._meta(p.ood_piece_key(objective), groups[0][1], learner=groups[0][0], objective=objective,
-                          precision=p.precision, ood_path=p.ood_path)
+        """What a piece records about what made it (:func:`featlib.store.files.cached_meta`)."""
+        return cached_meta(key, seed, device=self.device.type, **extra)
 
     def features(self, learner: str, seed: int) -> LearnedFeatures:
         """The feature learner ``learner`` run on seed ``seed`` (loaded from the cache when there)."""
@@ -455,38 +463,106 @@ class ColoredMNISTExperiment:
         final = {k: v[None] for k, v in history.final().items()}  # one group: this seed
         return self._rows(final, ["erm-nf"], [seed], configs, objective)
 
-    def _pieces(self) -> list[tuple[str, str, tuple, Path | None]]:
-        """Independent units of work: (objective, kind, groups, cache file). A frozen piece is one
-        (initialisation, seed) group, so adding a seed or an initialisation computes only its own
-        pieces; :meth:`run` still trains the missing groups of an objective as one stack."""
-        p = self.protocol
-        pieces = []
-        for objective in p.objectives:
-            ood_key = p.ood_piece_key(objective)
-            for learner in [i for i in p.learners if i != "erm-nf"]:
-                for s in p.seeds:
-                    pieces.append((objective, "frozen", ((learner, s),), self._piece_path(objective, learner, s, ood_key)))
-            if "erm-nf" in p.learners:
-                for s in p.seeds:
-                    pieces.append((objective, "nf", ((("erm-nf", s),)), self._piece_path(objective, "erm-nf", s, ood_key)))
-        return pieces
+    # -- pieces: Table 2's units, computed once and kept in the cache's piece store ---------
+    def piece_key(self, piece: Piece) -> str:
+        """The key of ``piece``'s protocol (:meth:`CMNISTProtocol.piece_key`)."""
+        return self.protocol.piece_key(piece)
 
-    def _piece_path(self, objective: str, learner: str, seed: int, ood_key: str | None = None) -> Path | None:
-        ood_key = ood_key or self.protocol.ood_piece_key(objective)
-        if learner == "erm-nf":
-            return self._path("ood", f"nf-{objective}-seed{seed}-{ood_key}.csv")
-        return self._path("ood", f"frozen-{objective}-{learner}-seed{seed}-{ood_key}.csv")
+    def pieces_of(self) -> list[Piece]:
+        """Every piece of the protocol (no oracle): per objective, the frozen learners then ERM-NF, seed by seed."""
+        p = self.protocol
+        frozen = [l for l in p.learners if l != "erm-nf"]
+        out = []
+        for objective in p.objectives:
+            out += [Piece(p.dataset, learner, objective, s) for learner in frozen for s in p.seeds]
+            if "erm-nf" in p.learners:
+                out += [Piece(p.dataset, "erm-nf", objective, s) for s in p.seeds]
+        return out
+
+    def piece_record(self, piece: Piece, seconds: float) -> dict:
+        """What a piece records of what made it: its protocol (key and fields), preset, precision,
+        OOD path, device, versions, commit and command (:attr:`origin`), and its wall seconds."""
+        from ..store.provenance import git_commit
+        from .cmnist_presets import preset_of
+        from .objective_files import objective_file
+
+        p = self.protocol
+        if "commit" not in self.origin:
+            self.origin["commit"] = git_commit()
+        loaded = objective_file(piece.objective)
+        oracle = piece.learner == ORACLE  # ERM on grey images: no OOD stage, so no precision or path of one
+        return {"protocol_key": self.piece_key(piece), "protocol": p.ood_fields(), "preset": preset_of(p),
+                "precision": None if oracle else p.precision, "ood_path": None if oracle else p.ood_path,
+                "device": describe_device(self.device),
+                "torch": torch.__version__, "featlib_version": __version__, "wall_time_s": seconds, **self.origin,
+                **({} if loaded is None else {"objective_file": loaded.path.name,
+                                              "objective_file_sha256": loaded.sha256})}
+
+    def _check_runs(self, piece: Piece, frame: pd.DataFrame) -> str | None:
+        """What is wrong with a piece's runs (every configuration once), or None."""
+        if piece.learner == ORACLE:
+            return None if len(frame) == 1 else f"it holds {len(frame)} rows, not the seed's one"
+        configs = set(self.protocol.configurations(piece.objective))
+        found = list(zip(frame["penalty_weight"], frame["pretrain_epochs"]))
+        if len(found) != len(set(found)) or set(found) != configs:
+            return f"it holds {len(set(found) & configs)} of the protocol's {len(configs)} configurations"
+        return None
+
+    def _read_piece(self, piece: Piece) -> tuple[pd.DataFrame, dict] | None:
+        """The piece from the cache, or None (absent; a damaged or incomplete one is reported and
+        recomputed, never used)."""
+        if self.pieces is None:
+            return None
+        try:
+            found = self.pieces.read(piece, self.piece_key(piece))
+            if found is not None and (problem := self._check_runs(piece, found[0])):
+                raise CorruptFileError(self.pieces.csv(piece, self.piece_key(piece)), problem)
+            return found
+        except CorruptFileError as err:
+            warnings.warn(f"bad cached piece {err}; recomputing it", CacheWarning, stacklevel=3)
+            return None
+
+    def _compute(self, piece: Piece) -> pd.DataFrame:
+        if piece.learner == ORACLE:
+            return self._oracle_row(piece.seed)
+        return self.run_piece(piece.objective, "nf" if piece.learner == "erm-nf" else "frozen",
+                              ((piece.learner, piece.seed),))
+
+    def _keep(self, piece: Piece, frame: pd.DataFrame, seconds: float) -> tuple[pd.DataFrame, dict]:
+        record = self.piece_record(piece, seconds)
+        if self.pieces is not None:
+            try:
+                record = self.pieces.write(piece, frame, record, self.piece_key(piece))
+            except OSError as err:
+                raise CacheWriteError(f"{self.pieces.csv(piece, self.piece_key(piece))}: this finished piece cannot "
+                                      f"be written ({err.strerror or err}); free space on its file system or choose "
+                                      "another --cache-dir, then run again") from None
+        return frame, record
+
+    def unit(self, piece: Piece) -> tuple[pd.DataFrame, dict]:
+        """A piece of the protocol and its record: from the cache when it is there and sound,
+        else computed (under the piece's lock, so that processes sharing the cache compute it
+        once) and kept there."""
+        found = self._read_piece(piece)
+        if found is not None:
+            return found
+        if self.pieces is None:
+            t0 = time.perf_counter()
+            frame = self._compute(piece)
+            return self._keep(piece, frame, time.perf_counter() - t0)
+        with PieceLock(self.pieces.csv(piece, self.piece_key(piece))):
+            found = self._read_piece(piece)  # another process may have computed it meanwhile
+            if found is not None:
+                return found
+            t0 = time.perf_counter()
+            frame = self._compute(piece)
+            return self._keep(piece, frame, time.perf_counter() - t0)
 
     def piece(self, objective: str, learner: str, seed: int) -> pd.DataFrame:
-        """The OOD-stage runs of one (objective, initialisation, seed), every configuration of the
-        protocol: one unit of Table 2 (read from the cache when there, else trained and cached)."""
+        """The OOD-stage runs of one (objective, learner, seed), every configuration of the
+        protocol: one unit of Table 2 (read from the cache when there, else trained and kept)."""
         check_choice("learner", learner, ("erm-nf",) + FEATURE_LEARNER_NAMES)
-        groups = ((learner, seed),)
-        kind = "nf" if learner == "erm-nf" else "frozen"
-        meta = self._ood_meta(objective, groups)
-        return cached(self._piece_path(objective, learner, seed), self._piece_reader(objective, groups),
-                      lambda: self.run_piece(objective, kind, groups),
-                      lambda path, frame: write_verified_csv(path, frame, meta), what="cached OOD-stage piece")
+        return self.unit(Piece(self.protocol.dataset, learner, objective, seed))[0]
 
     def run_piece(self, objective: str, kind: str, groups) -> pd.DataFrame:
         configs = self.protocol.configurations(objective)
@@ -499,53 +575,42 @@ class ColoredMNISTExperiment:
             return self._frozen_stack(objective, list(groups), configs)
         return pd.concat([self._frozen_stack(objective, [g], [c]) for g in groups for c in configs], ignore_index=True)
 
-    def _piece_reader(self, objective: str, groups) -> Callable[[Path], pd.DataFrame]:
-        """Reads a cached piece back, checking that it holds every run of ``groups`` once."""
-        configs = self.protocol.configurations(objective)
-        expected = [(self.protocol.dataset, learner, objective, seed, w, k) for learner, seed in groups for w, k in configs]
-        check = expect_keys(["dataset", "learner", "objective", "seed", "penalty_weight", "pretrain_epochs"], expected)
-        meta = self._ood_meta(objective, groups)
-        expect = {k: meta[k] for k in ("key", "seed", "learner", "objective", "precision", "ood_path")}
-        return lambda path: read_verified_csv(path, check, expect=expect)
-
     @staticmethod
     def _split(frame: pd.DataFrame, group) -> pd.DataFrame:
         learner, seed = group
         return frame[(frame["learner"] == learner) & (frame["seed"] == seed)].reset_index(drop=True)
 
-    def _stack_missing_frozen(self, pieces) -> dict:
-        """Train the missing frozen pieces of each objective as one stack. With a cache, those
-        that no other process is computing (their locks are taken without waiting) are written
-        each to its own file, for :meth:`run` to read back; without one, their frames are
-        returned, by (objective, group)."""
-        by_objective: dict[str, list] = {}
-        for objective, kind, groups, path in pieces:
-            if kind == "frozen":
-                by_objective.setdefault(objective, []).append((groups[0], path))
+    def _stack_missing_frozen(self, pieces: list[Piece]) -> dict:
+        """Train the missing frozen pieces of each objective as one stack (each piece's wall time
+        its share of the stack's). With a cache, those that no other process is computing (their
+        locks are taken without waiting) are kept there; without one, the computed pieces are
+        returned, by piece."""
+        by_objective: dict[str, list[Piece]] = {}
+        for piece in pieces:
+            if piece.learner != "erm-nf" and self._read_piece(piece) is None:
+                by_objective.setdefault(piece.objective, []).append(piece)
         computed = {}
-        for objective, entries in by_objective.items():
-            if self.cache_dir is None:
-                frame = self.run_piece(objective, "frozen", tuple(g for g, _ in entries))
-                computed.update({(objective, g): self._split(frame, g) for g, _ in entries})
-                continue
-            missing = [(g, path, file_state(path)) for g, path in entries
-                       if try_load(path, self._piece_reader(objective, (g,)), "cached OOD-stage piece") is MISSING]
-            if len(missing) < 2:  # a lone piece is computed by run() itself
+        for objective, missing in by_objective.items():
+            if len(missing) < 2 and self.pieces is not None:  # a lone cached piece is computed by unit() itself
                 continue
             locks, todo = [], []
             try:
-                for g, path, state in missing:
-                    lock = PieceLock(path)
-                    if not lock.acquire(blocking=False):
-                        continue  # another process is computing it: run() waits for it
-                    locks.append(lock)
-                    if file_state(path) == state:  # nobody wrote it in the meantime
-                        todo.append((g, path))
-                if todo:
-                    frame = self.run_piece(objective, "frozen", tuple(g for g, _ in todo))
-                    for g, path in todo:
-                        write_piece(path, lambda p, f, g=g: write_verified_csv(p, f, self._ood_meta(objective, (g,))),
-                                    self._split(frame, g))
+                for piece in missing:
+                    if self.pieces is not None:
+                        lock = PieceLock(self.pieces.csv(piece, self.piece_key(piece)))
+                        if not lock.acquire(blocking=False):
+                            continue  # another process is computing it: unit() waits for it
+                        locks.append(lock)
+                        if self._read_piece(piece) is not None:  # written meanwhile
+                            continue
+                    todo.append(piece)
+                if not todo:
+                    continue
+                t0 = time.perf_counter()
+                frame = self.run_piece(objective, "frozen", tuple((pc.learner, pc.seed) for pc in todo))
+                share = (time.perf_counter() - t0) / len(todo)
+                for piece in todo:
+                    computed[piece] = self._keep(piece, self._split(frame, (piece.learner, piece.seed)), share)
             finally:
                 for lock in locks:
                     lock.release()
@@ -554,20 +619,13 @@ class ColoredMNISTExperiment:
     def run(self) -> pd.DataFrame:
         """Every OOD-stage run of the protocol, one row each (resumes from the cache; a cached
         piece that is damaged is reported and recomputed)."""
-        frames = []
-        pieces = self._pieces()
+        pieces = self.pieces_of()
         computed = self._stack_missing_frozen(pieces) if self.stacked else {}
+        frames = []
         bar = tqdm(pieces, desc=f"{self.protocol.dataset} OOD stage", disable=not self.progress)
-        for objective, kind, groups, path in bar:
-            bar.set_postfix_str(f"{objective} ({kind})")
-            if (objective, groups[0]) in computed:
-                frames.append(computed[objective, groups[0]])
-                continue
-            meta = self._ood_meta(objective, groups)
-            frames.append(cached(path, self._piece_reader(objective, groups),
-                                 lambda: self.run_piece(objective, kind, groups),
-                                 lambda path, frame, meta=meta: write_verified_csv(path, frame, meta),
-                                 what="cached OOD-stage piece"))
+        for piece in bar:
+            bar.set_postfix_str(f"{piece.objective} ({piece.learner})")
+            frames.append(computed[piece][0] if piece in computed else self.unit(piece)[0])
         return pd.concat(frames, ignore_index=True)
 
     def _oracle_row(self, seed: int) -> pd.DataFrame:
@@ -583,14 +641,7 @@ class ColoredMNISTExperiment:
 
     def oracle_piece(self, seed: int) -> pd.DataFrame:
         """The oracle row of one seed (cached)."""
-        p = self.protocol
-        key = p.key(CMNISTProtocol.ORACLE_FIELDS)
-        check = expect_keys(["dataset", "seed"], [(p.dataset, seed)])
-        meta = self._meta(key, seed)
-        return cached(self._path("oracle", f"oracle-seed{seed}-{key}.csv"),
-                      lambda path: read_verified_csv(path, check, expect={"key": key, "seed": seed}),
-                      lambda: self._oracle_row(seed), lambda path, frame: write_verified_csv(path, frame, meta),
-                      what="cached oracle run")
+        return self.unit(Piece(self.protocol.dataset, ORACLE, "erm", seed))[0]
 
 
 # -- summaries -------------------------------------------------------------------------------

@@ -33,15 +33,14 @@ and records per-step histories so that one run answers "what if the reference st
     python -m featlib.cli.gap_studies erm-nf-erm --seeds 1 2 --out results/cmnist-gaps
 
 (:mod:`featlib.cli.gap_studies`) writes ``<study>.csv`` and ``<study>-provenance.json`` to ``--out``, a result folder shared by the
-studies (:mod:`featlib.io.result_folder`: replaced as a whole, the other studies' files carried over,
+studies (:mod:`featlib.store.folders`: replaced as a whole, the other studies' files carried over,
 ``provenance.json`` listing every file). Each (study, seed) piece is cached in ``--cache-dir``
-with the shared cache code (:func:`featlib.io.cache.cached`: verified CSV with its study key and seed,
+with the shared cache code (:func:`featlib.store.files.cached`: verified CSV with its study key and seed,
 one process per piece, exact floats), so a killed run resumes and writes the same bytes.
 """
 from __future__ import annotations
 
 import functools
-import hashlib
 import inspect
 import json
 from collections.abc import Callable
@@ -55,7 +54,8 @@ from tqdm.auto import tqdm
 from .. import __version__
 from ..data.colored_mnist import make_colored_mnist
 from ..feature_learning import FEATURE_LEARNERS
-from ..io.cache import cached, piece_meta, read_verified_csv, write_verified_csv
+from ..store.keys import key as store_key
+from ..store.files import cached, cached_meta, read_verified_csv, write_verified_csv
 from ..models.mlp import ColoredMNISTMLP
 from ..models.stacked import StackedHeads, StackedMLP
 from ..registry import Registry
@@ -251,12 +251,12 @@ def study_key(name: str) -> str:
     options = {k: v.default for k, v in inspect.signature(STUDIES.get(name)).parameters.items()
                if v.default is not inspect.Parameter.empty}
     payload = json.dumps({"study": name, "options": options, "featlib": __version__}, sort_keys=True, default=str)
-    return hashlib.sha1(payload.encode()).hexdigest()[:10]
+    return store_key(json.loads(payload))
 
 
 def run_study(name: str, seeds: list[int], cache_dir: Path | None, device: torch.device) -> pd.DataFrame:
     """Every seed of the study ``name``, each read from ``cache_dir`` when a finished, sound piece
-    made for this study key and seed is there (:func:`featlib.io.cache.cached`), else computed under
+    made for this study key and seed is there (:func:`featlib.store.files.cached`), else computed under
     the piece's lock and written verified."""
     study = STUDIES.get(name)
     key = study_key(name)
@@ -266,7 +266,7 @@ def run_study(name: str, seeds: list[int], cache_dir: Path | None, device: torch
     frames = []
     for seed in tqdm(seeds, desc=name):
         path = None if cache_dir is None else Path(cache_dir) / f"{name}-seed{seed}-{key}.csv"
-        meta = piece_meta(key, seed, device=getattr(device, "type", device), study=name)
+        meta = cached_meta(key, seed, device=getattr(device, "type", device), study=name)
 
         def check(frame: pd.DataFrame, seed=seed) -> str | None:
             if not len(frame) or "seed" not in frame.columns or set(frame["seed"]) != {seed}:

@@ -52,8 +52,8 @@ import numpy as np
 import pandas as pd
 
 from ..device import get_device
-from ..io.cache import CorruptFileError
-from ..io.result_folder import frame, read_folder
+from ..store.files import CorruptFileError
+from ..store.folders import frame, read_folder
 from ..training import DEFAULT_PRECISION, OOD_PATHS, PRECISIONS
 from .cmnist_presets import SIZES, make_protocol
 from .labels import label
@@ -183,8 +183,10 @@ def load_variants(folder: str | Path, variants: Iterable[str]) -> dict[str, dict
         if pieces is None:
             continue
         variant = Variant.parse(name, who="variant folder")
-        made = set(zip(pieces["records"]["ood_path"], pieces["records"]["precision"]))
-        if made != {(variant.path, variant.precision)}:
+        records = pieces["records"]
+        trained = records[records["learner"] != ORACLE]  # the oracle trains no OOD stage
+        made = set(zip(trained["ood_path"], trained["precision"]))
+        if made and made != {(variant.path, variant.precision)}:
             raise ValueError(f"{Path(folder) / name}: its pieces were made with (path, precision) "
                              f"{sorted(made)}, not those its name says; keep one variant per folder, named after it")
         protocols = {}
@@ -426,7 +428,7 @@ def load_comparison(folder: str | Path) -> dict | None:
     ``variants`` (:func:`load_variants`). Every file is checked: ``comparison.csv`` against the
     manifest in ``provenance.json``, each piece against its record, and each variant's pieces
     against the checksum the comparison recorded (:func:`pieces_record`), so a folder whose pieces
-    changed after the comparison raises :class:`~featlib.io.cache.CorruptFileError` instead of
+    changed after the comparison raises :class:`~featlib.store.files.CorruptFileError` instead of
     showing a comparison of other pieces. Section "Paths and precisions" of chapter 04 reads it."""
     folder = Path(folder)
     remedy = _comparison_remedy(folder)

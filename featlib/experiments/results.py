@@ -3,7 +3,7 @@
 Each command that writes a result folder (:mod:`.run_cmnist`, :mod:`.run_rounds`,
 :mod:`.run_wilds`, :mod:`.gap_studies`) records its kind in ``provenance.json`` with a manifest
 (size and SHA-256 of every file); the loaders here read each file once, check it against that
-manifest (:func:`featlib.io.result_folder.read_folder`: a folder without one is refused) and
+manifest (:func:`featlib.store.folders.read_folder`: a folder without one is refused) and
 against what the provenance records (datasets, seeds, jobs), and parse the checked bytes. The
 chapters and the views read results through these functions, never through a command's module.
 """
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..feature_learning.base import ROW_ALIASES
-from ..io.cache import CorruptFileError
-from ..io.result_folder import frame, read_folder
+from ..store.legacy import CMNIST_RECORD_ALIASES, ROUND_COLUMN_ALIASES, WILDS_RECORD_ALIASES, renamed
+from ..store.files import CorruptFileError
+from ..store.folders import frame, read_folder
 
 #: The kinds of result folder, as recorded in their provenance: identifiers of a folder's format,
 #: named after the module of the command that first wrote it (the commands are now in featlib.cli:
@@ -32,19 +32,8 @@ CMNIST_FILES = ("runs", "rounds", "oracle")
 #: The CSV files of a run_wilds folder.
 WILDS_FILES = ("ood", "dfr", "rounds", "table3", "dfr_table")
 
-#: Old names in committed results -> today's (one vocabulary; committed files are never
-#: rewritten, they are read under today's names). Per-round records: the threshold of FeAT's
-#: check was ``threshold``; ColoredMNIST protocol records called it ``termination``; WILDS
-#: protocol records called the rule ``termination``. The feature learner was ``init`` (ColoredMNIST,
-#: Table 2's columns) and ``method`` (WILDS, cost) in rows, ``inits`` and ``methods`` in protocols.
-ROUND_COLUMN_ALIASES = {"threshold": "termination_threshold", "init": "learner", "method": "learner", **ROW_ALIASES}
-CMNIST_RECORD_ALIASES = {"termination": "termination_threshold", "inits": "learners"}
-WILDS_RECORD_ALIASES = {"termination": "termination_rule", "methods": "learners", "scale": "epoch_scale"}
-
-
-def renamed(record: dict, aliases: dict) -> dict:
-    """``record`` with its old field names replaced by today's (:data:`CMNIST_RECORD_ALIASES`...)."""
-    return {aliases.get(k, k): v for k, v in record.items()}
+#: Old names in committed results are read under today's by the maps of featlib.store.legacy
+#: (committed files are never rewritten).
 
 
 def _with_todays_names(record: dict, aliases: dict) -> dict:
@@ -62,9 +51,9 @@ def load_results(directory: str | Path) -> dict | None:
     """The committed results (frames and provenance) in ``directory``, or None if absent or empty.
 
     Each file is read once and checked against the manifest in ``provenance.json``
-    (:func:`featlib.io.result_folder.read_folder`: a folder without one is refused), and the rows
+    (:func:`featlib.store.folders.read_folder`: a folder without one is refused), and the rows
     against the protocols it records (datasets and seeds): a folder mixing two runs raises
-    :class:`~featlib.io.cache.CorruptFileError` naming the file, instead of being reported as one run."""
+    :class:`~featlib.store.files.CorruptFileError` naming the file, instead of being reported as one run."""
     directory = Path(directory)
     found = read_folder(directory, _cmnist_remedy(directory), kind=RUN_CMNIST)
     if found is None:
@@ -129,7 +118,7 @@ def load_rounds(directory: str | Path) -> dict | None:
 def load_wilds_results(directory) -> dict | None:
     """The results a ``run_wilds`` committed to ``directory`` (``provenance`` and a frame per file
     of :data:`WILDS_FILES`), each file read once and checked against the manifest; None when the folder
-    is absent or empty. :class:`~featlib.io.cache.CorruptFileError` naming the file otherwise."""
+    is absent or empty. :class:`~featlib.store.files.CorruptFileError` naming the file otherwise."""
     directory = Path(directory)
     remedy = (f"rerun `python -m featlib.cli.run_wilds --out {directory} ...` with the command in its "
               "provenance.json, or restore the folder from git")
@@ -149,7 +138,7 @@ def _study_remedy(folder: Path) -> str:
 
 def load_study(folder: str | Path, study: str) -> dict | None:
     """``{"frame", "provenance"}`` of a study committed to ``folder`` by :func:`main`, read from the
-    folder's files checked against its manifest (:func:`featlib.io.result_folder.read_folder`); None
+    folder's files checked against its manifest (:func:`featlib.store.folders.read_folder`); None
     when the folder is absent, empty, or holds no such study."""
     folder = Path(folder)
     found = read_folder(folder, _study_remedy(folder), kind=GAP_STUDIES)

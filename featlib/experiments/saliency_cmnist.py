@@ -33,7 +33,6 @@ of the OOD test environment (colour-flip probability 0.9), the same images for e
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -45,7 +44,8 @@ from tqdm.auto import tqdm
 
 from ..hparams import APPENDIX_F1
 from .. import __version__
-from ..io.cache import CorruptFileError, cached, load_torch, piece_meta, save_torch
+from ..store.keys import key as store_key
+from ..store.files import CorruptFileError, cached, load_torch, cached_meta, save_torch
 from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist, patch_mask
 from ..feature_learning import FEATURE_LEARNERS
 from ..feature_learning.full_batch_loop import accuracy, worst_test_accuracy
@@ -123,7 +123,7 @@ class SaliencyProtocol:
         fields = {k: v for k, v in asdict(self).items() if k not in ("n_attribution", "ig_steps")}
         # the models' names are in the cached history, so they are in the key too
         blob = json.dumps({**fields, "featlib": __version__, "names": self.model_names()}, sort_keys=True, default=list)
-        return hashlib.sha1(blob.encode()).hexdigest()[:10]
+        return store_key(json.loads(blob))
 
 
 class SaliencyStudy:
@@ -193,7 +193,7 @@ class SaliencyStudy:
             models, history = trained
             states = {k: copy.deepcopy(m.state_dict()) for k, m in models.items()}
             save_torch(path, {"states": states, "history": history.to_dict("records")},
-                       piece_meta(self.protocol.key(), self.protocol.seed, device=self.device.type))
+                       cached_meta(self.protocol.key(), self.protocol.seed, device=self.device.type))
 
         self._models, self.history = cached(path, load, self._train, save, what="cached saliency models")
         return self._models

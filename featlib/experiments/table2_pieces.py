@@ -8,11 +8,12 @@ what made it:
     <folder>/pieces/<dataset>/<learner>/<objective>/seed<k>.csv   the runs (one row per configuration)
     <folder>/pieces/<dataset>/<learner>/<objective>/seed<k>.json  its record
 
-The record holds the protocol's identity (:meth:`CMNISTProtocol.key` of every field that changes
-an OOD-stage run, precision and OOD path included) and those fields, the preset's name, device,
-precision, path, torch and featlib versions, the commit, the wall seconds the piece took, and the
-SHA-256 and size of the CSV. A piece is written atomically (CSV first, record last), so a run
-killed at any point leaves whole pieces and at most one piece missing.
+A piece is the store's unit (:mod:`featlib.store.pieces`: the format, its checks, the folder's
+lock). It is computed once, by the experiment, into its cache (:meth:`ColoredMNISTExperiment.unit`),
+and committing it to a folder copies its two files there, the record saying what made it: the
+protocol's key (:meth:`CMNISTProtocol.piece_key`) and fields, the preset's name, device, precision,
+path, versions, commit, command and wall seconds, and the CSV's size and SHA-256. A run killed at
+any point leaves whole pieces and at most one piece missing.
 
 * :func:`run_pieces` computes the missing pieces of some protocols in Table 2's order (the
   frozen-feature columns of every seed first, then ERM-NF seed by seed) until a time budget is
@@ -29,75 +30,23 @@ Chapter 04 shows the committed pieces as Table 2; ``python -m featlib.cli.run_cm
 """
 from __future__ import annotations
 
-import hashlib
-import io
-import json
 import time
 from collections.abc import Iterable, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
 import torch
 
-from .. import __version__
-from ..io.atomic import atomic_write_text
-from ..io.cache import RECORD_ALIASES, CorruptFileError
-from ..io.csv_io import frame_to_csv, read_csv
-from ..io.paths import inside
-from ..device import describe_device, get_device
+from ..device import get_device
+from ..store.pieces import LOCK_NAME, ORACLE, FolderBusy, Piece, PieceStore
 from .colored_mnist import CMNISTProtocol, ColoredMNISTExperiment, select_best
 
 #: Table 2's columns in the order pieces are computed: frozen features first (minutes on a GPU,
 #: feature learning plus small stacks on a CPU), the whole-network ERM-NF column last.
 LEARNER_ORDER = ("erm", "bonsai", "ifeat", "feat", "erm-nf")
-#: Fields of a protocol that may differ between the pieces of one cell: which pieces a run made.
-_PER_RUN_FIELDS = ("seeds", "objectives", "learners")
-ORACLE = "oracle"
-
-
-@dataclass(frozen=True)
-class Piece:
-    """One unit of Table 2: the runs of (dataset, learner, objective, seed); ``learner`` is
-    :data:`ORACLE` (objective ``"erm"``) for the oracle row of a seed."""
-
-    dataset: str
-    learner: str
-    objective: str
-    seed: int
-
-    def stem(self, folder: Path) -> Path:
-        """The piece's path in ``folder`` without suffix; refused (ValueError) when its names would
-        lead out of ``folder`` (a name with ``/`` or ``..``, a link out of the folder)."""
-        return inside(folder, f"pieces/{self.dataset}/{self.learner}/{self.objective}/seed{self.seed}",
-                      what="a piece")
-
-    def csv(self, folder: Path) -> Path:
-        return self.stem(folder).with_suffix(".csv")
-
-    def record(self, folder: Path) -> Path:
-        return self.stem(folder).with_suffix(".json")
-
-
-def protocol_fields(protocol: CMNISTProtocol) -> dict:
-    """What a piece records of its protocol: every field that changes an OOD-stage run."""
-    return {k: v for k, v in asdict(protocol).items() if k in CMNISTProtocol.OOD_FIELDS}
-
-
-def protocol_identity(protocol: CMNISTProtocol, objective: str | None = None) -> str:
-    """A short hash of :func:`protocol_fields` (and featlib's version): pieces of one cell must share it.
-    With ``objective``: that objective's pieces' (:meth:`CMNISTProtocol.ood_piece_key`: for an
-    objective loaded from a file, the file's SHA-256 too; for a built-in one the same hash)."""
-    return protocol.key(CMNISTProtocol.OOD_FIELDS) if objective is None else protocol.ood_piece_key(objective)
-
-
-def _objective_file_fields(objective: str) -> dict:
-    """A piece record's note of the file an objective of one's own was loaded from (none for a built-in)."""
-    from .objective_files import objective_file
-
-    loaded = objective_file(objective)
-    return {} if loaded is None else {"objective_file": loaded.path.name, "objective_file_sha256": loaded.sha256}
+__all__ = ["LEARNER_ORDER", "LOCK_NAME", "ORACLE", "FolderBusy", "Piece", "check_folder_protocols",
+           "check_pieces_out", "compute_piece", "describe_remaining", "folder_lock", "list_pieces", "load_pieces",
+           "merge_pieces", "missing_pieces", "pieces_of", "read_piece", "run_pieces", "table2"]
 
 
 def pieces_of(protocol: CMNISTProtocol) -> list[Piece]:
@@ -110,64 +59,19 @@ def pieces_of(protocol: CMNISTProtocol) -> list[Piece]:
     return pieces
 
 
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def write_piece(folder: Path, piece: Piece, frame: pd.DataFrame, record: dict) -> None:
-    """The piece's CSV, then its record (with the CSV's checksum): a record names a whole CSV."""
-    text = frame_to_csv(frame)
-    data = text.encode("utf-8")
-    atomic_write_text(piece.csv(folder), text)
-    full = {**asdict(piece), **record, "rows": len(frame), "bytes": len(data), "sha256": _digest(data)}
-    atomic_write_text(piece.record(folder), json.dumps(full, indent=1, sort_keys=True, default=list) + "\n")
-
-
 def read_piece(folder: Path, piece: Piece) -> tuple[pd.DataFrame, dict] | None:
-    """A piece's runs and record, or None when its record is absent (not yet computed). The CSV's
-    bytes are read once, checked against the record and parsed; the rows must be the piece's."""
-    record_path, csv_path = piece.record(folder), piece.csv(folder)
-    if not record_path.exists():
-        return None
-    remedy = "delete the piece's two files and run again to recompute it, or restore them from git"
-    try:
-        record = json.loads(record_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise CorruptFileError(record_path, f"it is not a piece record ({err})", remedy) from None
-    if isinstance(record, dict):  # a piece made before featlib named the learner "learner" ("init")
-        record = {RECORD_ALIASES.get(k, k): v for k, v in record.items()}
-    if not isinstance(record, dict) or any(record.get(k) != v for k, v in asdict(piece).items()):
-        raise CorruptFileError(record_path, f"it is not the record of {piece}", remedy)
-    try:
-        data = csv_path.read_bytes()
-    except OSError:
-        raise CorruptFileError(csv_path, "it is missing although its record is there", remedy) from None
-    if len(data) != record.get("bytes") or _digest(data) != record.get("sha256"):
-        raise CorruptFileError(csv_path, "its bytes do not match the checksum in its record", remedy)
-    frame = read_csv(io.StringIO(data.decode("utf-8"))).rename(columns=RECORD_ALIASES)
-    if len(frame) != record.get("rows"):
-        raise CorruptFileError(csv_path, f"it holds {len(frame)} rows where its record says {record.get('rows')}", remedy)
-    if piece.learner != ORACLE:
-        keys = set(zip(frame["dataset"], frame["learner"], frame["objective"], frame["seed"]))
-        if keys != {(piece.dataset, piece.learner, piece.objective, piece.seed)}:
-            raise CorruptFileError(csv_path, f"its rows are not those of {piece}", remedy)
-    elif set(zip(frame["dataset"], frame["seed"])) != {(piece.dataset, piece.seed)}:
-        raise CorruptFileError(csv_path, f"its rows are not those of {piece}", remedy)
-    return frame, record
+    """A piece of the results folder ``folder`` (:meth:`featlib.store.pieces.PieceStore.read`)."""
+    return PieceStore(folder).read(piece)
 
 
 def list_pieces(folder: Path) -> list[Piece]:
-    """The pieces whose record is in ``folder`` (sorted)."""
-    root = Path(folder) / "pieces"
-    found = []
-    for path in sorted(root.glob("*/*/*/seed*.json")):
-        dataset, learner, objective = path.parts[-4:-1]
-        try:
-            seed = int(path.stem[len("seed"):])
-        except ValueError:
-            continue
-        found.append(Piece(dataset, learner, objective, seed))
-    return found
+    """The pieces whose record is in the results folder ``folder`` (sorted)."""
+    return PieceStore(folder).list()
+
+
+def folder_lock(folder: str | Path, who: str = "this run"):
+    """The lock of the results folder ``folder`` (:meth:`featlib.store.pieces.PieceStore.lock`)."""
+    return PieceStore(folder).lock(who)
 
 
 def _cell(piece: Piece) -> tuple:
@@ -253,56 +157,11 @@ def _merge_locked(sources: Sequence[str | Path], into: Path) -> dict:
                 identical += 1
                 continue
             present[piece] = (frame, record)
-            # where it goes, checked now: a link out of ``into`` is refused before anything is copied
-            plan.append(((piece.csv(source), piece.csv(into)), (piece.record(source), piece.record(into))))
-    for copies in plan:
-        for path, target in copies:  # CSV first: a record names a whole CSV
-            atomic_write_text(target, path.read_text(encoding="utf-8"))
+            PieceStore(into).stem(piece)  # where it goes, checked now: a link out of ``into`` is refused first
+            plan.append((source, piece))
+    for source, piece in plan:
+        PieceStore(source).copy(piece, PieceStore(into))  # CSV first: a record names a whole CSV
     return {"added": len(plan), "identical": identical}
-
-
-def _piece_record(experiment: ColoredMNISTExperiment, preset: str, commit: str, seconds: float,
-                  objective: str = "erm", command: str | None = None) -> dict:
-    p = experiment.protocol
-    return {"protocol_key": protocol_identity(p, objective), "protocol": protocol_fields(p), "preset": preset,
-            "precision": p.precision, "ood_path": p.ood_path, "device": describe_device(experiment.device),
-            "torch": torch.__version__, "featlib_version": __version__, "commit": commit,
-            "wall_time_s": seconds, **({"command": command} if command else {}), **_objective_file_fields(objective)}
-
-
-#: The lock file of a pieces folder (beside ``pieces/``), held by the one run or merge writing it.
-LOCK_NAME = ".pieces.lock"
-
-
-class FolderBusy(ValueError):
-    """Another process is writing the pieces folder (one line, naming it)."""
-
-
-@contextmanager
-def folder_lock(folder: str | Path, who: str = "this run"):
-    """Hold the pieces folder ``folder`` for a run's or a merge's whole life: the protocol check,
-    the list of missing pieces and every write happen under it, so two runs never both report
-    every piece done while one run's pieces are lost, and a mix of protocols cannot slip between
-    one run's check and another's write. A second process is refused at once
-    (:class:`FolderBusy`, naming the holder); the lock is released when the holder ends, however it
-    ends (an advisory ``flock``, which the kernel drops with the process)."""
-    from ..io.cache import PieceLock
-
-    folder = Path(folder)
-    lock = PieceLock(folder / LOCK_NAME[1:-5])  # PieceLock(x) locks .x.lock beside x
-    if not lock.acquire(blocking=False):
-        holder = "another process"
-        try:
-            with open(lock.path) as handle:
-                holder = PieceLock.holder_of(handle)
-        except OSError:
-            pass
-        raise FolderBusy(f"{folder} is being written by {holder} (it holds {lock.path}); let that run or merge "
-                         f"finish, or end it, then start {who} again")
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def missing_pieces(protocols: Iterable[CMNISTProtocol], folder: Path) -> list[tuple[CMNISTProtocol, Piece]]:
@@ -318,8 +177,9 @@ def check_folder_protocols(protocols: Iterable[CMNISTProtocol], folder: Path, pr
         held.setdefault(_cell(piece), read_piece(folder, piece)[1])
     for p in protocols:
         for piece in pieces_of(p):
-            mine = {"protocol_key": protocol_identity(p, piece.objective), "preset": preset, "precision": p.precision,
-                    "ood_path": p.ood_path}
+            oracle = piece.learner == ORACLE  # the oracle trains no OOD stage: no precision or path
+            mine = {"protocol_key": p.piece_key(piece), "preset": preset, "precision": None if oracle else p.precision,
+                    "ood_path": None if oracle else p.ood_path}
             if _cell(piece) in held and (problem := _mismatch(held[_cell(piece)], mine)):
                 raise ValueError(f"{folder} holds {'/'.join(_cell(piece))} pieces of another protocol ({problem}); "
                                  "give another folder for this one")
@@ -327,17 +187,20 @@ def check_folder_protocols(protocols: Iterable[CMNISTProtocol], folder: Path, pr
 
 def compute_piece(experiment: ColoredMNISTExperiment, piece: Piece, folder: str | Path, *, preset: str,
                   commit: str, command: str | None = None) -> float:
-    """Compute one piece of ``experiment``'s protocol and write it into ``folder`` with its record
-    (``command``: the command line that made it, recorded when given); returns the seconds it took."""
-    t0 = time.perf_counter()
-    if piece.learner == ORACLE:
-        frame = experiment.oracle_piece(piece.seed)
+    """Put ``piece`` of ``experiment``'s protocol into the results folder ``folder``: computed
+    once, in the experiment's cache (:meth:`ColoredMNISTExperiment.unit`), then its two files
+    copied (without a cache, written there). The record says what made the piece: ``preset``,
+    ``commit`` and ``command`` of this run when it computed it now, of the run that did when the
+    cache held it already. Returns the seconds the piece took to compute."""
+    experiment.origin.update({"preset": preset, "commit": commit, **({"command": command} if command else {})})
+    frame, record = experiment.unit(piece)
+    results = PieceStore(folder)
+    if experiment.pieces is not None:
+        experiment.pieces.copy(piece, results, experiment.piece_key(piece))
     else:
-        frame = experiment.piece(piece.objective, piece.learner, piece.seed)
-    seconds = time.perf_counter() - t0
-    write_piece(Path(folder), piece, frame, _piece_record(experiment, preset, commit, seconds, piece.objective,
-                                                           command))
-    return seconds
+        results.write(piece, frame, {k: v for k, v in record.items()
+                                     if k not in ("dataset", "learner", "objective", "seed", "rows", "bytes", "sha256")})
+    return float(record.get("wall_time_s", 0.0))
 
 
 def run_pieces(protocols: Sequence[CMNISTProtocol], folder: str | Path, *, preset: str, commit: str,
@@ -394,8 +257,8 @@ def check_pieces_out(name: str, value, *, protect: dict | None = None):
     """``--out`` of a pieces run, before any work: absent, empty or a folder holding only
     ``pieces/`` and a ``README.md`` (a committed folder, such as ``results/cmnist-table2``, says
     what its pieces are; nothing but ``pieces/`` is ever touched, and pieces are only added), and
-    never the working directory, a checkout or the cache (:func:`featlib.io.result_folder.check_out`)."""
-    from ..io.result_folder import check_out
+    never the working directory, a checkout or the cache (:func:`featlib.store.folders.check_out`)."""
+    from ..store.folders import check_out
 
     return check_out(name, value, "featlib.experiments.table2_pieces", protect=protect,
                      keep=("pieces", "README.md", LOCK_NAME))

@@ -18,13 +18,12 @@ recomputes nothing that is there. The key holds what changes the learned feature
 run-control options ``dfr`` and ``checkpoint_every``); the OOD stage's pieces also carry the key
 of its own options (penalty weights, epochs) in their names. Pieces are verified when read back
 (a damaged one is reported and recomputed) and each is computed by one process at a time
-(:mod:`featlib.io.cache`). ``epoch_scale`` multiplies Table 12's step counts (1.0 is the
+(:mod:`featlib.store.files`). ``epoch_scale`` multiplies Table 12's step counts (1.0 is the
 paper's), so small CPU runs keep the protocol's shape.
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import warnings
 from dataclasses import dataclass, field
@@ -35,7 +34,8 @@ import pandas as pd
 import torch
 
 from .. import __version__
-from ..io.cache import CacheWarning, CorruptFileError, PieceLock, cached, expect_keys, load_torch, piece_meta, read_verified_csv, save_torch, write_verified_csv
+from ..store.keys import key as store_key
+from ..store.files import CacheWarning, CorruptFileError, PieceLock, cached, expect_keys, load_torch, cached_meta, read_verified_csv, save_torch, write_verified_csv
 from ..data.wilds_data import WILDS_DATASETS, WildsData, WildsSpec, load_wilds, require_local
 from ..device import get_device
 from ..evaluation.dfr import dfr_fit_predict, train_test_split_for_dfr
@@ -159,14 +159,8 @@ class WildsProtocol:
     #: Fields that change the OOD stage only (not the learned features, embeddings or DFR).
     OOD_FIELDS = ("penalty_weights", "ood_epochs")
 
-    #: Today's field names -> the names featlib 0.4 hashed them under, so caches made before the
-    #: one vocabulary keep their keys.
-    HASHED_AS = {"epoch_scale": "scale", "learners": "methods"}
-
     def _hash(self, fields: dict) -> str:
-        fields = {self.HASHED_AS.get(k, k): v for k, v in fields.items()}
-        blob = json.dumps({**fields, "featlib": __version__}, sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode()).hexdigest()[:10]
+        return store_key(json.loads(json.dumps({**fields, "featlib": __version__}, default=str)))
 
     def key(self) -> str:
         """A short hash, with featlib's version, of everything that changes the learned features,
@@ -181,7 +175,7 @@ class WildsProtocol:
 
 class VerifiedCheckpoint(Checkpoint):
     """A feature-learning checkpoint written with its size, checksum and record (config key, seed,
-    learner) (:func:`featlib.io.cache.save_torch`); one that is damaged, another run's, or not a
+    learner) (:func:`featlib.store.files.save_torch`); one that is damaged, another run's, or not a
     checkpoint dict is reported by path and the run starts again rather than resuming from it."""
 
     def __init__(self, path, every: int = 500, meta: dict | None = None):
@@ -321,8 +315,8 @@ class WildsExperiment:
 
     # ------------------------------------------------------------------ pieces
     def _meta(self, seed: int, **extra) -> dict:
-        """What a piece records about what made it (:func:`featlib.io.cache.piece_meta`)."""
-        return piece_meta(self.protocol.key(), seed, device=self.device.type, **extra)
+        """What a piece records about what made it (:func:`featlib.store.files.cached_meta`)."""
+        return cached_meta(self.protocol.key(), seed, device=self.device.type, **extra)
 
     def checkpoint(self, learner: str, seed: int) -> Checkpoint:
         return VerifiedCheckpoint(self._path(f"learn-{learner}-s{seed}.pt"), every=self.protocol.checkpoint_every,

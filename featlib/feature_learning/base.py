@@ -29,11 +29,6 @@ import pandas as pd
 import torch
 from torch import nn
 
-#: Per-round columns renamed since a run could have been saved (checkpoints, caches, committed
-#: results are read under today's names): the combined head's scores were ``*_average_head``
-#: (the head is the average or the sum of the rounds' heads, as ``head_combination`` says).
-ROW_ALIASES = {f"{score}_average_head": f"{score}_combined_head" for score in ("ood_acc", "val_metric", "test_metric")}
-
 
 @dataclass
 class Learned:

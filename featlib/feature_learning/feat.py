@@ -48,7 +48,8 @@ import copy
 
 from ..hparams import APPENDIX_F1, TABLE6
 from ..validation import check_choice, check_int
-from .base import ROW_ALIASES, Learned, Loop
+from ..store.legacy import ROW_ALIASES, STATE_ALIASES, renamed
+from .base import Learned, Loop
 from .learners import register
 from .feat_rounds import DEFAULT_HEAD_COMBINATION, FeATRounds
 from .termination import DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD
@@ -74,7 +75,7 @@ def _feat(
     phi = model.featurizer
     rows, first, accepted_phi = [], 1, None
     if state:
-        rounds.load_state_dict(state["feat_rounds"] if "feat_rounds" in state else state["learner"])  # 0.4: "learner"
+        rounds.load_state_dict(renamed(state, STATE_ALIASES)["feat_rounds"])  # featlib 0.4 called it "learner"
         rows = [{ROW_ALIASES.get(k, k): v for k, v in row.items()} for row in state["rows"]]
         first, accepted_phi = state["round"], state["accepted_phi"]
         model.load_state_dict(state["model"])

@@ -30,7 +30,8 @@ from ..objectives import per_sample_cross_entropy
 from ..training.minibatch import Checkpoint, DomainBatchSampler, autocast, make_optimizer, make_scheduler, stream_seed
 from ..training.profiling import training_step
 from ..validation import check_bool, check_choice, check_int, check_positive
-from .base import ROW_ALIASES, Learned
+from ..store.legacy import ROW_ALIASES
+from .base import Learned
 from .feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
 from .termination import DEFAULT_TERMINATION_THRESHOLD, WILDS_DEFAULT_TERMINATION, termination_rule
 

@@ -43,7 +43,7 @@ from tqdm.auto import tqdm
 
 from ..objectives import make_objective
 from ..objectives.base import Objective, check_penalty_weight, promote
-from ..io.provenance import add_process_recorder
+from ..store.provenance import add_process_recorder
 from ..registry import Registry
 from ..validation import check_bool
 from .fused import BIAS_RELU, make_bias_relu

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..io.atomic import atomic_write
-from ..io.cache import CacheWarning, CorruptFileError, load_torch
+from ..store.atomic import atomic_write
+from ..store.files import CacheWarning, CorruptFileError, load_torch
 from ..validation import check_choice, check_int, check_positive
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..io.provenance import add_process_recorder
+from ..store.provenance import add_process_recorder
 from ..registry import Registry
 
 
@@ -126,5 +126,5 @@ def process_precision() -> str:
 
 @add_process_recorder
 def _precision_record() -> dict:
-    """``float32_matmul`` of every provenance record (:func:`featlib.io.provenance.provenance`)."""
+    """``float32_matmul`` of every provenance record (:func:`featlib.store.provenance.provenance`)."""
     return {"float32_matmul": process_precision()}

@@ -28,7 +28,7 @@ def frame_to_csv(frame: pd.DataFrame) -> str:
 
 
 def write_csv(path: str | Path, frame: pd.DataFrame) -> Path:
-    """Write ``frame`` to ``path`` atomically (see :mod:`featlib.io.atomic`)."""
+    """Write ``frame`` to ``path`` atomically (see :mod:`featlib.store.atomic`)."""
     return atomic_write_text(path, frame_to_csv(frame))
 
 

@@ -4,7 +4,7 @@ Every cached artefact carries what it must contain and is checked when it is rea
 
 * a CSV piece starts with the line ``# featlib-csv rows=<n> sha256=<digest> meta=<json>``: the
   number of data rows, the SHA-256 of the record and everything after that line, and the record
-  of what made the piece (:func:`piece_meta`: the config key and seed, and where the caller has
+  of what made the piece (:func:`cached_meta`: the config key and seed, and where the caller has
   them the device, precision, OOD path and torch version) (:func:`write_verified_csv`);
   :func:`read_verified_csv` recomputes both, compares the record with what the reader expects
   (``expect``: a piece copied from another configuration or seed is refused), and then applies the
@@ -50,6 +50,7 @@ import pandas as pd
 
 from .atomic import atomic_write, atomic_write_text
 from .csv_io import frame_to_csv, read_csv
+from .legacy import RECORD_ALIASES
 
 try:
     import fcntl
@@ -81,7 +82,7 @@ class CacheWriteError(ValueError):
     """A finished piece could not be written (disk full, folder gone): one line naming it."""
 
 
-def piece_meta(key: str, seed: int | None = None, **extra) -> dict:
+def cached_meta(key: str, seed: int | None = None, **extra) -> dict:
     """What a cache piece records about what made it: the config ``key`` and ``seed`` it was
     computed for, the torch version, and whatever the caller adds (``device``, ``precision``,
     ``ood_path``, ``learner``...); None values are left out."""
@@ -95,10 +96,6 @@ def _meta_json(meta: dict | None) -> str:
     return "" if meta is None else json.dumps(meta, sort_keys=True, separators=(",", ":"), default=str)
 
 
-#: Names an older featlib wrote in piece records and columns -> today's (the feature learner was
-#: ``init`` in ColoredMNIST pieces and ``method`` in WILDS and cost ones), so pieces made before
-#: keep being used.
-RECORD_ALIASES = {"init": "learner", "method": "learner"}
 
 
 def _check_meta(path: Path, found: dict | None, expect: dict | None) -> None:
@@ -362,11 +359,11 @@ def cached(path: str | Path | None, load: Callable[[Path], T], compute: Callable
             if value is not _MISSING:
                 return value
         value = compute()
-        write_piece(path, save, value)
+        write_cached(path, save, value)
     return value
 
 
-def write_piece(path: Path, save: Callable[[Path, Any], Any], value: Any) -> None:
+def write_cached(path: Path, save: Callable[[Path, Any], Any], value: Any) -> None:
     """``save(path, value)``, with a failure of the file system (disk full, folder gone) turned into
     :class:`CacheWriteError`: one line naming the piece and the remedy."""
     try:

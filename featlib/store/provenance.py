@@ -34,7 +34,7 @@ def _git(root: Path, *args: str) -> str:
 
 def featlib_root() -> Path:
     """The folder holding the ``featlib`` package (the repository root in a checkout)."""
-    return Path(__file__).resolve().parents[2]  # featlib/io/provenance.py
+    return Path(__file__).resolve().parents[2]  # featlib/store/provenance.py
 
 
 def git_commit(root: str | Path | None = None) -> str:

@@ -41,7 +41,7 @@ from pathlib import Path
 import pandas as pd
 
 from .atomic import pid_alive
-from .cache import CorruptFileError
+from .files import CorruptFileError
 from .csv_io import frame_to_csv, read_csv
 from .paths import inside
 

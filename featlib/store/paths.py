@@ -2,7 +2,7 @@
 
 A manifest says which files a folder holds: ``results/manifest.json`` for the Colab fetch
 (:mod:`featbook.committed`), ``provenance.json`` for a result folder
-(:mod:`featlib.io.result_folder`), the piece records of a Table 2 folder
+(:mod:`featlib.store.folders`), the piece records of a Table 2 folder
 (:mod:`featlib.experiments.table2_pieces`). Such a file may come from a repository a notebook
 names, so its paths are input: :func:`inside` resolves one below its folder and refuses it
 (``ValueError``, one line naming it) when it is absolute, climbs out with ``..``, or leads out

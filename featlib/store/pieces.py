@@ -1,0 +1,189 @@
+"""Pieces: Table 2's unit of work, written once, in one format, wherever it is kept.
+
+A *piece* is the OOD-stage runs of one (dataset, learner, objective, seed), every configuration
+of the protocol (or the oracle's run of one seed), as a CSV with a JSON record beside it:
+
+    <root>/pieces/<dataset>/<learner>/<objective>/seed<k>.csv     the runs
+    <root>/pieces/<dataset>/<learner>/<objective>/seed<k>.json    its record
+
+The record names the piece, the key of the protocol that made it and that protocol's fields,
+what made it (device, precision, OOD path, torch and featlib versions, commit, command, wall
+seconds) and the CSV's rows, size and SHA-256, which every read checks. The CSV is written first
+and the record last, each atomically, so a record always names a whole CSV.
+
+One format, two kinds of root (:class:`PieceStore`):
+
+* the **cache** (``keyed=True``, an experiment's ``cache_dir``): pieces of many protocols side by
+  side, the protocol's key in each file name (``seed<k>-<key>``);
+* a **results folder** (``keyed=False``, ``results/cmnist-table2``): one protocol per cell (the
+  experiments check it), so the file name is the piece's alone.
+
+Committing a piece is copying its two files from the cache to a results folder
+(:meth:`PieceStore.copy`), bytes unchanged: the record keeps what made the piece. Writers of a
+folder hold its lock for their whole life (:meth:`PieceStore.lock`): the check of what the
+folder holds and every write happen under it, so two runs never both write one folder.
+"""
+from __future__ import annotations
+
+import io
+import json
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .atomic import atomic_write_text
+from .csv_io import frame_to_csv, read_csv
+from .files import CorruptFileError, PieceLock
+from .keys import digest
+from .legacy import RECORD_ALIASES
+from .paths import inside
+
+#: The learner name of a seed's oracle piece (objective "erm").
+ORACLE = "oracle"
+#: The lock file of a folder of pieces (beside ``pieces/``), held by the one process writing it.
+LOCK_NAME = ".pieces.lock"
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One unit of Table 2: the runs of (dataset, learner, objective, seed); ``learner`` is
+    :data:`ORACLE` (objective ``"erm"``) for the oracle row of a seed."""
+
+    dataset: str
+    learner: str
+    objective: str
+    seed: int
+
+    def name(self) -> str:
+        return f"pieces/{self.dataset}/{self.learner}/{self.objective}/seed{self.seed}"
+
+    # The paths of a piece in a results folder (an unkeyed store), as earlier code calls them.
+    def stem(self, folder: Path) -> Path:
+        return PieceStore(folder).stem(self)
+
+    def csv(self, folder: Path) -> Path:
+        return PieceStore(folder).csv(self)
+
+    def record(self, folder: Path) -> Path:
+        return PieceStore(folder).record(self)
+
+
+class FolderBusy(ValueError):
+    """Another process is writing the folder (one line, naming it)."""
+
+
+class PieceStore:
+    """The pieces under ``root`` (see the module docstring); ``keyed``: file names carry the key."""
+
+    def __init__(self, root: str | Path, keyed: bool = False):
+        self.root, self.keyed = Path(root), keyed
+
+    def __repr__(self) -> str:
+        return f"PieceStore({str(self.root)!r}, keyed={self.keyed})"
+
+    # -- where --------------------------------------------------------------------------------
+    def stem(self, piece: Piece, key: str | None = None) -> Path:
+        """The piece's path without suffix; refused (ValueError) where its names would lead out of
+        the root (a name with ``/`` or ``..``, a link out of the folder)."""
+        if self.keyed and not key:
+            raise ValueError(f"{self} keeps pieces of many protocols: name the protocol's key")
+        return inside(self.root, piece.name() + (f"-{key}" if self.keyed else ""), what="a piece")
+
+    def csv(self, piece: Piece, key: str | None = None) -> Path:
+        return self.stem(piece, key).with_suffix(".csv")
+
+    def record(self, piece: Piece, key: str | None = None) -> Path:
+        return self.stem(piece, key).with_suffix(".json")
+
+    # -- writing and reading --------------------------------------------------------------------
+    def write(self, piece: Piece, frame: pd.DataFrame, record: dict, key: str | None = None) -> dict:
+        """The piece's CSV, then its record (with the CSV's rows, size and checksum); returns the record."""
+        text = frame_to_csv(frame)
+        data = text.encode("utf-8")
+        atomic_write_text(self.csv(piece, key), text)
+        full = {**asdict(piece), **record, "rows": len(frame), "bytes": len(data), "sha256": digest(data)}
+        atomic_write_text(self.record(piece, key), json.dumps(full, indent=1, sort_keys=True, default=list) + "\n")
+        return full
+
+    def read(self, piece: Piece, key: str | None = None) -> tuple[pd.DataFrame, dict] | None:
+        """The piece's runs and record, or None when its record is absent (not yet computed). The
+        CSV's bytes are read once, checked against the record and parsed; the rows must be the
+        piece's, and in a keyed store the record's key the one asked for."""
+        record_path, csv_path = self.record(piece, key), self.csv(piece, key)
+        if not record_path.exists():
+            return None
+        remedy = "delete the piece's two files and run again to recompute it, or restore them from git"
+        try:
+            record = json.loads(record_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise CorruptFileError(record_path, f"it is not a piece record ({err})", remedy) from None
+        if isinstance(record, dict):  # a piece made before featlib named the learner "learner" ("init")
+            record = {RECORD_ALIASES.get(k, k): v for k, v in record.items()}
+        if not isinstance(record, dict) or any(record.get(k) != v for k, v in asdict(piece).items()):
+            raise CorruptFileError(record_path, f"it is not the record of {piece}", remedy)
+        if self.keyed and record.get("protocol_key") != key:
+            raise CorruptFileError(record_path, f"it records the protocol {record.get('protocol_key')!r}, not {key!r} "
+                                                "(copied from another protocol's piece)", remedy)
+        try:
+            data = csv_path.read_bytes()
+        except OSError:
+            raise CorruptFileError(csv_path, "it is missing although its record is there", remedy) from None
+        if len(data) != record.get("bytes") or digest(data) != record.get("sha256"):
+            raise CorruptFileError(csv_path, "its bytes do not match the checksum in its record", remedy)
+        frame = read_csv(io.StringIO(data.decode("utf-8"))).rename(columns=RECORD_ALIASES)
+        if len(frame) != record.get("rows"):
+            raise CorruptFileError(csv_path, f"it holds {len(frame)} rows where its record says {record.get('rows')}",
+                                   remedy)
+        if piece.learner != ORACLE:
+            keys = set(zip(frame["dataset"], frame["learner"], frame["objective"], frame["seed"]))
+            if keys != {(piece.dataset, piece.learner, piece.objective, piece.seed)}:
+                raise CorruptFileError(csv_path, f"its rows are not those of {piece}", remedy)
+        elif set(zip(frame["dataset"], frame["seed"])) != {(piece.dataset, piece.seed)}:
+            raise CorruptFileError(csv_path, f"its rows are not those of {piece}", remedy)
+        return frame, record
+
+    def list(self) -> list[Piece]:
+        """The pieces whose record is in an unkeyed store (sorted)."""
+        found = []
+        for path in sorted((self.root / "pieces").glob("*/*/*/seed*.json")):
+            dataset, learner, objective = path.parts[-4:-1]
+            try:
+                seed = int(path.stem[len("seed"):])
+            except ValueError:  # a keyed file name, or another file
+                continue
+            found.append(Piece(dataset, learner, objective, seed))
+        return found
+
+    def copy(self, piece: Piece, into: "PieceStore", key: str | None = None) -> dict:
+        """Copy the piece's two files into ``into`` (CSV first, bytes unchanged), after reading them
+        checked; returns the record."""
+        read = self.read(piece, key)
+        if read is None:
+            raise ValueError(f"{self.record(piece, key)} does not exist: the piece is not in {self.root}")
+        target_key = key if into.keyed else None
+        atomic_write_text(into.csv(piece, target_key), self.csv(piece, key).read_text(encoding="utf-8"))
+        atomic_write_text(into.record(piece, target_key), self.record(piece, key).read_text(encoding="utf-8"))
+        return read[1]
+
+    # -- one writer ------------------------------------------------------------------------------
+    @contextmanager
+    def lock(self, who: str = "this run"):
+        """Hold the folder for a run's or a merge's whole life (see the module docstring). A second
+        process is refused at once (:class:`FolderBusy`, naming the holder); the lock goes with the
+        holder however it ends (an advisory ``flock``, which the kernel drops with the process)."""
+        lock = PieceLock(self.root / LOCK_NAME[1:-5])  # PieceLock(x) locks .x.lock beside x
+        if not lock.acquire(blocking=False):
+            holder = "another process"
+            try:
+                with open(lock.path) as handle:
+                    holder = PieceLock.holder_of(handle)
+            except OSError:
+                pass
+            raise FolderBusy(f"{self.root} is being written by {holder} (it holds {lock.path}); let that run or "
+                             f"merge finish, or end it, then start {who} again")
+        try:
+            yield
+        finally:
+            lock.release()
