@@ -38,16 +38,18 @@ class Claim:
     agrees: str
 
 
-def _records(executed_dir: Path | None, stem: str) -> dict | None:
+def _records(executed_dir: Path | None, stem: str, needed: tuple[str, ...]) -> dict | None:
+    """A chapter's recorded values, or None when it has not run (or recorded not all of ``needed``)."""
     if executed_dir is None or not (Path(executed_dir) / f"{stem}.ipynb").exists():
         return None
     from featbook.record import read_records
 
-    return read_records(Path(executed_dir) / f"{stem}.ipynb")
+    records = read_records(Path(executed_dir) / f"{stem}.ipynb")
+    return records if all(records.get(k) is not None for k in needed) else None
 
 
 def _two_bit_erm(results: Path, executed: Path | None) -> tuple[str, str]:
-    r = _records(executed, "01_erm_feature_learning")
+    r = _records(executed, "01_erm_feature_learning", ("erm_spu_final", "erm_inv_final", "erm_spurious_lead_share"))
     if r is None:
         return "not yet (the chapter has not been run)", "-"
     holds = r["erm_spu_final"] > r["erm_inv_final"] > 0.3 and r["erm_spurious_lead_share"] >= 0.95
@@ -57,7 +59,8 @@ def _two_bit_erm(results: Path, executed: Path | None) -> tuple[str, str]:
 
 
 def _two_bit_irm(results: Path, executed: Path | None) -> tuple[str, str]:
-    r = _records(executed, "02_irmv1_and_pretraining")
+    r = _records(executed, "02_irmv1_and_pretraining", ("scratch_max_abs_coefficient", "pt_inv_final", "pt_spu_final",
+                                                        "short_inv_final", "short_inv_switch"))
     if r is None:
         return "not yet (the chapter has not been run)", "-"
     scratch = r["scratch_max_abs_coefficient"] < 0.01

@@ -17,8 +17,6 @@ any work (one line, exit status 2). See :mod:`featlib.experiments.path_compariso
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import sys
 import time
 from pathlib import Path
@@ -32,11 +30,10 @@ from ..experiments.path_comparison import (COMPARISON, DEFAULT_SIZE, DEFAULT_VAR
                                            load_variants, pieces_record, run_variants, summarise,
                                            variant_protocols, verdicts)
 from ..experiments.results import PATH_COMPARISON as KIND
-from ..store.atomic import atomic_write_text
 from ..store.files import CacheWriteError, CorruptFileError
 from ..store.csv_io import frame_to_csv
 from ..store.provenance import command_line, git_commit, provenance
-from ..store.folders import check_out
+from ..store.folders import check_out, write_beside
 from ..validation import check_seed, check_sequence, check_writable
 from .run_cmnist import LEARNER_CHOICES
 
@@ -119,17 +116,13 @@ def _is_variant(name: str) -> bool:
 def write_comparison(args, argv, started: float, commit: str, loaded: dict, comparison, lines: list[str]) -> None:
     """``comparison.csv``, then ``provenance.json`` (with the CSV's SHA-256 and, per variant, what
     its pieces were made on)."""
-    text = frame_to_csv(comparison)
-    atomic_write_text(args.out / COMPARISON, text)
     pieces = {name: pieces_record(data) for name, data in loaded.items()}
     record = provenance(command_line("featlib.cli.compare_paths", argv), started, commit=commit, kind=KIND,
                         reference=args.reference, variants=args.variants, size=args.size, size_fields=SIZES[args.size],
                         preset=args.preset, datasets=args.datasets, seeds=args.seeds, learners=args.learners,
                         objectives=args.objectives or list(TABLE2_OBJECTIVES), pieces=pieces, summary=lines,
-                        files={COMPARISON: {"sha256": hashlib.sha256(text.encode()).hexdigest(),
-                                            "bytes": len(text.encode())}},
                         note="wall_time_s is this command's; each variant's wall_time_s sums its pieces' own")
-    atomic_write_text(args.out / "provenance.json", json.dumps(record, indent=2, default=str) + "\n")
+    write_beside(args.out, {COMPARISON: frame_to_csv(comparison).encode()}, record)  # the pieces' folders stay
 
 
 @os_errors_in_one_line

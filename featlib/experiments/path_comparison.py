@@ -59,7 +59,7 @@ from .cmnist_presets import SIZES, make_protocol
 from .labels import label
 from .results import PATH_COMPARISON
 from .colored_mnist import DEFAULT_OOD_PATH, TABLE2_LEARNERS, CMNISTProtocol, ColoredMNISTExperiment, select_best
-from .table2_pieces import ORACLE, compute_piece, list_pieces, load_pieces, missing_pieces, pieces_of
+from .table2_pieces import ORACLE, compute_piece, list_pieces, load_pieces, missing_pieces, pieces_of, read_piece
 
 #: The variant every other is compared with: the protocol's default path and precision ("fast-fp32").
 REFERENCE = f"{DEFAULT_OOD_PATH}-{DEFAULT_PRECISION}"
@@ -192,7 +192,7 @@ def load_variants(folder: str | Path, variants: Iterable[str]) -> dict[str, dict
         protocols = {}
         for piece in list_pieces(Path(folder) / name):
             if piece.learner != ORACLE:
-                record = json.loads(piece.record(Path(folder) / name).read_text(encoding="utf-8"))
+                record = read_piece(Path(folder) / name, piece)[1]
                 fields = {k: v for k, v in record.get("protocol", {}).items() if k not in ("precision", "ood_path")}
                 protocols[(piece.dataset, piece.learner, piece.objective)] = json.dumps(
                     {**fields, "preset": record.get("preset")}, sort_keys=True, default=list)

@@ -231,6 +231,16 @@ def load_torch(path: str | Path, keys: Iterable[str] = (), map_location: Any = "
     return obj
 
 
+def save_state(path: str | Path, state: Any) -> Path:
+    """``torch.save`` of a run's resumable ``state`` to ``path``, atomically (a checkpoint: no
+    record, read back by :func:`load_torch`, which reports a damaged one)."""
+    import torch
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write(path, lambda tmp: torch.save(state, tmp))
+
+
 def save_torch(path: str | Path, obj: Any, meta: dict | None = None) -> Path:
     """``torch.save`` of ``obj`` to ``path`` behind a size, checksum and record (``meta``) line,
     atomically."""

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .atomic import pid_alive
+from .atomic import atomic_write, pid_alive
 from .files import CorruptFileError
 from .csv_io import frame_to_csv, read_csv
 from .paths import inside
@@ -385,6 +385,21 @@ def frame(files: dict[str, bytes], directory: str | Path, name: str, remedy: str
         return read_csv(io.BytesIO(data), **read_kwargs)
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:
         raise CorruptFileError(path, f"it is not a readable CSV file ({type(err).__name__}: {err})", remedy) from None
+
+
+def write_beside(directory: str | Path, files: dict[str, bytes], record: dict) -> dict:
+    """Write ``files`` into ``directory`` (each atomically) and then ``provenance.json``: ``record``
+    with the manifest of those files (bytes and SHA-256), for a folder that also holds entries
+    of its own which a commit must not replace (the variants' pieces of a path comparison). Returns
+    the record written."""
+    from .atomic import atomic_write_text
+
+    directory = Path(directory)
+    for name, data in files.items():
+        atomic_write(directory / name, lambda tmp, data=data: tmp.write_bytes(data))
+    record = {**record, "files": {n: {"bytes": len(d), "sha256": _digest(d)} for n, d in files.items()}}
+    atomic_write_text(directory / PROVENANCE, json.dumps(record, indent=2, default=str) + "\n")
+    return record
 
 
 def add_manifest(directory: str | Path, kind: str, names: list[str], note: str) -> dict:

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..store.atomic import atomic_write
-from ..store.files import CacheWarning, CorruptFileError, load_torch
+
+from ..store.files import CacheWarning, CorruptFileError, load_torch, save_state
 from ..validation import check_choice, check_int, check_positive
 
 
@@ -141,8 +141,7 @@ class Checkpoint:
             return None
 
     def save(self, state: dict) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, lambda tmp: torch.save(state, tmp))
+        save_state(self.path, state)
 
     def due(self, step: int) -> bool:
         """Whether a checkpoint falls after ``step`` steps (counted within the round)."""
