@@ -14,7 +14,7 @@ from featbook.repository import ENV, from_config
 
 from featbook.install_cell import install_cell_source
 
-CHAPTERS = ["01", "02", "03", "04", "05", "06", "07", "08"]
+CHAPTERS = ["01", "02", "03", "04", "05", "06", "07", "08", "09"]
 
 
 def run_cell(chapter, monkeypatch, *, colab=True, fail=None):

@@ -1,7 +1,7 @@
 """The first cell of every chapter notebook: installs what the chapter uses, in Colab.
 
 The one place that says what a chapter's install cell is. ``install_cell_source(chapter)`` returns
-the cell's source for a chapter number ("01" ... "08"); the notebook writers put it into the
+the cell's source for a chapter number ("01" ... "09"); the notebook writers put it into the
 notebook's first code cell (re-run them after changing anything here or the repository setting).
 
 What the cell does, in Colab only (``google.colab`` imported; elsewhere it only names its chapter):
@@ -73,9 +73,9 @@ if "google.colab" in sys.modules:
 
 
 def install_cell_source(chapter: str) -> str:
-    """The install cell of chapter ``chapter`` ("01" ... "08")."""
-    if chapter not in ("01", "02", "03", "04", "05", "06", "07", "08"):
-        raise ValueError(f"chapter must be one of '01' ... '08'; got {chapter!r}")
+    """The install cell of chapter ``chapter`` ("01" ... "09")."""
+    if chapter not in ("01", "02", "03", "04", "05", "06", "07", "08", "09"):
+        raise ValueError(f"chapter must be one of '01' ... '09'; got {chapter!r}")
     return CELL.format(chapter=chapter, default=f"{REPOSITORY.url}@{REPOSITORY.branch}",
                        installs=repr(requirements(chapter)))
 

@@ -20,7 +20,7 @@ import yaml
 
 #: The profile files (a link to notebooks/profiles in the repository, a copy in an installed featlib).
 PROFILE_DIR = Path(__file__).resolve().parent / "profile_data"
-#: The variable the install cell sets to the chapter's number ("01" ... "08").
+#: The variable the install cell sets to the chapter's number ("01" ... "09").
 CHAPTER_VARIABLE = "FEATLIB_CHAPTER"
 
 
