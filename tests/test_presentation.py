@@ -493,3 +493,19 @@ def test_no_figure_code_sets_text_smaller_than_the_styles_minimum():
                             or (isinstance(value.value, str) and "small" in value.value)):
                         too_small.append(f"{path.name}:{node.lineno} {node.arg}={value.value!r}")
     assert not too_small, f"figure text below {style.MIN_TEXT_PT} pt: {too_small}"
+
+
+def test_the_leak_scan_finds_a_paper_value_beside_a_test_run():
+    """Under a "Run it yourself" heading (a chapter's own run at reduced size), a table cell with
+    the paper's value under ours, or a header naming the paper, is a leak; elsewhere it is not."""
+    cell = tables.table(pd.DataFrame({"score": [tables.Stacked("61.0 ± 2.0", "70.57 ± 0.68", paper=True)]}))
+    plain = tables.table(pd.DataFrame({"step time": [tables.Stacked("2.4 ms", "2.3–2.5")]}))
+
+    def page(heading, table_html):
+        return (f'<article class="bd-article"><section><h2>{heading}</h2><p>text</p>{table_html}</section>'
+                "</article>")
+
+    found = leaks.test_run_beside_paper(page("Run it yourself#", cell._repr_html_()))
+    assert len(found) == 1 and found[0].kind == "paper value beside a test run"
+    assert leaks.test_run_beside_paper(page("Table 2 at full scale", cell._repr_html_())) == []
+    assert leaks.test_run_beside_paper(page("Run it yourself", plain._repr_html_())) == []  # a range, not the paper

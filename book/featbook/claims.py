@@ -25,6 +25,8 @@ from featbook import prose
 
 #: Where the page that includes the table finds it (staged beside the introduction).
 CLAIMS_FILE = "claims.md"
+#: Table 2 under the earlier protocol (featlib 0.4), shown until today's has pieces.
+EARLIER_TABLE2 = "cmnist-table2-featlib04"
 
 
 @dataclass(frozen=True)
@@ -122,13 +124,17 @@ def _table2(results: Path, executed: Path | None) -> tuple[str, str]:
     from featlib.experiments.cmnist_report import frozen_columns
     from featlib.experiments.table2_pieces import load_pieces
 
+    earlier = ""
     pieces = load_pieces(results / "cmnist-table2") if (results / "cmnist-table2").exists() else None
+    if (pieces is None or pieces["runs"].empty) and (results / EARLIER_TABLE2).exists():
+        pieces, earlier = load_pieces(results / EARLIER_TABLE2), "the earlier protocol's (featlib 0.4), "
     if pieces is None or pieces["runs"].empty:
         return "not yet", "-"
     frozen = frozen_columns(pieces["runs"])
     lo, hi = int(frozen["min_seeds"].min()), int(frozen["max_seeds"].max())
     seeds = f"{lo} seeds" if lo == hi else f"{lo}-{hi} seeds"
-    scale = f"full size, the frozen-feature columns, {seeds} a cell (the paper's 10); ERM-NF waits for a GPU"
+    scale = (f"full size, {earlier}the frozen-feature columns, {seeds} a cell (the paper's 10); "
+             "ERM-NF waits for a GPU")
     parts = [f"FeAT's features best in {int(r.feat_best)} of {int(r.objectives)} objectives on "
              f"{'ColoredMNIST-025' if r.dataset == 'cmnist025' else 'ColoredMNIST-01'} (the paper: "
              f"{int(r.paper_feat_best)}); mean distance from the paper's cells: FeAT "

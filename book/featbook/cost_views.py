@@ -54,7 +54,7 @@ def schedule_table(estimate: pd.DataFrame, caption: str) -> Table:
     frame = pd.DataFrame({
         "benchmark": [BENCHMARK_LABELS.get(b, b) for b in estimate["benchmark"]],
         "learner": [LEARNER_LABELS_BY_NAME.get(m, m) for m in estimate["learner"]],
-        "paper's steps": [prose.integer(v) for v in estimate["paper_steps"]],
+        "steps (Tables 6, 12)": [prose.integer(v) for v in estimate["paper_steps"]],
         "rounds": estimate["rounds"],
         "estimated time": [prose.minutes(v) for v in estimate["estimated_s"]],
         "time / ERM": [prose.ratio(v) for v in estimate["time_x_erm"]],
@@ -74,9 +74,10 @@ def table14(paper: pd.DataFrame, ours_time: pd.Series, ours_memory: pd.Series, o
         rows.append({
             "dataset": DATASET_LABELS.get(r.dataset, r.dataset),
             "learner": "FeAT (iFeAT)" if r.learner == "feat" else LEARNER_LABELS.get(r.learner, r.learner),
-            "time / ERM": Stacked(prose.ratio(ours_time[ours]) if same else prose.MISSING, f"paper {prose.ratio(r.time_x_erm)}"),
+            "time / ERM": Stacked(prose.ratio(ours_time[ours]) if same else prose.MISSING, f"paper {prose.ratio(r.time_x_erm)}",
+                                  paper=True),
             "memory / ERM": Stacked(prose.ratio(ours_memory[ours]) if same else prose.MISSING,
-                                    f"paper {prose.ratio(r.memory_x_erm)}"),
+                                    f"paper {prose.ratio(r.memory_x_erm)}", paper=True),
             "paper: time": f"{prose.number(r.time, 2)} {unit}".strip(),
             "paper: memory": f"{prose.number(r.memory_pct, 2)}% of the GPU",
         })

@@ -156,10 +156,35 @@ def inline_code_text(html: str) -> str:
     return article.get_text(" ")
 
 
+#: The heading of a chapter's own run at reduced size: nothing under it stands beside a paper number.
+RUN_IT_YOURSELF = "Run it yourself"
+PAPER_WORD = re.compile(r"\bpaper'?s?\b", re.I)
+
+
+def test_run_beside_paper(html: str) -> list[Leak]:
+    """Tables under a "Run it yourself" heading (a chapter's own run at reduced size, which
+    ranks nothing) that set the paper's values beside its numbers: a test run's numbers are never
+    shown beside the paper's (:mod:`featbook.evidence`). A table's caption may name the paper's
+    table it mirrors; its header and cells may not hold the paper's values."""
+    article = _article(html)
+    found = []
+    for heading in article.select("h2, h3"):
+        if not heading.get_text(" ").strip().startswith(RUN_IT_YOURSELF):
+            continue
+        section = heading.find_parent("section")
+        for cell in (section.select("table th, table td") if section is not None else []):
+            text = " ".join(cell.get_text(" ").split())
+            second = cell.select_one(".feat-paper")  # a grey second line holding the paper's value
+            if PAPER_WORD.search(text) or second is not None:
+                found.append(Leak("paper value beside a test run", text[:60], heading.get_text(" ").strip()[:60]))
+    return found
+
+
 def scan_html(html: str) -> list[Leak]:
-    """The leaks of one rendered page: in its text (:func:`scan_text`), and the names of its
-    parameters cell where their values belong in the inline code of its prose (:func:`bare_parameters`)."""
-    found = scan_text(page_text(html))
+    """The leaks of one rendered page: in its text (:func:`scan_text`), the names of its
+    parameters cell where their values belong in the inline code of its prose (:func:`bare_parameters`),
+    and a test run's numbers beside the paper's (:func:`test_run_beside_paper`)."""
+    found = scan_text(page_text(html)) + test_run_beside_paper(html)
     names = page_parameters(html)
     return found + (bare_parameters(inline_code_text(html), names) if names else [])
 

@@ -38,10 +38,13 @@ _SUB_STYLE = "display: block; color: #666; font-size: 0.88em"
 
 @dataclass(frozen=True)
 class Stacked:
-    """A cell of two lines: ``main`` and, under it in grey, ``sub`` (e.g. the paper's value)."""
+    """A cell of two lines: ``main`` and, under it in grey, ``sub`` (e.g. the paper's value);
+    ``paper``: the second line is the paper's value (marked, so that the leak scan finds a paper
+    value set beside a test run's, :func:`featbook.leaks.test_run_beside_paper`)."""
 
     main: str
     sub: str = ""
+    paper: bool = False
 
     def __str__(self) -> str:
         return f"{self.main} ({self.sub})" if self.sub else self.main
@@ -67,7 +70,9 @@ def _cell_html(value: Any, digits: int, nowrap: bool) -> str:
     wrap = "white-space: nowrap" if nowrap else ""
     if isinstance(value, Stacked):
         # the grey line keeps its value together too ("25.0 → 24.5", "70.57 ± 0.62")
-        sub = f'<span style="{_SUB_STYLE}; {wrap}">{html.escape(value.sub)}</span>' if value.sub else ""
+        kind = "feat-sub feat-paper" if value.paper else "feat-sub"
+        sub = (f'<span class="{kind}" style="{_SUB_STYLE}; {wrap}">{html.escape(value.sub)}</span>'
+               if value.sub else "")
         # the value stays on one line; a trailing note in brackets, e.g. "(n = 3)", may go under it
         head, sep, note = value.main.partition(" (")
         parts = [head, sep.strip() + note] if sep else [head]
@@ -188,7 +193,7 @@ def paired(frame: pd.DataFrame, ours: str = "ours", paper: str = "paper", level:
             main = str(frame[col(ours)].iloc[i]) if has_ours else prose.MISSING
             sub = str(frame[col(paper)].iloc[i]) if has_paper else ""
             sub = "" if _missing(sub) else f"{paper_prefix}{sub}"
-            cells.append(Stacked(prose.MISSING if _missing(main) else main, sub))
+            cells.append(Stacked(prose.MISSING if _missing(main) else main, sub, paper=bool(sub)))
         out[name] = cells
     result = pd.DataFrame(out, index=frame.index)
     if isinstance(result.columns, pd.MultiIndex) or any(isinstance(c, tuple) for c in result.columns):

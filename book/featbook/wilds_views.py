@@ -28,40 +28,44 @@ def split_summary(data) -> Table:
 
 
 def _stack(ours: str, paper: str) -> Stacked:
-    return Stacked(ours, "" if paper in ("", "-", None) else paper)
+    return Stacked(ours, "" if paper in ("", "-", None) else paper, paper=True)
 
 
-def table3(frame: pd.DataFrame, metric_label: str, caption: str) -> Table:
+def table3(frame: pd.DataFrame, metric_label: str, caption: str, with_paper: bool = True) -> Table:
     """Table 3's OOD-objective rows (the frame of :func:`.wilds_report.table3`): ours with the
-    paper's value under it, the OOD validation score and the selected penalty weight."""
+    paper's value under it (``with_paper``: full-scale results only, never a test run's), the OOD
+    validation score and the selected penalty weight."""
     if frame.empty:
         return table(frame, caption=caption)
     ours, paper = f"ours: {metric_label}", f"paper: {metric_label}"
     shown = pd.DataFrame({
         "features": frame["Init."],
         "objective": frame["Method"],
-        f"test {metric_label}": [_stack(o, p) for o, p in zip(frame[ours], frame[paper])],
+        f"test {metric_label}": [_stack(o, p if with_paper else "") for o, p in zip(frame[ours], frame[paper])],
         "OOD val.": frame["ours: OOD val."],
         "penalty weight": frame["penalty weight"].replace({"-": prose.MISSING}),
         "seeds": frame["seeds"],
     })
-    return table(shown, caption=caption, note="Test score: ours (mean ± std over seeds), the paper's Table 3 under it "
-                 "in grey where it prints one. Penalty weight chosen on OOD validation.")
+    return table(shown, caption=caption, note=("Test score: ours (mean ± std over seeds), the paper's Table 3 under it "
+                 "in grey where it prints one. " if with_paper else "Test score: mean ± std over seeds. ")
+                 + "Penalty weight chosen on OOD validation.")
 
 
-def dfr_table(frame: pd.DataFrame, caption: str) -> Table:
-    """DFR / DFR-s rows (the frame of :func:`.wilds_report.dfr_table`)."""
+def dfr_table(frame: pd.DataFrame, caption: str, with_paper: bool = True) -> Table:
+    """DFR / DFR-s rows (the frame of :func:`.wilds_report.dfr_table`); the paper's values under
+    ours only ``with_paper`` (full-scale results, never a test run's)."""
     if frame.empty:
         return table(frame, caption=caption)
     shown = pd.DataFrame({
         "features": frame["Init."],
         "refit": frame["Method"],
-        "test score": [_stack(o, p) for o, p in zip(frame["ours"], frame["paper"])],
+        "test score": [_stack(o, p if with_paper else "") for o, p in zip(frame["ours"], frame["paper"])],
         "what is measured": frame["what is measured"],
         "C per seed": frame["C per seed"],
     })
     return table(shown, caption=caption, wrap=["what is measured", "C per seed"],
-                 note="Ours (mean ± std over seeds), the paper's under it in grey where it prints one.")
+                 note="Ours (mean ± std over seeds), the paper's under it in grey where it prints one." if with_paper
+                 else "Mean ± std over seeds.")
 
 
 def rounds_table(frame: pd.DataFrame, caption: str) -> Table:
@@ -93,11 +97,11 @@ def examples(data, per_group: int = 4):
     return shown
 
 
-def table3_figure(results, dataset: str):
+def table3_figure(results, dataset: str, with_paper: bool = True, title: str | None = None):
     """Test score per OOD objective and feature initialisation (ours, bars) with the paper's
-    values (black marks)."""
+    values (black marks; ``with_paper``: full-scale results only)."""
     fig, axes = style.subplots(1, 1, panel_height=3.0, extra_height=0.9)
-    report.plot_table3(results, dataset, ax=axes[0, 0])
+    report.plot_table3(results, dataset, ax=axes[0, 0], with_paper=with_paper, title=title)
     if axes[0, 0].get_legend():
         axes[0, 0].get_legend().remove()
     style.legend_below(fig, axes[0, 0], ncol=3)

@@ -18,15 +18,17 @@ from .paper_values import ORACLE, TABLE2, TABLE7
 
 
 def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper: bool = True,
-           with_n: bool = False, learners: Sequence[str] = (), missing: str = "not yet run") -> pd.DataFrame:
+           with_n: bool = False, learners: Sequence[str] = (), missing: str = "not yet run",
+           score: str = "worst_test_acc") -> pd.DataFrame:
     """Table 2: rows objectives, columns (dataset, initialisation[, source]); "mean ± std" (%).
     Objectives of one's own (:mod:`featlib.experiments.objective_files`) follow the built-in ones, under
     their labels (:func:`.labels.label`), with "-" in the paper's column.
     ``with_n``: each of our cells says over how many seeds it is ("n = 3"), for tables built from
     pieces that accumulate (:mod:`.table2_pieces`), where cells can hold different numbers of seeds.
     ``learners``: columns shown for every dataset in ``results`` even where they have no runs yet,
-    our cells reading ``missing`` (the paper's beside them)."""
-    best = select_best(results)
+    our cells reading ``missing`` (the paper's beside them). ``score``: what selects each cell's
+    configuration (:func:`.colored_mnist.select_best`: the test environments, or ``"val_acc"``)."""
+    best = select_best(results, score=score)
     cells: dict[tuple, dict[str, str]] = {}
     done = set(zip(best["dataset"], best["learner"], best["objective"]))
     for dataset in best["dataset"].unique():  # cells of ``learners`` with no runs yet, whole columns or single cells
@@ -342,3 +344,43 @@ def plot_set_sizes(ax, rounds: pd.DataFrame, title: str):
     ax.set_xticks(sorted(accepted["round"].unique()))
     ax.legend(fontsize=style.MIN_TEXT_PT)
     return ax
+
+
+def feat_margins(results: pd.DataFrame, feat: str = "ifeat", others: Sequence[str] = ("erm", "bonsai"),
+                 score: str = "worst_test_acc") -> pd.DataFrame:
+    """FeAT's margin per row of Table 2: for each dataset and penalised objective where every
+    column has a cell, FeAT's features' cell minus the best of the ``others`` columns (points;
+    positive: FeAT's features best), ours (cells selected by ``score``, :func:`select_best`) and
+    the paper's, with the best other column of each. The claim of Sec. 6 it measures: the margin
+    by which FeAT's features serve the OOD objectives better than ERM's and Bonsai's."""
+    columns = [feat, *others]
+    best = select_best(results[results["learner"].isin(columns)], score=score)
+    mean = best.set_index(["dataset", "objective", "learner"])["mean"]
+    rows = []
+    for (dataset, objective), _ in best.groupby(["dataset", "objective"], sort=False):
+        if objective == "erm" or not all((dataset, objective, c) in mean.index for c in columns):
+            continue
+        other = max(others, key=lambda c: mean[(dataset, objective, c)])
+        paper = TABLE2.get(dataset, {}).get(objective, {})
+        paper_other = max(others, key=lambda c: paper.get(c, (-np.inf,))[0]) if paper else None
+        rows.append({"dataset": dataset, "objective": objective,
+                     "margin": 100 * (mean[(dataset, objective, feat)] - mean[(dataset, objective, other)]),
+                     "best_other": other,
+                     "paper_margin": (paper[feat][0] - paper[paper_other][0]) if paper and feat in paper else np.nan,
+                     "paper_best_other": paper_other})
+    return pd.DataFrame(rows, columns=["dataset", "objective", "margin", "best_other", "paper_margin",
+                                       "paper_best_other"])
+
+
+def selection_gaps(results: pd.DataFrame, learners: Sequence[str] = ("erm", "bonsai", "ifeat")) -> pd.DataFrame:
+    """How much of each column's Table 2 number the test-domain ("oracle") selection carries: per
+    dataset and learner, the mean over penalised objectives of the oracle cell minus the cell
+    selected by training-domain validation (``val_acc``), in points, with the number of cells.
+    Runs without ``val_acc`` (made before featlib 0.5) give no row."""
+    if "val_acc" not in results or results["val_acc"].isna().all():
+        return pd.DataFrame(columns=["dataset", "learner", "gap", "cells"])
+    part = results[results["learner"].isin(learners) & (results["objective"] != "erm")]
+    oracle = select_best(part).set_index(["dataset", "learner", "objective"])["mean"]
+    validation = select_best(part, score="val_acc").set_index(["dataset", "learner", "objective"])["mean"]
+    gap = (100 * (oracle - validation)).dropna().reset_index(name="gap")
+    return (gap.groupby(["dataset", "learner"], sort=False)["gap"].agg(gap="mean", cells="count").reset_index())

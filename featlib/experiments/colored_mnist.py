@@ -683,6 +683,8 @@ def select_best(results: pd.DataFrame, score: str = "worst_test_acc") -> pd.Data
         valid = cell["_selection"].dropna()
         rows.append(cell.loc[valid.idxmax()] if len(valid) else cell.iloc[0].copy().where(
             ~cell.columns.isin(["penalty_weight", "pretrain_epochs", "mean", "std"]), np.nan))
+    if not rows:
+        return pd.DataFrame(columns=[*config, "mean", "std", "n_seeds", "n_diverged"])
     best = pd.DataFrame(rows).reset_index(drop=True).drop(columns=["_any_diverged", "_selection"])
     best = best.merge(n_diverged.reset_index(), on=keys, how="left")
     best["n_seeds"] = best["n_seeds"].astype(int)

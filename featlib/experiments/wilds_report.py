@@ -72,9 +72,10 @@ def dfr_table(results: WildsResults, dataset: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plot_table3(results: WildsResults, dataset: str, ax=None):
+def plot_table3(results: WildsResults, dataset: str, ax=None, with_paper: bool = True, title: str | None = None):
     """Grouped bars: our test score per OOD objective and initialisation, with the paper's
-    values as black markers (labelled as the paper's)."""
+    values as black markers (labelled as the paper's; ``with_paper``), titled ``title`` (default:
+    the dataset's)."""
     spec = WILDS_DATASETS.get(dataset)
     selected = results.table()
     learners = [m for m in LEARNER_LABELS_BY_NAME if m in set(selected["learner"])]
@@ -87,12 +88,13 @@ def plot_table3(results: WildsResults, dataset: str, ax=None):
         means = [100 * part.loc[o, "test_mean"] if o in part.index else np.nan for o in objectives]
         stds = [100 * part.loc[o, "test_std"] if o in part.index else np.nan for o in objectives]
         ax.bar(xs, means, width, yerr=np.nan_to_num(stds), label=f"{LEARNER_LABELS_BY_NAME[m]} (ours)", alpha=0.85)
-        paper = [TABLE3.get(dataset, {}).get((m, o), (np.nan, 0))[0] for o in objectives]
-        ax.scatter(xs, paper, marker="_", s=250, color="black", zorder=3,
-                   label="paper (Table 3)" if i == 0 else None)
+        if with_paper:
+            paper = [TABLE3.get(dataset, {}).get((m, o), (np.nan, 0))[0] for o in objectives]
+            ax.scatter(xs, paper, marker="_", s=250, color="black", zorder=3,
+                       label="paper (Table 3)" if i == 0 else None)
     ax.set_xticks(np.arange(len(objectives)), [OBJECTIVE_LABELS[o] for o in objectives])
     ax.set_ylabel(f"test {spec.metric_label}")
-    ax.set_title(f"{spec.title}: OOD objectives on learned features")
+    ax.set_title(title or f"{spec.title}: OOD objectives on learned features")
     ax.legend(ncols=2)
     return ax
 
