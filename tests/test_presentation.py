@@ -123,7 +123,7 @@ def test_paired_columns_become_one_cell_with_the_papers_value_under_ours():
     frame = pd.DataFrame([["10.0 ± 1.0", "12.0 ± 0.5", "70.0 ± 1.0", "-"]], columns=columns, index=["IRMv1"])
     cells = tables.paired(frame, paper_prefix="")
     assert list(cells.columns) == ["ERM", "FeAT"]
-    assert cells.loc["IRMv1", "ERM"] == tables.Stacked("10.0 ± 1.0", "12.0 ± 0.5")
+    assert cells.loc["IRMv1", "ERM"] == tables.Stacked("10.0 ± 1.0", "12.0 ± 0.5", paper=True)
     assert cells.loc["IRMv1", "FeAT"] == tables.Stacked("70.0 ± 1.0", "")  # the paper has no value
     parts = tables.split_by(pd.concat({"ColoredMNIST-025": frame, "ColoredMNIST-01": frame}, axis=1))
     assert list(parts) == ["ColoredMNIST-025", "ColoredMNIST-01"]
@@ -135,7 +135,7 @@ def test_a_cells_grey_line_and_a_hyphenated_header_do_not_break_inside_on_a_phon
     frame = pd.DataFrame({"objective": ["CLOvE"], "ERM-NF": [tables.Stacked("+0.12 ± 0.40", "25.0 → 24.5")],
                           "Free text": [tables.Stacked("a b", "c d")]})
     html = tables.table(frame, wrap=["Free text"])._repr_html_()
-    assert re.search(r'<span style="[^"]*white-space: nowrap">25\.0 → 24\.5</span>', html)
+    assert re.search(r'<span class="feat-sub" style="[^"]*white-space: nowrap">25\.0 → 24\.5</span>', html)
     assert '<th style="' in html and '<span style="white-space: nowrap">ERM-NF</span></th>' in html
     assert "<th" in html and re.search(r">Free text</th>", html)  # words without a hyphen may still wrap
     assert re.search(r'<span style="[^"]*; ">c d</span>', html)  # a wrapping column's grey line wraps too
