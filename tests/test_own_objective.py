@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from featlib.experiments.colored_mnist import select_best
 import torch
 import yaml
 
@@ -96,7 +98,7 @@ def test_the_example_runs_through_table2_beside_a_builtin_objective(cli, tmp_pat
 
 
 def test_the_example_runs_as_table2_pieces_that_record_its_file(cli, tmp_path):
-    from featlib.experiments.table2_pieces import Piece, list_pieces, load_pieces, table2
+    from featlib.experiments.table2_pieces import Piece, list_pieces, load_pieces
 
     assert cli("pieces", "--pieces", "--objective-file", EXAMPLE, "--objectives", "irmv1", NAME, *COMMON) == 0
     folder = tmp_path / "pieces"
@@ -107,7 +109,7 @@ def test_the_example_runs_as_table2_pieces_that_record_its_file(cli, tmp_path):
     assert set(records.loc[(slice(None), NAME), "objective_file_sha256"]) == {sha}
     assert set(records.loc[(slice(None), NAME), "objective_file"]) == {EXAMPLE.name}
     assert records.loc[(slice(None), "irmv1"), "objective_file_sha256"].isna().all()
-    best = table2(loaded)
+    best = select_best(loaded['runs'])
     assert set(best.loc[best["objective"] == NAME, "learner"]) == {"erm", "erm-nf"}
     assert np.isfinite(best["mean"]).all()
 

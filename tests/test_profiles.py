@@ -33,7 +33,7 @@ def test_apply_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match="which this notebook does not define: run the parameters cell first"):
         profiles.apply("small", {"FEATLIB_CHAPTER": "03"})
     with pytest.raises(ValueError, match="chapter must be one of"):
-        profiles.apply("small", {"FEATLIB_CHAPTER": "09"})
+        profiles.apply("small", {"FEATLIB_CHAPTER": "10"})
 
 
 def test_profile_values_as_python_run_as_the_parameters_cell():

@@ -363,7 +363,8 @@ def test_case_4d_a_file_that_patches_a_built_in_objective_is_refused_and_undone(
 
 # -- 5. one line, not a traceback ------------------------------------------------------------------------
 def test_case_5a_pieces_made_before_the_learner_rename_are_read_under_todays_names(run_cmnist, tmp_path):
-    from featlib.experiments.table2_pieces import list_pieces, load_pieces, merge_pieces, table2
+    from featlib.experiments.colored_mnist import select_best
+    from featlib.experiments.table2_pieces import list_pieces, load_pieces, merge_pieces
 
     out = tmp_path / "old"
     assert run_cmnist(out, "--pieces") == 0
@@ -377,7 +378,7 @@ def test_case_5a_pieces_made_before_the_learner_rename_are_read_under_todays_nam
         record["sha256"], record["bytes"] = hashlib.sha256(text.encode()).hexdigest(), len(text.encode())
         record_path.write_text(json.dumps(record))
     loaded = load_pieces(out)
-    assert set(loaded["runs"]["learner"]) == {"erm"} and len(table2(loaded)) == 2
+    assert set(loaded["runs"]["learner"]) == {"erm"} and len(select_best(loaded['runs'])) == 2
     assert merge_pieces([out], tmp_path / "merged") == {"added": 3, "identical": 0}
     assert run_cmnist(out, "--pieces") == 0 and len(list_pieces(out)) == 3  # resume: nothing to redo
 

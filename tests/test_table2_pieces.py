@@ -6,8 +6,10 @@ import json
 import pandas as pd
 import pytest
 
+from featlib.experiments.colored_mnist import select_best
+
 from featlib.experiments.colored_mnist import CMNISTProtocol
-from featlib.experiments.table2_pieces import Piece, list_pieces, load_pieces, merge_pieces, table2
+from featlib.experiments.table2_pieces import Piece, list_pieces, load_pieces, merge_pieces
 
 TINY = dict(objectives=("erm", "irmv1"), penalty_weights=(1e2, 1e4), pretrain_epochs=(0, 5), ood_steps=10,
             hidden_dim=16, n_train=300, n_test=200, epoch_scale=0.1, max_rounds=2, eval_every=5)
@@ -40,7 +42,7 @@ def test_a_budgeted_run_stops_after_the_piece_in_hand_and_a_second_run_completes
     assert records["wall_time_s"].ge(0).all() and records["device"].str.contains("cpu").all()
     assert records["command"].str.startswith("python -m featlib.cli.run_cmnist --out").all()
     assert len(loaded["runs"]) == 2 * (1 + 4)  # ERM has one configuration, IRMv1 four, per learner
-    best = table2(loaded)
+    best = select_best(loaded['runs'])
     assert set(best["n_seeds"]) == {1} and len(best) == 4
 
 
@@ -49,7 +51,7 @@ def test_pieces_from_two_folders_merge_into_the_table_of_one_run(run, tmp_path):
     assert run("b", "--pieces", seeds=("2",)) == 0
     assert run("one", "--pieces", seeds=("1", "2")) == 0
     assert merge_pieces([tmp_path / "a", tmp_path / "b"], tmp_path / "merged") == {"added": 10, "identical": 0}
-    merged, one = table2(load_pieces(tmp_path / "merged")), table2(load_pieces(tmp_path / "one"))
+    merged, one = select_best(load_pieces(tmp_path / "merged")['runs']), select_best(load_pieces(tmp_path / "one")['runs'])
     pd.testing.assert_frame_equal(merged, one)
     assert set(merged["n_seeds"]) == {2}
     # merging again adds nothing

@@ -389,13 +389,13 @@ def test_case_7_committed_folders_have_manifests_and_chapters_read_through_the_c
         assert len(load_pieces(pieces)["records"]) == len(csvs)  # every checksum checked
     assert {"cpu-2core", "cmnist-gaps", "cmnist-rounds", "cmnist-rounds-average-head"} <= {f.name for f in folders}
     from featlib.experiments.path_comparison import load_comparison
-    from featlib.experiments.results import PATH_COMPARISON
+    from featlib.experiments.results import PATHS_KIND
     from featlib.store.folders import kind_of
 
     for folder in folders:
         record, files = read_folder(folder)
         assert files and set(files) <= {p.name for p in (repo_root / folder).iterdir()}
-        if kind_of(record) == PATH_COMPARISON:  # its variants' pieces are those the comparison was made on
+        if kind_of(record) == PATHS_KIND:  # its variants' pieces are those the comparison was made on
             assert len(load_comparison(folder)["variants"]) == len(record["pieces"])
     assert load_cost_results(repo_root / "results/cost/cpu-2core")["summary"]["step_ms"].notna().all()
     assert len(load_study(repo_root / "results/cmnist-gaps", "erm-nf-erm")["frame"])

@@ -87,7 +87,7 @@ def _column_order(columns) -> list:
 
 def table2(frame: pd.DataFrame, caption: str, note: str | None = None) -> Tables:
     """Table 2 (the frame of :func:`.cmnist_report.table2`) as one table per dataset: rows the
-    objectives, columns the feature initialisations, each cell ours with the paper's under it."""
+    objectives, columns the learners, each cell ours with the paper's under it."""
     out = []
     parts = split_by(frame, level=0)
     for i, (dataset, part) in enumerate(parts.items()):
@@ -203,10 +203,10 @@ def set_sizes_figure(rounds: pd.DataFrame, datasets, learner: str = "ifeat"):
 
 def table2_against_paper_figure(runs: pd.DataFrame, learners=("erm", "bonsai", "ifeat")):
     """Table 2 cell by cell, ours against the paper's: one panel per dataset, each cell (objective x
-    feature initialisation, best configuration) a point at (the paper's mean, our mean) with the
-    two standard deviations as bars, coloured by initialisation; on the diagonal ours equals the
+    learner, best configuration) a point at (the paper's mean, our mean) with the
+    two standard deviations as bars, coloured by learner; on the diagonal ours equals the
     paper's. The ERM objective's cells (about 10-20%) are left out: the penalised objectives are
-    where the feature initialisations differ."""
+    where the learners differ."""
     from featlib.experiments.colored_mnist import select_best
     from featlib.experiments.paper_values import TABLE2
 
@@ -552,7 +552,7 @@ def _difference_cell(row, say_n: bool = True, identical: bool = False) -> Stacke
 
 def path_comparison_tables(comparison: pd.DataFrame, reference: str) -> Tables:
     """The frame of :func:`featlib.experiments.path_comparison.compare` as one table per variant
-    and dataset, laid out as Table 2 (rows the objectives, columns the feature initialisations):
+    and dataset, laid out as Table 2 (rows the objectives, columns the learners):
     each cell the variant's mean minus the reference's, in points, with its 95% paired interval
     over seeds, and the two means under it."""
     from featlib.experiments.path_comparison import identical_cells

@@ -61,7 +61,7 @@ def describe_cmnist(protocol) -> str:
 
 def cmnist_scale(protocols, description: str | None = None) -> RunScale:
     """ColoredMNIST (chapters 03, 04): paper when every protocol has the paper's fields (the
-    objectives and initialisations aside), reduced when data, width, steps and epochs are the
+    objectives and learners aside), reduced when data, width, steps and epochs are the
     paper's, small otherwise. ``description`` defaults to :func:`describe_cmnist` of the first.
     A protocol of a named preset (:mod:`.experiments.cmnist_presets`) is judged against that preset."""
     from featlib.experiments.cmnist_presets import DEFAULT_PRESET, make_protocol, preset_of

@@ -98,7 +98,7 @@ def examples(data, per_group: int = 4):
 
 
 def table3_figure(results, dataset: str, with_paper: bool = True, title: str | None = None):
-    """Test score per OOD objective and feature initialisation (ours, bars) with the paper's
+    """Test score per OOD objective and learner (ours, bars) with the paper's
     values (black marks; ``with_paper``: full-scale results only)."""
     fig, axes = style.subplots(1, 1, panel_height=3.0, extra_height=0.9)
     report.plot_table3(results, dataset, ax=axes[0, 0], with_paper=with_paper, title=title)

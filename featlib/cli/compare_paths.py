@@ -29,7 +29,7 @@ from ..experiments.colored_mnist import SCHEDULES, TABLE2_LEARNERS, TABLE2_OBJEC
 from ..experiments.path_comparison import (COMPARISON, DEFAULT_SIZE, DEFAULT_VARIANTS, REFERENCE, Variant, compare,
                                            load_variants, pieces_record, run_variants, summarise,
                                            variant_protocols, verdicts)
-from ..experiments.results import PATH_COMPARISON as KIND
+from ..experiments.results import PATHS_KIND as KIND
 from ..store.files import CacheWriteError, CorruptFileError
 from ..store.csv_io import frame_to_csv
 from ..store.provenance import command_line, git_commit, provenance

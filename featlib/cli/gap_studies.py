@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..device import get_device
 from ..experiments.gap_studies import STUDIES, run_study, study_key
-from ..experiments.results import GAP_STUDIES as KIND, _study_remedy as _remedy
+from ..experiments.results import STUDIES_KIND as KIND, _study_remedy as _remedy
 from ..store.files import CacheWriteError
 from .common import OneLineParser, os_errors_in_one_line
 from ..store.provenance import command_line, git_commit, provenance

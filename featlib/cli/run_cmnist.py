@@ -44,7 +44,7 @@ from ..training import OOD_PATHS, PRECISIONS
 from ..validation import check_sequence, check_writable
 from ..experiments.cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS, SIZES
 from ..experiments.colored_mnist import SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
-from ..experiments.results import RUN_CMNIST as KIND
+from ..experiments.results import CMNIST_RUNS_KIND as KIND
 
 LEARNER_CHOICES = ("erm-nf", "erm", "bonsai", "ifeat", "feat")
 
@@ -56,7 +56,7 @@ def parse_args(argv):
     parser.add_argument("--datasets", nargs="+", default=list(SCHEDULES), choices=list(SCHEDULES))
     parser.add_argument("--seeds", nargs="+", type=int, default=list(range(1, 11)))
     parser.add_argument("--learners", "--inits", nargs="+", default=list(LEARNER_CHOICES), choices=list(LEARNER_CHOICES),
-                        help="feature initialisations (Table 2's columns); default: all five")
+                        help="learners (Table 2's columns); default: all five")
     parser.add_argument("--cache-dir", default="_cache/cmnist", type=Path)
     parser.add_argument("--mnist-source", default="auto", choices=SOURCES)
     parser.add_argument("--preset", default=DEFAULT_PRESET, choices=PROTOCOL_PRESETS.names(),

@@ -44,7 +44,7 @@ from ..store.folders import ResultFolder, check_out
 from ..validation import check_sequence, check_writable
 from ..experiments.colored_mnist import FEATURE_LEARNER_NAMES, SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
 
-from ..experiments.results import RUN_ROUNDS as KIND, load_rounds
+from ..experiments.results import ROUNDS_KIND as KIND, load_rounds
 
 
 def parse_args(argv):

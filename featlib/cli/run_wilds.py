@@ -35,7 +35,7 @@ from ..validation import check_writable
 from ..experiments.wilds_experiment import LEARNERS, WildsExperiment, WildsProtocol
 from ..experiments.wilds_report import dfr_table, table3
 
-from ..experiments.results import RUN_WILDS as KIND
+from ..experiments.results import WILDS_RUNS_KIND as KIND
 
 
 def _pretrained(value: str):

@@ -20,7 +20,7 @@ from .paper_values import ORACLE, TABLE2, TABLE7
 def table2(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with_paper: bool = True,
            with_n: bool = False, learners: Sequence[str] = (), missing: str = "not yet run",
            score: str = "worst_test_acc") -> pd.DataFrame:
-    """Table 2: rows objectives, columns (dataset, initialisation[, source]); "mean ± std" (%).
+    """Table 2: rows objectives, columns (dataset, learner[, source]); "mean ± std" (%).
     Objectives of one's own (:mod:`featlib.experiments.objective_files`) follow the built-in ones, under
     their labels (:func:`.labels.label`), with "-" in the paper's column.
     ``with_n``: each of our cells says over how many seeds it is ("n = 3"), for tables built from
@@ -97,7 +97,7 @@ def _ours(mean: float, std: float, n: int, with_n: bool, n_diverged: int = 0, n_
 
 
 def feat_comparison(results: pd.DataFrame, feat: str = "feat", others=("erm", "bonsai")) -> pd.DataFrame:
-    """Per dataset and objective: does FeAT's best mean beat each other initialisation's?"""
+    """Per dataset and objective: does FeAT's best mean beat each other learner's?"""
     best = select_best(results).set_index(["dataset", "objective", "learner"])["mean"]
     rows = []
     for (dataset, objective), _ in best.groupby(level=[0, 1]):

@@ -1,28 +1,28 @@
 """The ColoredMNIST protocol of Sec. 6 (Table 2, Table 7, Fig. 1b), many runs at a time.
 
-For each dataset (ColoredMNIST-025 / -01) and seed, a feature initialisation is learned
-("erm", "bonsai", "ifeat"; "feat" too), then every OOD objective trains a classifier on it for
+For each dataset (ColoredMNIST-025 / -01) and seed, each learner's features are learned
+("erm", "bonsai", "ifeat"; "feat" too), then every OOD objective trains a classifier on them for
 every (penalty weight, ERM pre-training length) pair: 10 seeds x 5 weights x 6 lengths x 8
-objectives x 4 initialisations in the paper. The paper's FeAT column is iFeAT ("Throughout the
+objectives x 4 learners in the paper. The paper's FeAT column is iFeAT ("Throughout the
 whole experiment, we will use iFeAT", Sec. 5); Algorithm 1 with every set kept ("feat") is its
 own column here. "erm-nf" is the common protocol: the whole network
 from a random initialisation, ERM pre-training, then the OOD objective, featurizer not frozen.
 
 How the runs are batched (see :mod:`featlib.models.stacked`):
 
-* frozen featurizers: one stack per objective holding every (initialisation, seed) group and
+* frozen featurizers: one stack per objective holding every (learner, seed) group and
   every configuration: heads ``(G, C, H)`` on features ``(G, n, H)`` computed once;
 * ERM-NF: one stack per (objective, seed) of C complete MLPs sharing that seed's images.
 
 ``stacked=False`` trains every run alone (the reference code's way); both give the same numbers
-(``tests/test_stacked_training.py``). Finished pieces are written to ``cache_dir`` as they
-complete, so an interrupted run resumes where it stopped: learned features per (initialisation,
-seed), OOD-stage pieces per (objective, initialisation, seed), the oracle per seed. They are
-verified when read back, a damaged one is reported and recomputed, and processes sharing
-``cache_dir`` compute each piece once (:mod:`featlib.store.files`).
+(``tests/test_stacked_training.py``). Finished results are kept in ``cache_dir`` as they
+complete, so an interrupted run resumes where it stopped: learned features per (learner, seed)
+(:mod:`featlib.store.files`), and the pieces, Table 2's units, per (objective, learner, seed) and
+the oracle per seed (:mod:`featlib.store.pieces`). They are verified when read back, a damaged
+one is reported and recomputed, and processes sharing ``cache_dir`` compute each once.
 
 Reported OOD accuracy is the worst of the three test environments after the last step; for
-each (initialisation, objective) the table shows the configuration with the best mean over
+each (learner, objective) the table shows the configuration with the best mean over
 seeds (test-domain selection, as in the reference protocol), with mean and standard deviation
 over seeds at that configuration.
 
@@ -71,7 +71,7 @@ from ..validation import (
 #: implementations": "Throughout the whole experiment, we will use iFeAT").
 TABLE2_OBJECTIVES = ("erm", "irmv1", "vrex", "irmx", "ib_irm", "clove", "iga", "fishr")
 TABLE2_LEARNERS = ("erm-nf", "erm", "bonsai", "ifeat")
-#: Initialisations that a feature learner produces (all but ERM-NF).
+#: The learners whose features are frozen (all but ERM-NF).
 FEATURE_LEARNER_NAMES = ("erm", "bonsai", "feat", "ifeat")
 
 #: Epochs per round of each feature learner, Table 6 (Appendix F.1): :data:`featlib.hparams.TABLE6`.

@@ -1,4 +1,4 @@
-"""The names readers see: feature initialisations, objectives and datasets, one place for all chapters.
+"""The names readers see: learners, objectives and datasets, one place for all chapters.
 
 Tables and figures show these labels, never the ids that parameters take (``"ib_irm"``,
 ``"cmnist01"``). The paper's FeAT column is iFeAT (Sec. 5, "Practical implementations":
@@ -7,7 +7,7 @@ Algorithm 1 with every set kept is labelled as such.
 """
 from __future__ import annotations
 
-#: Feature initialisations (ColoredMNIST and WILDS), in the order of the tables' columns.
+#: Learners (ColoredMNIST and WILDS), in the order of the tables' columns.
 LEARNER_LABELS = {"erm-nf": "ERM-NF", "erm": "ERM", "bonsai": "Bonsai", "ifeat": "FeAT (iFeAT)",
                "feat": "FeAT, Alg. 1 (all sets)"}
 

@@ -5,7 +5,7 @@ Nothing here is ever used in place of a computed result.
 from __future__ import annotations
 
 #: Table 2: OOD accuracy (%) on ColoredMNIST, mean and std over 10 seeds, per dataset,
-#: objective and feature initialisation. The paper's "FeAT" column is filed under "ifeat": its
+#: objective and learner. The paper's "FeAT" column is filed under "ifeat": its
 #: experiments use iFeAT throughout (Sec. 5, "Practical implementations": "Throughout the whole
 #: experiment, we will use iFeAT"). Algorithm 1 with every set kept has no column in the paper.
 TABLE2: dict[str, dict[str, dict[str, tuple[float, float]]]] = {
@@ -54,7 +54,7 @@ TABLE7: dict[str, dict[str, list[tuple[float, float] | None]]] = {
 #: The round at which the paper reports that FeAT's (iFeAT's) automatic termination stopped (Sec. 6).
 FEAT_STOP_ROUND = {"cmnist025": 2, "cmnist01": 3}
 
-#: Table 3: WILDS, per dataset, (initialisation, method) -> (mean, std) in the dataset's metric
+#: Table 3: WILDS, per dataset, (learner, objective) -> (mean, std) in the dataset's metric
 #: (accuracy in %, Macro F1 for iWildCam); "dfr" / "dfr-s" are the DFR rows. Missing where the
 #: paper prints "-". Columns in the paper's order. The paper's FeAT rows are filed under "ifeat"
 #: (its experiments use iFeAT throughout, Sec. 5).

@@ -4,7 +4,7 @@ A single OOD-stage run is chaotic on ColoredMNIST: the fast path and the plain l
 2e-12 in float64 (``tests/test_fast_ood_stage.py``), yet in float32 the rounding of the fused
 Adam alone moves one ERM-NF run by up to 17 points. So a path or a precision is not judged run by
 run but where the paper's claims live: Table 2, the best configuration of each cell (dataset,
-feature initialisation, objective) with its mean and standard deviation over seeds (Sec. 5,
+learner, objective) with its mean and standard deviation over seeds (Sec. 5,
 Appendix F.1; :func:`~featlib.experiments.colored_mnist.select_best`).
 
 A *variant* is an OOD path of :data:`featlib.training.OOD_PATHS` and a precision of
@@ -57,7 +57,7 @@ from ..store.folders import frame, read_folder
 from ..training import DEFAULT_PRECISION, OOD_PATHS, PRECISIONS
 from .cmnist_presets import SIZES, make_protocol
 from .labels import label
-from .results import PATH_COMPARISON
+from .results import PATHS_KIND
 from .colored_mnist import DEFAULT_OOD_PATH, TABLE2_LEARNERS, CMNISTProtocol, ColoredMNISTExperiment, select_best
 from .table2_pieces import ORACLE, compute_piece, list_pieces, load_pieces, missing_pieces, pieces_of, read_piece
 
@@ -434,7 +434,7 @@ def load_comparison(folder: str | Path) -> dict | None:
     remedy = _comparison_remedy(folder)
     if not (folder / "provenance.json").exists():
         return None
-    found = read_folder(folder, remedy, kind=PATH_COMPARISON)
+    found = read_folder(folder, remedy, kind=PATHS_KIND)
     if found is None:
         return None
     record, files = found

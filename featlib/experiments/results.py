@@ -18,15 +18,15 @@ from ..store.legacy import CMNIST_RECORD_ALIASES, ROUND_COLUMN_ALIASES, WILDS_RE
 from ..store.files import CorruptFileError
 from ..store.folders import frame, read_folder
 
-#: The kinds of result folder, as recorded in their provenance: identifiers of a folder's format,
-#: named after the module of the command that first wrote it (the commands are now in featlib.cli:
-#: run_cmnist, run_rounds, run_wilds, gap_studies; committed folders keep these kinds).
-RUN_CMNIST = "featlib.experiments.run_cmnist"
-RUN_ROUNDS = "featlib.experiments.run_rounds"
-RUN_WILDS = "featlib.experiments.run_wilds"
-GAP_STUDIES = "featlib.experiments.gap_studies"
+#: The kinds of result folder, as recorded in their provenance: identifiers of a folder's format (the
+#: strings name the module of the command that first wrote the format; the commands are now in
+#: featlib.cli: run_cmnist, run_rounds, run_wilds, gap_studies; committed folders keep these strings).
+CMNIST_RUNS_KIND = "featlib.experiments.run_cmnist"
+ROUNDS_KIND = "featlib.experiments.run_rounds"
+WILDS_RUNS_KIND = "featlib.experiments.run_wilds"
+STUDIES_KIND = "featlib.experiments.gap_studies"
 #: A folder of Table 2 per OOD path and precision (python -m featlib.cli.compare_paths).
-PATH_COMPARISON = "featlib.experiments.path_comparison"
+PATHS_KIND = "featlib.experiments.path_comparison"
 #: The CSV files of a run_cmnist folder, one per dataset each.
 CMNIST_FILES = ("runs", "rounds", "oracle")
 #: The CSV files of a run_wilds folder.
@@ -55,7 +55,7 @@ def load_results(directory: str | Path) -> dict | None:
     against the protocols it records (datasets and seeds): a folder mixing two runs raises
     :class:`~featlib.store.files.CorruptFileError` naming the file, instead of being reported as one run."""
     directory = Path(directory)
-    found = read_folder(directory, _cmnist_remedy(directory), kind=RUN_CMNIST)
+    found = read_folder(directory, _cmnist_remedy(directory), kind=CMNIST_RUNS_KIND)
     if found is None:
         return None
     record, files = found
@@ -88,7 +88,7 @@ def load_rounds(directory: str | Path) -> dict | None:
     directory = Path(directory)
     remedy = (f"rerun `python -m featlib.cli.run_rounds --out {directory}` (finished learners come from "
               "its --cache-dir) or restore the folder from git")
-    found = read_folder(directory, remedy, kind=RUN_ROUNDS)
+    found = read_folder(directory, remedy, kind=ROUNDS_KIND)
     if found is None:
         return None
     record, files = found
@@ -122,7 +122,7 @@ def load_wilds_results(directory) -> dict | None:
     directory = Path(directory)
     remedy = (f"rerun `python -m featlib.cli.run_wilds --out {directory} ...` with the command in its "
               "provenance.json, or restore the folder from git")
-    found = read_folder(directory, remedy, kind=RUN_WILDS)
+    found = read_folder(directory, remedy, kind=WILDS_RUNS_KIND)
     if found is None:
         return None
     record, files = found
@@ -141,7 +141,7 @@ def load_study(folder: str | Path, study: str) -> dict | None:
     folder's files checked against its manifest (:func:`featlib.store.folders.read_folder`); None
     when the folder is absent, empty, or holds no such study."""
     folder = Path(folder)
-    found = read_folder(folder, _study_remedy(folder), kind=GAP_STUDIES)
+    found = read_folder(folder, _study_remedy(folder), kind=STUDIES_KIND)
     if found is None:
         return None
     _, files = found

@@ -23,7 +23,8 @@ any point leaves whole pieces and at most one piece missing.
   folder already holds for that cell, and a piece that differs from the copy already there.
 * :func:`load_pieces` reads a folder back, every piece checked against its record; within a
   cell (dataset, learner, objective) every piece must come from one protocol.
-* :func:`table2` gives Table 2 from whatever pieces there are, with the number of seeds per cell.
+* Table 2 from whatever pieces there are is :func:`.colored_mnist.select_best` of their runs, with
+  the number of seeds per cell.
 
 Chapter 04 shows the committed pieces as Table 2; ``python -m featlib.cli.run_cmnist
 --pieces`` and ``python -m featlib.cli.merge_pieces`` are the commands.
@@ -39,14 +40,14 @@ import torch
 
 from ..device import get_device
 from ..store.pieces import LOCK_NAME, ORACLE, FolderBusy, Piece, PieceStore
-from .colored_mnist import CMNISTProtocol, ColoredMNISTExperiment, select_best
+from .colored_mnist import CMNISTProtocol, ColoredMNISTExperiment
 
 #: Table 2's columns in the order pieces are computed: frozen features first (minutes on a GPU,
 #: feature learning plus small stacks on a CPU), the whole-network ERM-NF column last.
 LEARNER_ORDER = ("erm", "bonsai", "ifeat", "feat", "erm-nf")
 __all__ = ["LEARNER_ORDER", "LOCK_NAME", "ORACLE", "FolderBusy", "Piece", "check_folder_protocols",
            "check_pieces_out", "compute_piece", "describe_remaining", "folder_lock", "list_pieces", "load_pieces",
-           "merge_pieces", "missing_pieces", "pieces_of", "read_piece", "run_pieces", "table2"]
+           "merge_pieces", "missing_pieces", "pieces_of", "read_piece", "run_pieces"]
 
 
 def pieces_of(protocol: CMNISTProtocol) -> list[Piece]:
@@ -110,14 +111,6 @@ def load_pieces(folder: str | Path) -> dict | None:
     return {"runs": pd.concat(runs, ignore_index=True) if runs else pd.DataFrame(),
             "oracle": pd.concat(oracle, ignore_index=True) if oracle else pd.DataFrame(),
             "records": pd.DataFrame(records)}
-
-
-def table2(loaded: dict) -> pd.DataFrame:
-    """Table 2 from loaded pieces: per (dataset, learner, objective) the configuration with the
-    best mean worst-test accuracy over the seeds there, with mean, std and ``n_seeds``."""
-    if loaded is None or loaded["runs"].empty:
-        return pd.DataFrame(columns=["dataset", "learner", "objective", "mean", "std", "n_seeds"])
-    return select_best(loaded["runs"])
 
 
 def merge_pieces(sources: Sequence[str | Path], into: str | Path) -> dict:

@@ -29,7 +29,7 @@ def _paper(dataset: str, learner: str, row: str) -> str:
 
 
 def table3(results: WildsResults, dataset: str) -> pd.DataFrame:
-    """Table 3's lower block for one dataset: per initialisation and OOD objective, our test
+    """Table 3's lower block for one dataset: per learner and OOD objective, our test
     score (mean ± std over seeds, at the penalty weight chosen on OOD validation) and the paper's."""
     spec = WILDS_DATASETS.get(dataset)
     selected = results.table()
@@ -73,7 +73,7 @@ def dfr_table(results: WildsResults, dataset: str) -> pd.DataFrame:
 
 
 def plot_table3(results: WildsResults, dataset: str, ax=None, with_paper: bool = True, title: str | None = None):
-    """Grouped bars: our test score per OOD objective and initialisation, with the paper's
+    """Grouped bars: our test score per OOD objective and learner, with the paper's
     values as black markers (labelled as the paper's; ``with_paper``), titled ``title`` (default:
     the dataset's)."""
     spec = WILDS_DATASETS.get(dataset)

@@ -1,7 +1,7 @@
 """Many independent runs of the ColoredMNIST model trained as one stacked model.
 
 The paper's ColoredMNIST protocol trains thousands of tiny models (seeds x penalty weights x
-pre-training lengths x objectives x feature initialisations) and the reference code trains them
+pre-training lengths x objectives x learners) and the reference code trains them
 one after another. Here a *stack* of runs keeps every weight with leading run dimensions and
 computes all runs with batched matrix products, so one optimizer step updates every run:
 

@@ -310,7 +310,7 @@ def _call_stack(stack: StackFn):
 
 
 @dataclass
-class Phase:
+class StackPhase:
     """The tensors trained between two transitions, their optimizer and the layout."""
 
     transition: Transition
@@ -328,13 +328,13 @@ def make_adam(tensors: list[torch.Tensor], lr: float, fused: bool) -> torch.opti
     return torch.optim.Adam(tensors, lr=lr)
 
 
-def regroup(stack: FunctionalStack, previous: Phase | None, transition: Transition, lr: float,
-            fused: bool) -> Phase:
+def regroup(stack: FunctionalStack, previous: StackPhase | None, transition: Transition, lr: float,
+            fused: bool) -> StackPhase:
     """The next phase: every tensor (and Adam's moments) taken slot by slot from the previous
     phase (at step 0 from the initial weights) along the configuration axis."""
     if not stack.regroupable:  # one phase, the caller's tensors trained in place
         tensors = [stack.initial[n] for n in stack.trainable]
-        return Phase(transition, dict(stack.initial), make_adam(tensors, lr, fused))
+        return StackPhase(transition, dict(stack.initial), make_adam(tensors, lr, fused))
     source = previous.params if previous is not None else stack.initial
     some = next(iter(source.values()))
     index = torch.tensor(transition.source, device=some.device)
@@ -349,7 +349,7 @@ def regroup(stack: FunctionalStack, previous: Phase | None, transition: Transiti
             if state:
                 optimizer.state[params[name]] = {
                     k: (v.clone() if k == "step" else v.index_select(stack.axis, index)) for k, v in state.items()}
-    return Phase(transition, params, optimizer)
+    return StackPhase(transition, params, optimizer)
 
 
 def shares_prefix(stack: FunctionalStack, objective: Objective, warmup_steps: torch.Tensor,
@@ -412,7 +412,7 @@ def train_stack_fast(
     records: dict[str, list] = {"steps": [], "train_acc": [], "test_acc": [], "penalty": [], "finite": []}
     records_at = set(record_steps(config))
     axis = functional.axis
-    phase: Phase | None = None
+    phase: StackPhase | None = None
     last_penalty = torch.zeros(batch_shape, device=device)
 
     def positions() -> torch.Tensor:

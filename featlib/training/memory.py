@@ -195,7 +195,7 @@ def activations_per_step(kind: str, objective: str, n: int, hidden: int, runs: i
 def protocol_bytes(protocol) -> float:
     """The most memory a ColoredMNIST protocol's OOD stage needs at once: the largest of its
     stacks (ERM-NF: one per objective and seed, C configurations on ``n_train`` images; frozen
-    features: every (initialisation, seed) group of an objective in one stack), plus the data
+    features: every (learner, seed) group of an objective in one stack), plus the data
     (training and test images), and one network's training during feature learning."""
     n, h = protocol.n_train, protocol.hidden_dim
     data = 4 * INPUT_DIM * (n + 3 * protocol.n_test)
