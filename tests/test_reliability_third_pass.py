@@ -466,6 +466,13 @@ def test_case_6b_the_sitting_refuses_a_tree_with_untracked_files(tmp_path):
     (copy / "_sitting" / "tree.json").write_text("{}")
     (copy / "featlib" / "__pycache__").mkdir()
     assert sitting.check_tree(record, copy) == record["commit"]  # what a sitting itself adds is allowed
+    (copy / ".gitignore").write_text("_cache/\n/data/\n")
+    record = {**record, "files": {**record["files"], ".gitignore": sitting._sha256(copy / ".gitignore")}}
+    (copy / "_cache").mkdir()
+    (copy / "_cache" / "x.pt").write_text("a warm machine's cache")
+    (copy / "data").mkdir()
+    (copy / "data" / "mnist.bin").write_text("data")
+    assert sitting.check_tree(record, copy) == record["commit"]  # what git ignores, a copy may hold
 
 
 def test_case_6c_the_sittings_size_names_are_featlibs():

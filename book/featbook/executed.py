@@ -2,12 +2,13 @@
 
 A chapter's outputs depend on its code cells (their sources and tags), the parameters papermill
 gives it (the profile's), the code they import (every ``.py`` of ``featlib/`` and of
-``book/featbook/``), the committed results it may read (``results/manifest.json``, which lists the
-size and SHA-256 of every committed file) and the versions of Python and of the numerical
-packages. :func:`chapter_key` hashes exactly those; its prose (markdown cells) is not in the key.
+``book/featbook/``), the committed results it may read (every file under ``results/``, whether or
+not the manifest was rewritten), the versions of Python and of the numerical packages, and the
+device. :func:`chapter_key` hashes exactly those; its prose (markdown cells) is not in the key.
 
 :func:`execute_cached` executes a chapter through papermill once per key and keeps the executed
-notebook in :data:`CACHE_DIR` (``_build/executed-cache/<stem>-<key>.ipynb``). When the key is
+notebook in :data:`CACHE_DIR` (``_build/executed-cache/<stem>-<key>.ipynb``; the :data:`KEEP`
+most recently used per chapter). When the key is
 there, the chapter is not executed: :func:`with_outputs` puts the kept outputs under today's
 cells (today's prose, the same code), so a prose edit re-renders without re-executing and a code
 edit re-executes that chapter alone. Nothing a chapter computes is ever reused under another
@@ -31,7 +32,7 @@ CACHE_DIR = REPO_ROOT / "_build" / "executed-cache"
 PACKAGES = ("torch", "numpy", "pandas", "matplotlib", "scikit-learn", "captum", "transformers", "wilds")
 #: Where the code the chapters import lives, and the committed results' manifest.
 CODE_DIRS = (REPO_ROOT / "featlib", REPO_ROOT / "book" / "featbook")
-RESULTS_MANIFEST = REPO_ROOT / "results" / "manifest.json"
+RESULTS_MANIFEST = REPO_ROOT / "results" / "manifest.json"  # results/ is its parent
 #: Executed copies kept per chapter (older keys are removed beyond this).
 KEEP = 3
 
@@ -55,8 +56,14 @@ def code_digest(dirs=CODE_DIRS) -> str:
 
 
 def environment() -> dict:
-    """Python and the packages of :data:`PACKAGES`, with their versions."""
-    return {"python": platform.python_version(), **{p: _version(p) for p in PACKAGES}}
+    """Python, the packages of :data:`PACKAGES` with their versions, and the device the chapters
+    run on (``FEATLIB_DEVICE``, whether a GPU is there)."""
+    import os
+
+    import torch
+
+    return {"python": platform.python_version(), **{p: _version(p) for p in PACKAGES},
+            "device": os.environ.get("FEATLIB_DEVICE", ""), "cuda": torch.cuda.is_available()}
 
 
 def code_cells(nb: nbformat.NotebookNode) -> list[dict]:
@@ -65,14 +72,28 @@ def code_cells(nb: nbformat.NotebookNode) -> list[dict]:
             for cell in nb.cells if cell.cell_type == "code"]
 
 
+def results_digest(root: Path = RESULTS_MANIFEST.parent) -> str:
+    """SHA-256 over every file under ``results/`` (path and bytes; hidden files aside): the
+    committed results as they are on disk, whether or not their manifest was rewritten yet."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(root).rglob("*") if p.is_file()):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts):
+            continue
+        digest.update(rel.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def chapter_key(nb: nbformat.NotebookNode, parameters: dict, *, code: str | None = None,
-                results: bytes | None = None) -> str:
+                results: bytes | str | None = None) -> str:
     """The key of a chapter's outputs: its code cells, ``parameters``, featlib's and featbook's
-    source (``code``: :func:`code_digest`), the committed results' manifest and the environment."""
+    source (``code``: :func:`code_digest`), the committed results (``results``:
+    :func:`results_digest`) and the environment (packages and the device the chapters use)."""
     if results is None:
-        results = RESULTS_MANIFEST.read_bytes() if RESULTS_MANIFEST.exists() else b""
+        results = results_digest() if RESULTS_MANIFEST.parent.exists() else ""
+    results = results if isinstance(results, str) else hashlib.sha256(results).hexdigest()
     payload = {"cells": code_cells(nb), "parameters": parameters, "code": code or code_digest(),
-               "results": hashlib.sha256(results).hexdigest(), "environment": environment()}
+               "results": results, "environment": environment()}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
@@ -125,6 +146,7 @@ def execute_cached(notebook: Path, output: Path, parameters: dict, cwd: Path, ex
         if merged is not None:
             output.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(output, write_text(merged))
+            kept.touch()  # in use: the pruning below keeps the most recently used copies
             return 0.0, False
     seconds = execute(notebook, output, parameters, cwd)
     atomic_write_text(kept, output.read_text(encoding="utf-8"))

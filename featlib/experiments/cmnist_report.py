@@ -360,7 +360,10 @@ def feat_margins(results: pd.DataFrame, feat: str = "ifeat", others: Sequence[st
     for (dataset, objective), _ in best.groupby(["dataset", "objective"], sort=False):
         if objective == "erm" or not all((dataset, objective, c) in mean.index for c in columns):
             continue
-        other = max(others, key=lambda c: mean[(dataset, objective, c)])
+        present = [c for c in others if pd.notna(mean[(dataset, objective, c)])]  # a cell whose every run diverged has none
+        if pd.isna(mean[(dataset, objective, feat)]) or not present:
+            continue
+        other = max(present, key=lambda c: mean[(dataset, objective, c)])
         paper = TABLE2.get(dataset, {}).get(objective, {})
         paper_other = max(others, key=lambda c: paper.get(c, (-np.inf,))[0]) if paper else None
         rows.append({"dataset": dataset, "objective": objective,

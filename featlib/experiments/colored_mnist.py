@@ -193,6 +193,8 @@ class CMNISTProtocol:
         check_int("n_train", self.n_train, minimum=2, maximum=50000)
         check_int("n_test", self.n_test, minimum=1, maximum=10000)
         check_int("n_val", self.n_val, minimum=0, maximum=10000)
+        if 0 < self.n_val < COLORED_MNIST.get(self.dataset).num_train_envs:
+            raise ValueError(f"n_val must be 0 or at least one image per training environment; got {self.n_val}")
         check_positive("epoch_scale", self.epoch_scale)
         check_int("max_rounds", self.max_rounds, minimum=1)
         check_positive("retain_weight", self.retain_weight, allow_zero=True)
@@ -689,6 +691,9 @@ def select_best(results: pd.DataFrame, score: str = "worst_test_acc") -> pd.Data
     best = best.merge(n_diverged.reset_index(), on=keys, how="left")
     best["n_seeds"] = best["n_seeds"].astype(int)
     best["n_diverged"] = best["n_diverged"].astype(int)
+    for column in ("penalty_weight", "pretrain_epochs"):  # as the runs had them, where every cell has one
+        if best[column].notna().all():
+            best[column] = best[column].astype(results[column].dtype)
     if score != "worst_test_acc":
         best["selected_by"] = score
     return best
