@@ -629,3 +629,21 @@ def selection_sentence(gaps: pd.DataFrame) -> str:
     return ("Selecting on the test environments instead of the validation environments adds, on average over the "
             "penalised objectives, " + "; ".join(parts) + " to each column's cells. Where the columns gain alike, "
             "the oracle rule does not change which features serve the objectives best.")
+
+
+def ood_length_table(summary: pd.DataFrame, dataset: str, score: str = "worst_test_acc") -> Table:
+    """An ``ood-length`` study's Table 2 at each length (:func:`featlib.experiments.gap_studies.ood_length_summary`):
+    rows the learners, columns the OOD stage's lengths, each cell the column's mean distance from the
+    paper's cells in paper standard deviations."""
+    part = summary[(summary["dataset"] == dataset) & (summary["score"] == score)]
+    steps = sorted(part["step"].unique())
+    rows = []
+    for learner in [l for l in LEARNER_LABELS if l in set(part["learner"])]:
+        cells = part[part["learner"] == learner].set_index("step")
+        rows.append({"features": LEARNER_LABELS[learner],
+                     **{f"{prose.integer(s)} steps": f"{cells.loc[s, 'z']:+.2f}" for s in steps}})
+    n = int(part["n_seeds"].max()) if len(part) else 0
+    rule = "on the test environments" if score == "worst_test_acc" else "on the validation environments"
+    return table(pd.DataFrame(rows), caption=f"{DATASET_LABELS[dataset]}: each column's mean distance from the paper's "
+                                             f"cells (paper standard deviations), selected {rule}",
+                 note=f"Penalised objectives; {_over(n)}, full data. 0 is the paper's table.")

@@ -88,8 +88,9 @@ def missing(located, what: str, command: str) -> str:
 def run_it_yourself(run_summary: str) -> str:
     """The sentence that introduces a chapter's own run: its size, and what a run that size can
     and cannot show."""
-    return (f"The run below is this page's own ({run_summary}). It shows that every step of the "
-            "protocol runs and what each table looks like. At this size differences of a few points "
+    return (f"**This page's own run, at reduced size: {run_summary}.** It shows that every step of the "
+            "protocol runs and what each table looks like; its outputs are folded (\"Show code cell "
+            "outputs\") so that none is read as the result. At this size differences of a few points "
             "between methods can be seed-to-seed noise, so the page ranks nothing on it; the "
             "parameters cell sets the size, and its full-scale values are the ones behind the "
             "evidence above.")

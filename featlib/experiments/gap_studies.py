@@ -316,3 +316,27 @@ def bonsai_dro_length_summary(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
         columns=["dro_epochs", "objective", "penalty_weight", "pretrain_epochs", "mean", "std", "n_seeds"])
 
+
+
+def ood_length_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Table 2 at each evaluated length of an ``ood-length`` study, set against the paper's: per
+    (dataset, step, selection rule, learner), the mean over penalised objectives of the cells'
+    distance from the paper's in paper standard deviations (``z``; the paper's zero-std cells left
+    out), and the cells' mean (``mean``, %), with the number of cells and seeds. ``score`` is the
+    selection rule: ``worst_test_acc`` (the test environments, Table 2's) or ``val_acc``."""
+    from .colored_mnist import select_best
+    from .paper_values import TABLE2
+
+    rows = []
+    seeds = frame["seed"].nunique()
+    for step, part in frame[frame["step"] > 0].groupby("step"):
+        runs = part.drop(columns="step")
+        for score in ("worst_test_acc", "val_acc"):
+            best = select_best(runs[runs["objective"] != "erm"], score=score)
+            for (dataset, learner), cells in best.groupby(["dataset", "learner"]):
+                z = [(100 * r.mean - TABLE2[dataset][r.objective][learner][0]) / TABLE2[dataset][r.objective][learner][1]
+                     for r in cells.itertuples() if TABLE2[dataset][r.objective][learner][1] > 0]
+                rows.append({"dataset": dataset, "step": int(step), "score": score, "learner": learner,
+                             "z": float(np.mean(z)) if z else np.nan, "mean": 100 * float(cells["mean"].mean()),
+                             "cells": len(cells), "n_seeds": seeds})
+    return pd.DataFrame(rows)
