@@ -14,7 +14,7 @@ SMALL = dict(n_train=1000, n_test=500, hidden_dim=8)
 #: For every field of CMNISTProtocol, a second valid value (keep one per field: see the docstring).
 CMNIST_OTHER = {
     "dataset": "cmnist01", "seeds": (2,), "objectives": ("erm",), "learners": ("erm",), "penalty_weights": (3.0,),
-    "pretrain_epochs": (7,), "ood_steps": 11, "hidden_dim": 9, "n_train": 999, "n_test": 499, "n_val": 333, "epoch_scale": 0.5,
+    "pretrain_epochs": (7,), "ood_steps": 11, "nf_ood_steps": 13, "hidden_dim": 9, "n_train": 999, "n_test": 499, "n_val": 333, "epoch_scale": 0.5,
     "max_rounds": 3, "retain_weight": 0.5, "termination_threshold": 1.2, "termination_rule": "undivided",
     "head_combination": "average", "lr": 2e-3, "l2": 2e-3, "eval_every": 7, "env_reduction": "sum",
     "warmup_penalty_weight": 1.0, "objective_options": {"irmv1": {"steps": 5}}, "precision": "bf16",
@@ -66,11 +66,11 @@ def test_a_field_added_later_is_in_every_key_at_once():
 
 def test_keys_by_exclusion_hold_the_fields_of_the_old_hand_kept_lists():
     """The hand-kept lists that keys were built from before exclusion (with the threshold's field
-    under its current name, termination_threshold; n_val, added in featlib 0.5, in the OOD key): exclusion
+    under its current name, termination_threshold; n_val and nf_ood_steps, added in featlib 0.5, in the OOD key): exclusion
     gives the same keys."""
     feature = ("dataset", "hidden_dim", "n_train", "n_test", "epoch_scale", "max_rounds", "retain_weight",
                "termination_threshold", "termination_rule", "head_combination", "lr", "l2")
-    ood = feature + ("penalty_weights", "pretrain_epochs", "ood_steps", "eval_every", "env_reduction",
+    ood = feature + ("penalty_weights", "pretrain_epochs", "ood_steps", "nf_ood_steps", "eval_every", "env_reduction",
                      "warmup_penalty_weight", "objective_options", "precision", "ood_path", "n_val")
     oracle = ("dataset", "hidden_dim", "n_train", "n_test", "epoch_scale", "lr", "l2")
     p = CMNISTProtocol(**SMALL)

@@ -1,7 +1,8 @@
 """Protocol presets: the paper's text, the FeAT authors' run_exp.py, the Bonsai authors' ERM-NF sweep."""
 import pytest
 
-from featlib.experiments.cmnist_presets import PROTOCOL_PRESETS, make_protocol, preset_of
+from featlib.experiments.cmnist_presets import PROTOCOL_PRESETS, preset_of
+from featlib.experiments.colored_mnist import make_protocol
 from featlib.experiments.colored_mnist import CMNISTProtocol
 
 
@@ -64,13 +65,15 @@ def test_a_preset_runs_end_to_end_and_its_options_reach_the_ood_stage(monkeypatc
     options = {"erm": {"risk_reduction": "mean", "steps": 4}, "fishr": {"l2_scope": "featurizer"},
                "clove": {"l2_scope": "none"}}
     p = make_protocol("reference", seeds=(1,), learners=("erm-nf", "erm"), objectives=("erm", "fishr", "clove"),
-                      penalty_weights=(10.0,), pretrain_epochs=(0, 2), ood_steps=6, hidden_dim=8, n_train=200,
-                      n_test=100, epoch_scale=0.02, objective_options=options)
+                      penalty_weights=(10.0,), pretrain_epochs=(0, 2), ood_steps=6, nf_ood_steps=7, hidden_dim=8,
+                      n_train=200, n_test=100, epoch_scale=0.02, objective_options=options)
     rows = ColoredMNISTExperiment(p, progress=False).run()
     assert len(rows) == 2 * (1 + 2 + 2)
     assert rows["worst_test_acc"].between(0, 1).all()
+    # ERM-NF trains nf_ood_steps (7), the frozen-feature columns ood_steps (6); an objective's own steps win
     assert seen == {"erm": {(4, "all", 1.0, (("risk_reduction", "mean"),))},
-                    "fishr": {(6, "featurizer", 1.0, ())}, "clove": {(6, "none", 1.0, ())}}
+                    "fishr": {(6, "featurizer", 1.0, ()), (7, "featurizer", 1.0, ())},
+                    "clove": {(6, "none", 1.0, ()), (7, "none", 1.0, ())}}
 
 
 def test_run_cmnist_takes_the_preset_precision_and_path(tmp_path):

@@ -301,7 +301,7 @@ def _protocols(stem, params):
 def colab_estimates():
     """Estimated seconds on a Colab T4 of every chapter under the colab profile."""
     from featlib import cost
-    from featlib.experiments.cmnist_presets import make_protocol
+    from featlib.experiments.colored_mnist import make_protocol
     from featlib.experiments.colored_mnist import CMNISTProtocol
     from featlib.experiments.saliency_cmnist import SaliencyProtocol
     from featlib.experiments.wilds_experiment import WildsProtocol

@@ -386,6 +386,15 @@ def bonsai_dro_length_conclusion(summary: pd.DataFrame) -> str:
     return f"A 500-epoch DRO round instead of Table 6's 150 alone moves {moves} ({seeds})."
 
 
+def decisions_table(decisions) -> Table:
+    """The protocol's open choices as decided (:data:`featlib.hparams.DECISIONS`): the choice, the
+    value featlib runs, and the source and measurement that decided it."""
+    rows = [{"choice": name, "featlib runs": h.value, "why (source and evidence)": h.source}
+            for name, h in decisions.items()]
+    return table(pd.DataFrame(rows), caption="Where the paper leaves ColoredMNIST's protocol open, and what decided it",
+                 wrap=["choice", "featlib runs", "why (source and evidence)"])
+
+
 def presets_table(presets) -> Table:
     """The protocol presets (:data:`.cmnist_presets.PROTOCOL_PRESETS`): name, what it sets, source."""
     rows = [{"preset": name, "what it sets": presets.get(name).description, "source": presets.get(name).source}

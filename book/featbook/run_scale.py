@@ -64,7 +64,8 @@ def cmnist_scale(protocols, description: str | None = None) -> RunScale:
     objectives and learners aside), reduced when data, width, steps and epochs are the
     paper's, small otherwise. ``description`` defaults to :func:`describe_cmnist` of the first.
     A protocol of a named preset (:mod:`.experiments.cmnist_presets`) is judged against that preset."""
-    from featlib.experiments.cmnist_presets import DEFAULT_PRESET, make_protocol, preset_of
+    from featlib.experiments.cmnist_presets import DEFAULT_PRESET, preset_of
+    from featlib.experiments.colored_mnist import make_protocol
 
     def reference(p):
         preset = preset_of(p)

@@ -7,7 +7,9 @@ weight decay 1e-3), the penalty weights {1e1, ..., 1e5} and the ERM pre-training
 (Zhang et al., 2022, TjuJianyu/RFC). It does not give the number of OOD-stage steps, how ERM's
 risk is averaged, or what happens during pre-training. The code the paper points to settles some
 of that, and disagrees with the text elsewhere. A preset is a named set of
-:class:`~featlib.experiments.colored_mnist.CMNISTProtocol` fields:
+:class:`~featlib.experiments.colored_mnist.CMNISTProtocol` fields (this module sits below the
+protocol and does not import it; :func:`~featlib.experiments.colored_mnist.make_protocol` builds
+one from a preset):
 
 * ``"featlib"`` (the default): Appendix F.1's values, 1,000 OOD steps for every objective, the
   penalty at weight 0 during pre-training, Eq. (2)'s summed risks for ERM as for the penalised
@@ -23,7 +25,7 @@ of that, and disagrees with the text elsewhere. A preset is a named set of
   meant for the ERM-NF column; with it, every feature learner uses those widths and rates too.
 
 The values of both presets live with the paper's in :mod:`featlib.hparams` (``REFERENCE_CODE``,
-``RFC_ERM_NF``), each with the file it comes from. :func:`make_protocol` builds a protocol from a preset and fields that override it;
+``RFC_ERM_NF``), each with the file it comes from. :func:`~featlib.experiments.colored_mnist.make_protocol` builds a protocol from a preset and fields that override it;
 :func:`preset_of` names the preset a protocol follows (or ``"custom"``), which the chapters print
 beside their tables.
 """
@@ -33,10 +35,9 @@ from dataclasses import MISSING, dataclass, field, fields
 
 from ..hparams import REFERENCE_CODE, RFC_ERM_NF, values
 from ..registry import Registry
-from .colored_mnist import CMNISTProtocol
 
 #: Fields a preset may set: how runs are trained, not which runs (dataset, seeds, sizes...).
-PRESET_FIELDS = ("hidden_dim", "lr", "l2", "ood_steps", "penalty_weights", "pretrain_epochs",
+PRESET_FIELDS = ("hidden_dim", "lr", "l2", "ood_steps", "nf_ood_steps", "penalty_weights", "pretrain_epochs",
                  "warmup_penalty_weight", "objective_options")
 
 
@@ -54,10 +55,11 @@ class ProtocolPreset:
         if unknown:
             raise ValueError(f"a preset sets only {', '.join(PRESET_FIELDS)}; {self.name!r} sets {sorted(unknown)}")
 
-    def resolved(self) -> dict:
-        """Every field of :data:`PRESET_FIELDS`: the preset's value, else the protocol's default."""
+    def resolved(self, protocol_type: type) -> dict:
+        """Every field of :data:`PRESET_FIELDS`: the preset's value, else the default of
+        ``protocol_type`` (:class:`~featlib.experiments.colored_mnist.CMNISTProtocol`)."""
         defaults = {f.name: (f.default if f.default_factory is MISSING else f.default_factory())
-                    for f in fields(CMNISTProtocol) if f.name in PRESET_FIELDS}
+                    for f in fields(protocol_type) if f.name in PRESET_FIELDS}
         return defaults | self.values
 
 
@@ -94,24 +96,21 @@ DEFAULT_PRESET = "featlib"
 #:   (:mod:`featlib.experiments.path_comparison`). At 5,000 images and width 256 an ERM-NF stack
 #:   is estimated at about 20 minutes (``featbook.estimate``): about 19 hours per 3 seeds.
 #: * ``"small"``: chapter 04's small profile (notebooks/profiles/small.yaml): 2,000 training
-#:   images, width 64, 150 OOD steps, 2 x 3 configurations; minutes on a CPU.
+#:   images, width 64, 150 OOD steps (ERM-NF's too), 2 x 3 configurations; minutes on a CPU.
 SIZES = {
     "full": {},
     "reduced": {"n_train": 2000, "n_test": 1000, "n_val": 1000, "hidden_dim": 64},
-    "small": {"n_train": 2000, "n_test": 1000, "n_val": 1000, "hidden_dim": 64, "ood_steps": 150, "epoch_scale": 0.3,
+    "small": {"n_train": 2000, "n_test": 1000, "n_val": 1000, "hidden_dim": 64, "ood_steps": 150, "nf_ood_steps": 150,
+              "epoch_scale": 0.3,
               "penalty_weights": (1e2, 1e4), "pretrain_epochs": (0, 50, 100), "max_rounds": 4},
 }
 
 
-def make_protocol(preset: str = DEFAULT_PRESET, **overrides) -> CMNISTProtocol:
-    """The protocol of ``preset`` (a name of :data:`PROTOCOL_PRESETS`) with ``overrides`` on top."""
-    return CMNISTProtocol(**(PROTOCOL_PRESETS.get(preset).values | overrides))
-
-
-def preset_of(protocol: CMNISTProtocol) -> str:
-    """The name of the preset whose every field the protocol has, or ``"custom"``."""
+def preset_of(protocol) -> str:
+    """The name of the preset whose every field ``protocol`` (a
+    :class:`~featlib.experiments.colored_mnist.CMNISTProtocol`) has, or ``"custom"``."""
     for name in PROTOCOL_PRESETS:
-        if all(_same(getattr(protocol, f), v) for f, v in PROTOCOL_PRESETS.get(name).resolved().items()):
+        if all(_same(getattr(protocol, f), v) for f, v in PROTOCOL_PRESETS.get(name).resolved(type(protocol)).items()):
             return name
     return "custom"
 

@@ -62,6 +62,7 @@ from ..objectives import OBJECTIVES, make_objective
 from ..training import DEFAULT_PRECISION, OOD_PATHS, PRECISIONS
 from ..training.ood_stage import LabelledInputs, OODStageConfig, train_stack
 from ..hparams import APPENDIX_F1, TABLE6, values
+from .cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS, preset_of
 from ..validation import (
     check_seed,
     check_choice, check_fits_in_memory, check_int, check_positive, check_sequence, check_writable,
@@ -143,7 +144,8 @@ class CMNISTProtocol:
     learners: tuple[str, ...] = TABLE2_LEARNERS
     penalty_weights: tuple[float, ...] = PAPER["penalty_weights"]
     pretrain_epochs: tuple[int, ...] = PAPER["pretrain_epochs"]
-    ood_steps: int = PAPER["ood_steps"]
+    ood_steps: int = PAPER["ood_steps"]  # of the frozen-feature columns' OOD stage
+    nf_ood_steps: int = PAPER["nf_ood_steps"]  # of the ERM-NF column's, ERM pre-training included
     hidden_dim: int = PAPER["hidden_dim"]
     n_train: int = PAPER["n_train"]
     n_test: int = PAPER["n_test"]
@@ -189,6 +191,7 @@ class CMNISTProtocol:
         for epochs in self.pretrain_epochs:
             check_int("pretrain_epochs", epochs, minimum=0)
         check_int("ood_steps", self.ood_steps, minimum=1)
+        check_int("nf_ood_steps", self.nf_ood_steps, minimum=1)
         check_int("hidden_dim", self.hidden_dim, minimum=1)
         check_int("n_train", self.n_train, minimum=2, maximum=50000)
         check_int("n_test", self.n_test, minimum=1, maximum=10000)
@@ -252,6 +255,7 @@ class CMNISTProtocol:
     PER_PIECE = {"seeds": "each piece is one seed and names it", "objectives": "each piece is one objective",
                  "learners": "each piece is one learner"}
     OOD_ONLY = {"penalty_weights": "OOD stage", "pretrain_epochs": "OOD stage", "ood_steps": "OOD stage",
+                "nf_ood_steps": "OOD stage (ERM-NF)",
                 "eval_every": "OOD stage", "env_reduction": "OOD stage", "warmup_penalty_weight": "OOD stage",
                 "objective_options": "OOD stage", "precision": "OOD stage (feature learning runs in fp32)",
                 "ood_path": "OOD stage", "n_val": "scores OOD-stage runs only (validation environments)"}
@@ -302,13 +306,15 @@ class CMNISTProtocol:
         """What a piece records of its protocol: every field that changes an OOD-stage run."""
         return {k: v for k, v in dataclasses.asdict(self).items() if k in CMNISTProtocol.OOD_FIELDS}
 
-    def ood_config(self, objective: str) -> OODStageConfig:
-        """The OOD stage of ``objective``, evaluated every ``eval_every`` steps: the tables use the
-        accuracies after the last step, and the evaluations in between say at which step a run
-        diverged (:attr:`featlib.training.ood_stage.StackHistory.diverged_step`); evaluating never
-        changes training."""
+    def ood_config(self, objective: str, kind: str = "frozen") -> OODStageConfig:
+        """The OOD stage of ``objective`` on frozen features (``kind="frozen"``: ``ood_steps``) or on
+        the whole network (``"nf"``: ``nf_ood_steps``), evaluated every ``eval_every`` steps: the
+        tables use the accuracies after the last step, and the evaluations in between say at which
+        step a run diverged (:attr:`featlib.training.ood_stage.StackHistory.diverged_step`);
+        evaluating never changes training."""
+        check_choice("kind", kind, ("frozen", "nf"))
         options = dict(self.objective_options.get(objective, {}))
-        steps = options.pop("steps", self.ood_steps)
+        steps = options.pop("steps", self.nf_ood_steps if kind == "nf" else self.ood_steps)
         l2_scope = options.pop("l2_scope", "all")
         return OODStageConfig(objective, steps=steps, lr=self.lr, l2=self.l2,
                               eval_every=self.eval_every, env_reduction=self.env_reduction,
@@ -325,6 +331,12 @@ class CMNISTProtocol:
 CMNISTProtocol.FEATURE_FIELDS = CMNISTProtocol.key_fields("features")
 CMNISTProtocol.OOD_FIELDS = CMNISTProtocol.key_fields("ood")
 CMNISTProtocol.ORACLE_FIELDS = CMNISTProtocol.key_fields("oracle")
+
+
+def make_protocol(preset: str = DEFAULT_PRESET, **overrides) -> CMNISTProtocol:
+    """The protocol of ``preset`` (a name of :data:`~.cmnist_presets.PROTOCOL_PRESETS`) with
+    ``overrides`` on top."""
+    return CMNISTProtocol(**(PROTOCOL_PRESETS.get(preset).values | overrides))
 
 
 @dataclass
@@ -460,7 +472,7 @@ class ColoredMNISTExperiment:
         vals = [LabelledInputs(env.x, env.y) for env in data.val]
         weights = torch.tensor([w for w, _ in configs])
         warmups = torch.tensor([k for _, k in configs])
-        history = train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests, p.ood_config(objective),
+        history = train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests, p.ood_config(objective, "nf"),
                               weights, warmups, progress=False, vals=vals)
         final = {k: v[None] for k, v in history.final().items()}  # one group: this seed
         return self._rows(final, ["erm-nf"], [seed], configs, objective)
@@ -485,7 +497,6 @@ class ColoredMNISTExperiment:
         """What a piece records of what made it: its protocol (key and fields), preset, precision,
         OOD path, device, versions, commit and command (:attr:`origin`), and its wall seconds."""
         from ..store.provenance import git_commit
-        from .cmnist_presets import preset_of
         from .objective_files import objective_file
 
         p = self.protocol

@@ -55,10 +55,11 @@ from ..device import get_device
 from ..store.files import CorruptFileError
 from ..store.folders import frame, read_folder
 from ..training import DEFAULT_PRECISION, OOD_PATHS, PRECISIONS
-from .cmnist_presets import SIZES, make_protocol
+from .cmnist_presets import SIZES
 from .labels import label
 from .results import PATHS_KIND
-from .colored_mnist import DEFAULT_OOD_PATH, TABLE2_LEARNERS, CMNISTProtocol, ColoredMNISTExperiment, select_best
+from .colored_mnist import (DEFAULT_OOD_PATH, TABLE2_LEARNERS, CMNISTProtocol, ColoredMNISTExperiment, make_protocol,
+                            select_best)
 from .table2_pieces import ORACLE, compute_piece, list_pieces, load_pieces, missing_pieces, pieces_of, read_piece
 
 #: The variant every other is compared with: the protocol's default path and precision ("fast-fp32").
