@@ -73,3 +73,27 @@ def test_the_tables_print_with_their_sources():
     out = subprocess.run([sys.executable, "-m", "featlib.hparams"], capture_output=True, text=True, check=True).stdout
     assert "Appendix F.1: Adam with a learning rate of 1e-3" in out and "WILDS rxrx1 (Tables 10 and 12)" in out
     assert "coloredmnist_anneal.sh" in out and "Table 6" in out
+
+
+def test_the_decisions_table_states_the_values_the_code_runs():
+    """hparams.DECISIONS is prose for the book (chapter 04): each value it states is the one the
+    protocol, the learners and the tables actually use, so the two cannot drift apart."""
+    from featlib.experiments.colored_mnist import select_best
+    from featlib.feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION
+    from featlib.training.ood_stage import OODStageConfig
+
+    d = {name: h.value for name, h in hparams.DECISIONS.items()}
+    p = CMNISTProtocol()
+    dro = hparams.TABLE6["cmnist025"]["bonsai"]["round_epochs"][1]
+    assert d["Bonsai's DRO round, ColoredMNIST-025"] == f"{dro} epochs" == "500 epochs"
+    assert d["OOD stage's length, frozen features"] == f"{p.ood_steps} steps"
+    assert d["OOD stage's length, ERM-NF"] == f"{p.nf_ood_steps} steps"
+    assert p.ood_config("irmv1").steps == p.ood_steps and p.ood_config("irmv1", "nf").steps == p.nf_ood_steps
+    assert OODStageConfig("erm").l2_scope == "all" and p.ood_config("fishr").l2_scope == "all"
+    assert d["The head's L2 in the OOD stage"].startswith(f"{p.l2:g} on every trained tensor")
+    assert DEFAULT_HEAD_COMBINATION == "sum" and p.head_combination == "sum"
+    assert d["FeAT's combined head"] == "the sum of the rounds' heads"
+    assert inspect.signature(select_best).parameters["score"].default == "worst_test_acc"
+    assert d["How a cell's configuration is chosen"] == "test-domain (oracle) selection"
+    for name, h in hparams.DECISIONS.items():
+        assert "Measured" in h.source or "measured" in h.source or "results/" in h.source, name

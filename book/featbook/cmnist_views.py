@@ -386,13 +386,15 @@ def bonsai_dro_length_conclusion(summary: pd.DataFrame) -> str:
     return f"A 500-epoch DRO round instead of Table 6's 150 alone moves {moves} ({seeds})."
 
 
-def decisions_table(decisions) -> Table:
+def decisions_table(decisions, evidence: bool = True) -> Table:
     """The protocol's open choices as decided (:data:`featlib.hparams.DECISIONS`): the choice, the
-    value featlib runs, and the source and measurement that decided it."""
-    rows = [{"choice": name, "featlib runs": h.value, "why (source and evidence)": h.source}
+    value featlib runs and (``evidence``) the source and measurement that decided it; chapter 04
+    shows the short form, chapter 09 the whole."""
+    rows = [{"choice": name, "featlib runs": h.value, **({"why (source and evidence)": h.source} if evidence else {})}
             for name, h in decisions.items()]
-    return table(pd.DataFrame(rows), caption="Where the paper leaves ColoredMNIST's protocol open, and what decided it",
-                 wrap=["choice", "featlib runs", "why (source and evidence)"])
+    caption = ("Where the paper leaves ColoredMNIST's protocol open, and what decided it" if evidence else
+               "Where the paper leaves ColoredMNIST's protocol open: what this book runs")
+    return table(pd.DataFrame(rows), caption=caption, wrap=list(rows[0]))
 
 
 def presets_table(presets) -> Table:
