@@ -10,6 +10,8 @@ Prints, measured in one run on one device:
   measured rates imply for that step (:mod:`featlib.training.step_cost`) and its ratio to it;
 * the shared ERM pre-training prefix: one ERM-NF stack over the protocol's pre-training grid,
   trained with and without sharing (wall time of the whole stack);
+* on a CPU, the ERM-NF stack's step in tiles of runs (``--cpu-tiles``, MiB of hidden activation
+  per tile; ``FastOptions.cpu_tile_mib``) against one run at a time on the plain path;
 * one run at a time against the stack (runs per second), and the full Table 2 protocol's
   estimated wall time per variant (at the protocol's shape: 50,000 images, H = 256, C = G = 30);
 * with ``--full-protocol``: the protocol run and timed (both datasets, ``--seeds``), at each
@@ -50,6 +52,7 @@ from featlib.models import ColoredMNISTMLP, StackedHeads, StackedMLP, fresh_head
 from featlib.objectives import make_objective
 from featlib.registry import Registry
 from featlib.training import FastOptions, LabelledInputs, OODStageConfig, train_stack_fast, train_stack_plain
+from featlib.training import fast_stage
 from featlib.training.fast_stage import COMPILE_MODES, EAGER_FALLBACKS, will_compile
 from featlib.training.prefix import prefix_schedule, run_steps
 from featlib.training.step_cost import measure_copy_bandwidth, measure_matmul_rate, stacked_step_cost
@@ -263,6 +266,36 @@ def time_prefix(args, cases) -> dict:
             "stack_s_shared": times[True], "run_steps_alone": len(warmups) * steps, "run_steps_shared": shared}
 
 
+def time_tiles(args, cases) -> pd.DataFrame:
+    """The ERM-NF stack's step on a CPU at each ``--cpu-tiles`` size (MiB of hidden activation per
+    tile of runs, 0: all runs in one pass; :func:`featlib.training.fast_stage.run_tiles`), the
+    closed-form eager path without the shared prefix, sizes interleaved so that they see the same
+    machine; beside it, one run at a time on the plain path (the authors' loop) for the same runs."""
+    case = cases["mlp"]
+    options = {mib: FastOptions(share_prefix=False, cpu_tile_mib=mib) for mib in args.cpu_tiles}
+    variant = VARIANTS.get("closed-form")
+    objective = args.objectives[0]
+    loop = VARIANTS.get("plain")
+    for mib in options:  # warm-up
+        case.call(variant, objective, 1, options=options[mib])
+    cases["mlp-alone"].call(loop, objective, 1)
+    samples = {mib: [] for mib in [*options, "loop"]}
+    for _ in range(args.repeats):
+        for mib in options:
+            fixed = case.call(variant, objective, 0, options=options[mib])
+            samples[mib].append(max(case.call(variant, objective, args.steps, options=options[mib]) - fixed, 0)
+                                / args.steps)
+        samples["loop"].append(args.configs * one_step_time(cases["mlp-alone"], loop, objective, args.steps))
+    loop_s = statistics.median(samples["loop"])
+    rows = []
+    for mib in options:
+        step = statistics.median(samples[mib])
+        tiles = len(fast_stage.run_tiles(args.configs, args.n_train * args.hidden * 4.0, mib))
+        rows.append({"tile_mib": mib, "tiles": tiles, "step_s": step, "loop_step_s": loop_s,
+                     "vs_loop": loop_s / step if step else float("nan")})
+    return pd.DataFrame(rows)
+
+
 def protocol_estimate(args, frame: pd.DataFrame, alone: dict) -> pd.DataFrame:
     """The full protocol (2 datasets, 10 seeds, 5 initialisations) priced at the measured steps."""
     protocol = CMNISTProtocol(learners=("erm-nf", "erm", "bonsai", "feat", "ifeat"))
@@ -353,6 +386,8 @@ def parse_args(argv):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--objectives", nargs="+", default=["irmv1"])
     parser.add_argument("--variants", nargs="+", default=VARIANTS.names(), choices=VARIANTS.names())
+    parser.add_argument("--cpu-tiles", nargs="*", type=float, default=[0, 4, 16, 64],
+                        help="on a CPU: ERM-NF step at these tile sizes (MiB of hidden activation; 0: untiled)")
     parser.add_argument("--grid-steps", type=int, default=40,
                         help="steps of the shared-prefix timing (the protocol's 1000, scaled; 0 to skip)")
     parser.add_argument("--ood-steps", type=int, default=1000, help="OOD steps per run of --full-protocol")
@@ -397,6 +432,14 @@ def main(argv=None) -> int:
               f"{args.configs * args.groups * alone['heads'] / plain.loc['heads', 'step_s']:.1f}x (heads) more runs "
               f"per second")
 
+    tiles = None
+    if device.type == "cpu" and args.cpu_tiles:
+        tiles = time_tiles(args, cases)
+        print(f"\nERM-NF on a CPU in tiles of runs ({args.configs} runs, {args.n_train} images, width {args.hidden}, "
+              f"{args.objectives[0]}; closed-form eager path; 'vs_loop': one run at a time on the plain path, "
+              f"{args.configs} runs, divided by the stack's step, measured interleaved):")
+        print(tiles.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+
     prefix = None
     if args.grid_steps:
         prefix = time_prefix(args, cases)
@@ -427,16 +470,17 @@ def main(argv=None) -> int:
 
     if args.out is not None:
         write_out(args, argv, device, started, rates, bandwidth, frame, alone, prefix, estimate, protocol_runs, table,
-                  times)
+                  times, tiles)
     return 0
 
 
-def write_out(args, argv, device, started, rates, bandwidth, frame, alone, prefix, estimate, runs, table, times):
+def write_out(args, argv, device, started, rates, bandwidth, frame, alone, prefix, estimate, runs, table, times,
+              tiles=None):
     from featlib.store.atomic import atomic_write
     from featlib.store.provenance import provenance
 
     args.out.mkdir(parents=True, exist_ok=True)
-    frames = {"variants": frame, "estimate": estimate, "runs": runs, "table2_precisions": table}
+    frames = {"variants": frame, "estimate": estimate, "runs": runs, "table2_precisions": table, "cpu_tiles": tiles}
     for name, data in frames.items():
         if data is not None:
             atomic_write(args.out / f"{name}.csv", lambda tmp, d=data: d.to_csv(tmp, index=False))

@@ -25,6 +25,7 @@ from featlib.objectives.iga import env_gradients
 from featlib.training import (
     OOD_PATHS, PRECISIONS, FastOptions, LabelledInputs, OODStageConfig, train_stack, train_stack_fast,
 )
+from featlib.training import fast_stage
 from featlib.training.fast_stage import FunctionalStack, LossSettings, shares_prefix, stack_loss
 from featlib.training.prefix import TRUNK, prefix_schedule, run_steps
 
@@ -308,6 +309,38 @@ def test_sharing_the_prefix_changes_nothing(data, name):
     assert torch.allclose(p_shared, p_alone, rtol=1e-10, atol=1e-13)
     np.testing.assert_array_equal(h_shared.test_acc, h_alone.test_acc)
     np.testing.assert_allclose(h_shared.penalty, h_alone.penalty, rtol=1e-9, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", OBJECTIVES.names())
+def test_tiling_the_runs_on_a_cpu_changes_nothing(data, name):
+    """cpu_tile_mib: the step over tiles of runs (one run, then up to three) is the step over all
+    runs at once, in float64, through the shared prefix's regroupings (4 runs; a tile of one run
+    holds n x HIDDEN float32s). A stateful objective (GroupDRO) is never tiled: the same too."""
+    make, train, tests = nf_setup(data)
+    one_run_mib = train.inputs.shape[0] * HIDDEN * 4 / 2 ** 20
+    assert fast_stage.run_tiles(4, one_run_mib * 2 ** 20, 3 * one_run_mib) == [(0, 3), (3, 4)]
+    out = []
+    for tile_mib in (0.0, one_run_mib, 3 * one_run_mib):
+        stack = make()
+        history = train_stack_fast(stack, list(stack.parameters()), stack.batch_shape, train, tests,
+                                   OODStageConfig(name, steps=12, eval_every=5), NF_WEIGHTS, NF_WARMUPS,
+                                   options=FastOptions(cpu_tile_mib=tile_mib))
+        out.append((flat(stack), history))
+    (p_whole, h_whole), *tiled = out
+    for p_tiled, h_tiled in tiled:
+        assert torch.allclose(p_tiled, p_whole, rtol=1e-10, atol=1e-13)
+        np.testing.assert_array_equal(h_tiled.test_acc, h_whole.test_acc)
+        np.testing.assert_allclose(h_tiled.penalty, h_whole.penalty, rtol=1e-9, atol=1e-15)
+
+
+def test_tiles_cover_every_run_once():
+    for n, slot, mib in ((30, 5.1e6, 16.0), (30, 5.1e7, 16.0), (7, 1.0, 0.0), (1, 1e9, 1.0)):
+        tiles = fast_stage.run_tiles(n, slot, mib)
+        assert [i for a, b in tiles for i in range(a, b)] == list(range(n)) and all(b > a for a, b in tiles)
+    assert fast_stage.run_tiles(30, 5.1e6, 16.0) == [(0, 3), (3, 6), (6, 9), (9, 12), (12, 15), (15, 18), (18, 21),
+                                                     (21, 24), (24, 27), (27, 30)]
+    with pytest.raises(ValueError, match="cpu_tile_mib"):
+        FastOptions(cpu_tile_mib=-1)
 
 
 # ------------------------------------------------------------------ compiled path, precisions, options

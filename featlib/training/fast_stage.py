@@ -45,7 +45,7 @@ from ..objectives import make_objective
 from ..objectives.base import Objective, check_penalty_weight, promote
 from ..store.provenance import add_process_recorder
 from ..registry import Registry
-from ..validation import check_bool
+from ..validation import check_bool, check_positive
 from .fused import BIAS_RELU, make_bias_relu
 from .ood_stage import (
     OOD_PATHS, LabelledInputs, OODStageConfig, StackFn, StackHistory, check_schedule, evaluate_stack,
@@ -70,11 +70,15 @@ class FastOptions:
     bias_relu: str = "eager"  # a name of featlib.training.fused.BIAS_RELU
     compile: str = "none"  # a name of COMPILE_MODES
     fused_adam: bool = True
+    #: Whole-network stacks on a CPU: the runs of a step in tiles whose hidden activation is at
+    #: most this many MiB (0: one pass over every run). See :func:`run_tiles`.
+    cpu_tile_mib: float = 0.0
 
     def __post_init__(self) -> None:
         check_bool("closed_form", self.closed_form)
         check_bool("share_prefix", self.share_prefix)
         check_bool("fused_adam", self.fused_adam)
+        check_positive("cpu_tile_mib", self.cpu_tile_mib, allow_zero=True)
         BIAS_RELU.get(self.bias_relu)
         COMPILE_MODES.get(self.compile)
 
@@ -284,6 +288,12 @@ class FunctionalStack:
         covered = l2_covered(self.stack, [self.originals[n] for n in names], scope)
         return tuple(n for n, keep in zip(names, covered) if keep)
 
+    def width(self) -> int:
+        """The widest per-run dimension of the stack's tensors (its hidden width): a run's hidden
+        activation is ``n`` times this many numbers."""
+        dims = len(self.batch_shape)
+        return max((t.shape[-1] for t in self.initial.values() if t.dim() > dims), default=1)
+
     @property
     def trains_everything(self) -> bool:
         return self.regroupable and set(self.trainable) == set(self.parameters)
@@ -352,6 +362,43 @@ def regroup(stack: FunctionalStack, previous: StackPhase | None, transition: Tra
     return StackPhase(transition, params, optimizer)
 
 
+def run_tiles(n_slots: int, slot_bytes: float, tile_mib: float) -> list[tuple[int, int]]:
+    """The runs of one step as ``[start, stop)`` tiles along the configuration axis, each holding
+    at most ``tile_mib`` MiB of hidden activation (``slot_bytes`` per run; at least one run per
+    tile); one tile of every run when ``tile_mib`` is 0.
+
+    Why: on a CPU a whole-network stack of C runs computes one hidden activation of ``C n H``
+    floats (154 MB at 5,000 images, width 256 and 30 runs), which overflows the cache; the stack
+    then runs no faster than the runs one at a time (issue 38). The runs are independent (each
+    run's loss depends on its own weights only), so a step over the tiles in turn, each tile's
+    gradient written into its slice, is the same step."""
+    if tile_mib <= 0:
+        return [(0, n_slots)]
+    per_tile = max(1, int(tile_mib * 2 ** 20 // max(slot_bytes, 1.0)))
+    return [(a, min(a + per_tile, n_slots)) for a in range(0, n_slots, per_tile)]
+
+
+def tiled_backward(loss_fn: Callable, params: dict[str, torch.Tensor], trainable: Sequence[str], axis: int,
+                   tiles: list[tuple[int, int]], inputs, env_targets, weight: torch.Tensor) -> torch.Tensor:
+    """One step's gradients, tile by tile (:func:`run_tiles`): each tile's tensors are fresh leaves
+    viewing the stack's, so its backward costs the tile alone (a backward through ``narrow`` of the
+    whole tensor would write a whole-size zero gradient per tile), and its gradients are copied into
+    their slice of ``.grad``. Returns the per-run penalties, all tiles concatenated."""
+    for name in trainable:
+        if params[name].grad is None:
+            params[name].grad = torch.zeros_like(params[name])
+    penalties = []
+    for a, b in tiles:
+        part = {n: (t.detach().narrow(axis, a, b - a).requires_grad_() if n in trainable else t.narrow(axis, a, b - a))
+                for n, t in params.items()}
+        loss, penalty = loss_fn(part, inputs, env_targets, weight.narrow(axis, a, b - a))
+        grads = torch.autograd.grad(loss, [part[n] for n in trainable])
+        for name, grad in zip(trainable, grads):
+            params[name].grad.narrow(axis, a, b - a).copy_(grad)
+        penalties.append(penalty.detach())
+    return torch.cat(penalties, axis)
+
+
 def shares_prefix(stack: FunctionalStack, objective: Objective, warmup_steps: torch.Tensor,
                   options: FastOptions) -> bool:
     """Where sharing the ERM prefix is exact: see the module docstring."""
@@ -409,6 +456,12 @@ def train_stack_fast(
     # features feed the head, which computes in float32 (models.stacked.head_product)
     inputs = precision.stored(train.inputs) if functional.regroupable and not head_only else train.inputs
 
+    # tiles of runs: whole-network stacks on a CPU only (a head stack's activation is its logits),
+    # objectives without state (GroupDRO keeps weights over all runs of the stack)
+    tiled = (functional.regroupable and not head_only and device.type == "cpu" and options.cpu_tile_mib > 0
+             and not objective.stateful)
+    tile_mib = options.cpu_tile_mib if tiled else 0.0
+    slot_bytes = float(inputs.shape[-2]) * functional.width() * 4 if tiled else 0.0
     records: dict[str, list] = {"steps": [], "train_acc": [], "test_acc": [], "penalty": [], "finite": []}
     records_at = set(record_steps(config))
     axis = functional.axis
@@ -454,9 +507,14 @@ def train_stack_fast(
             weight = torch.where(step >= slot_warmups, slot_weights, warm)
             if cudagraphs:
                 torch.compiler.cudagraph_mark_step_begin()
-            loss, penalty = loss_fn(phase.params, inputs, env_targets, weight)
-            phase.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            tiles = run_tiles(weight.shape[axis], slot_bytes, tile_mib)
+            if len(tiles) > 1:
+                penalty = tiled_backward(loss_fn, phase.params, functional.trainable, axis, tiles, inputs,
+                                         env_targets, weight)
+            else:
+                loss, penalty = loss_fn(phase.params, inputs, env_targets, weight)
+                phase.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
             phase.optimizer.step()
             if step + 1 in records_at or step + 1 in transitions:
                 last_penalty = penalty.detach().clone()
