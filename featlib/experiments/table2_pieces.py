@@ -39,14 +39,14 @@ import pandas as pd
 import torch
 
 from ..device import get_device
-from ..store.pieces import LOCK_NAME, ORACLE, FolderBusy, Piece, PieceStore
+from ..store.pieces import LOCK_NAME, ORACLE, FolderBusy, MixedProtocols, Piece, PieceStore
 from .colored_mnist import CMNISTProtocol, ColoredMNISTExperiment
 
 #: Table 2's columns in the order pieces are computed: frozen features first (minutes on a GPU,
 #: feature learning plus small stacks on a CPU), the whole-network ERM-NF column last.
 LEARNER_ORDER = ("erm", "bonsai", "ifeat", "feat", "erm-nf")
-__all__ = ["LEARNER_ORDER", "LOCK_NAME", "ORACLE", "FolderBusy", "Piece", "check_folder_protocols",
-           "check_pieces_out", "compute_piece", "describe_remaining", "folder_lock", "list_pieces", "load_pieces",
+__all__ = ["LEARNER_ORDER", "LOCK_NAME", "ORACLE", "FolderBusy", "MixedProtocols", "Piece",
+           "check_folder_protocols", "check_pieces_out", "compute_piece", "describe_remaining", "folder_lock", "list_pieces", "load_pieces",
            "merge_pieces", "missing_pieces", "pieces_of", "read_piece", "run_pieces"]
 
 
@@ -95,8 +95,8 @@ def _mismatch(a: dict, b: dict) -> str | None:
 def load_pieces(folder: str | Path) -> dict | None:
     """Every piece in ``folder`` (None when it holds none): ``runs`` (all OOD-stage runs),
     ``oracle`` and ``records`` (one row per piece: its record's fields). Raises
-    :class:`CorruptFileError` for a damaged piece and ``ValueError`` where one cell mixes
-    protocols, presets, precisions or paths."""
+    :class:`CorruptFileError` for a damaged piece and :class:`MixedProtocols` (a ``ValueError``)
+    where one cell mixes protocols, precisions or paths."""
     folder = Path(folder)
     pieces = list_pieces(folder)
     if not pieces:
@@ -107,7 +107,7 @@ def load_pieces(folder: str | Path) -> dict | None:
         first = cells.setdefault(_cell(piece), (piece, record))
         problem = _mismatch(first[1], record)
         if problem:
-            raise ValueError(f"{folder}: cell {'/'.join(_cell(piece))} mixes pieces of two protocols ({problem}: "
+            raise MixedProtocols(f"{folder}: cell {'/'.join(_cell(piece))} mixes pieces of two protocols ({problem}: "
                              f"seed {first[0].seed} and seed {piece.seed}); keep one protocol per folder")
         (oracle if piece.learner == ORACLE else runs).append(frame)
         records.append({k: v for k, v in record.items() if k != "protocol"})

@@ -41,7 +41,7 @@ from pathlib import Path
 import pandas as pd
 
 from .atomic import atomic_write, pid_alive
-from .files import CorruptFileError
+from .files import CorruptFileError, PieceLock, hold_folder
 from .csv_io import frame_to_csv, read_csv
 from .paths import inside
 
@@ -212,6 +212,17 @@ class ResultFolder:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         return self.out
+
+
+def folder_lock(out: str | Path, who: str = "this run"):
+    """Hold the result folder ``out`` for a run that adds to it (``gap_studies``, ``run_rounds``:
+    they read the folder, merge and commit it whole) from its checks to its commit, so that two
+    runs never both read the old folder and the later commit drops the earlier run's files. The
+    lock is ``.<name>.lock`` beside the folder (the folder itself is swapped at the commit); a second
+    run is refused at once, in one line naming the holder
+    (:func:`featlib.store.files.hold_folder`)."""
+    target = Path(out).resolve()
+    return hold_folder(PieceLock(target), Path(out), who)
 
 
 def _refuse(name: str, value, reason: str) -> None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import io
 import json
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -35,7 +34,7 @@ import pandas as pd
 
 from .atomic import atomic_write_text
 from .csv_io import frame_to_csv, read_csv
-from .files import CorruptFileError, PieceLock
+from .files import CorruptFileError, FolderBusy, PieceLock, hold_folder
 from .keys import digest
 from .legacy import RECORD_ALIASES
 from .paths import inside
@@ -44,6 +43,10 @@ from .paths import inside
 ORACLE = "oracle"
 #: The lock file of a folder of pieces (beside ``pieces/``), held by the one process writing it.
 LOCK_NAME = ".pieces.lock"
+
+
+class MixedProtocols(ValueError):
+    """A folder's cell holds pieces of two protocols (one line naming the cell and the seeds)."""
 
 
 @dataclass(frozen=True)
@@ -68,10 +71,6 @@ class Piece:
 
     def record(self, folder: Path) -> Path:
         return PieceStore(folder).record(self)
-
-
-class FolderBusy(ValueError):
-    """Another process is writing the folder (one line, naming it)."""
 
 
 class PieceStore:
@@ -168,22 +167,8 @@ class PieceStore:
         return read[1]
 
     # -- one writer ------------------------------------------------------------------------------
-    @contextmanager
     def lock(self, who: str = "this run"):
         """Hold the folder for a run's or a merge's whole life (see the module docstring). A second
         process is refused at once (:class:`FolderBusy`, naming the holder); the lock goes with the
-        holder however it ends (an advisory ``flock``, which the kernel drops with the process)."""
-        lock = PieceLock(self.root / LOCK_NAME[1:-5])  # PieceLock(x) locks .x.lock beside x
-        if not lock.acquire(blocking=False):
-            holder = "another process"
-            try:
-                with open(lock.path) as handle:
-                    holder = PieceLock.holder_of(handle)
-            except OSError:
-                pass
-            raise FolderBusy(f"{self.root} is being written by {holder} (it holds {lock.path}); let that run or "
-                             f"merge finish, or end it, then start {who} again")
-        try:
-            yield
-        finally:
-            lock.release()
+        holder however it ends (:func:`featlib.store.files.hold_folder`)."""
+        return hold_folder(PieceLock(self.root / LOCK_NAME[1:-5]), self.root, who)  # PieceLock(x) locks .x.lock beside x
