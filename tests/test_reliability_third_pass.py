@@ -161,16 +161,10 @@ def test_case_2c_result_folders_and_pieces_refuse_names_that_lead_out(tmp_path):
 
 
 def test_case_2d_merge_refuses_a_target_that_a_link_leads_out_of_the_folder(tmp_path):
-    import pandas as pd
-    from featlib.experiments.table2_pieces import Piece, merge_pieces
-    from featlib.store.pieces import PieceStore
+    from featlib.experiments.table2_pieces import merge_pieces
 
     source, into, outside = tmp_path / "source", tmp_path / "into", tmp_path / "outside"
-    piece = Piece("cmnist025", "erm", "irmv1", 1)
-    frame = pd.DataFrame({"dataset": ["cmnist025"], "learner": ["erm"], "objective": ["irmv1"], "seed": [1],
-                          "worst_test_acc": [0.5]})
-    PieceStore(source).write(piece, frame, {"protocol_key": "k", "preset": "featlib", "precision": "fp32",
-                                       "ood_path": "fast"})
+    _valid_piece(source, 1, objective="irmv1")
     (into / "pieces").mkdir(parents=True)
     outside.mkdir()
     (into / "pieces" / "cmnist025").symlink_to(outside)
@@ -241,16 +235,11 @@ def test_case_3b_two_concurrent_runs_never_both_succeed_and_the_folder_holds_one
 
 
 def test_case_3c_a_merge_into_a_folder_in_use_is_refused(tmp_path, capsys):
-    import pandas as pd
     from featlib.cli import merge_pieces
-    from featlib.experiments.table2_pieces import Piece, folder_lock
-    from featlib.store.pieces import PieceStore
+    from featlib.experiments.table2_pieces import folder_lock
 
     source = tmp_path / "source"
-    frame = pd.DataFrame({"dataset": ["cmnist025"], "learner": ["erm"], "objective": ["irmv1"], "seed": [1],
-                          "worst_test_acc": [0.5]})
-    PieceStore(source).write(Piece("cmnist025", "erm", "irmv1", 1), frame,
-                {"protocol_key": "k", "preset": "featlib", "precision": "fp32", "ood_path": "fast"})
+    _valid_piece(source, 1, objective="irmv1")
     with folder_lock(tmp_path / "into"):
         assert merge_pieces.main([str(source), "--into", str(tmp_path / "into")]) == 2
     assert "is being written by" in capsys.readouterr().err
@@ -512,16 +501,10 @@ def test_case_7a_a_number_where_a_chapter_takes_a_list_is_one_message_naming_it(
 
 
 def test_case_7b_merge_into_a_folder_of_other_files_is_refused(tmp_path, capsys):
-    import pandas as pd
     from featlib.cli import merge_pieces
-    from featlib.experiments.table2_pieces import Piece
-    from featlib.store.pieces import PieceStore
 
     source = tmp_path / "source"
-    frame = pd.DataFrame({"dataset": ["cmnist025"], "learner": ["erm"], "objective": ["irmv1"], "seed": [1],
-                          "worst_test_acc": [0.5]})
-    PieceStore(source).write(Piece("cmnist025", "erm", "irmv1", 1), frame,
-                {"protocol_key": "k", "preset": "featlib", "precision": "fp32", "ood_path": "fast"})
+    _valid_piece(source, 1, objective="irmv1")
     thesis = tmp_path / "thesis"
     thesis.mkdir()
     (thesis / "draft.tex").write_text("mine")
@@ -818,3 +801,80 @@ def test_case_27_a_name_registered_past_the_check_by_a_refused_file_is_taken_bac
     with pytest.raises(ValueError, match="Not A Name"):
         load_objective_file(badly_named)
     assert "Not A Name" not in OBJECTIVES
+
+
+def _refresh(record_path: Path, data: bytes, rows: int | None = None) -> None:
+    """Write a piece's CSV as ``data`` and refresh its record's size, checksum (and rows): a hand edit."""
+    import hashlib
+
+    record_path.with_suffix(".csv").write_bytes(data)
+    record = json.loads(record_path.read_text())
+    record.update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), **({} if rows is None else {"rows": rows}))
+    record_path.write_text(json.dumps(record))
+
+
+@pytest.mark.parametrize("name", ["seed01", "seed+1", "seed1_0", "seed 1", "seed1-abc"])
+def test_case_D_a_piece_under_a_name_featlib_does_not_write_is_refused_naming_it(tmp_path, name, run_cmnist, capsys):
+    from featlib.cli import merge_pieces
+    from featlib.experiments.table2_pieces import list_pieces, load_pieces
+    from featlib.store.files import CorruptFileError
+
+    source = tmp_path / "source"
+    piece = _valid_piece(source, 1)
+    folder = piece.record(source).parent
+    for suffix in (".csv", ".json"):
+        (folder / f"seed1{suffix}").rename(folder / f"{name}{suffix}")
+    renamed = folder / f"{name}.json"
+    with pytest.raises(CorruptFileError, match="its name is not a piece's") as refused:
+        list_pieces(source)
+    assert str(renamed) in str(refused.value)
+    with pytest.raises(CorruptFileError):
+        load_pieces(source)
+    assert merge_pieces.main([str(source), "--into", str(tmp_path / "into")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(renamed) in err[0] and not (tmp_path / "into" / "pieces").exists()
+    assert run_cmnist(source, "--pieces") == 2  # never counted as seed 1's piece, done
+    err = _error_lines(capsys.readouterr().err)
+    assert len(err) == 1 and str(renamed) in err[0]
+
+
+def test_case_E_a_piece_missing_a_column_or_unreadable_is_one_line_naming_the_file(tmp_path, capsys):
+    from featlib.cli import merge_pieces
+    from featlib.experiments.table2_pieces import load_pieces
+    from featlib.store.files import CorruptFileError
+
+    for damage, said in ((lambda text: text.replace("dataset,", "", 1).replace("cmnist025,", ""), "lacks the column dataset"),
+                         (lambda text: text.replace("dataset,learner,", "", 1).replace("cmnist025,erm,", ""),
+                          "lacks the columns dataset, learner"),
+                         (lambda text: b"\xff\xfe" + text.encode(), "not a readable CSV file")):
+        source = tmp_path / f"source{len(said)}"
+        record_path = _valid_piece(source, 1).record(source)
+        data = damage(record_path.with_suffix(".csv").read_text())
+        _refresh(record_path, data if isinstance(data, bytes) else data.encode())
+        with pytest.raises(CorruptFileError, match=said):
+            load_pieces(source)
+        assert merge_pieces.main([str(source), "--into", str(tmp_path / "into")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(record_path.with_suffix(".csv")) in err[0] and said in err[0]
+
+
+@pytest.mark.parametrize("rows, said", [
+    ([(1e2, 0), (1e2, 5), (1e4, 0)], "3 of the protocol's 4 configurations"),  # one configuration dropped
+    ([(1e2, 0), (1e2, 5), (1e4, 0), (1e3, 5)], "and 1 of another"),  # one edited
+    ([(1e2, 0), (1e2, 5), (1e4, 0), (1e4, 5), (1e4, 5)], "of the protocol's 4 configurations"),  # one twice
+])
+def test_case_11_a_piece_whose_rows_are_not_its_protocols_configurations_is_refused(tmp_path, rows, said, capsys):
+    from featlib.cli import merge_pieces
+    from featlib.experiments.table2_pieces import load_pieces
+    from featlib.store.files import CorruptFileError
+
+    source = tmp_path / "source"
+    _valid_piece(source, 1, objective="irmv1")  # sound: read
+    assert len(load_pieces(source)["runs"]) == 4
+    _valid_piece(source, 2, objective="irmv1", rows=rows)  # as if hand-edited, checksum refreshed
+    with pytest.raises(CorruptFileError, match=said):
+        load_pieces(source)
+    assert merge_pieces.main([str(source), "--into", str(tmp_path / "into")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "seed2.csv" in err[0] and said in err[0]
+    assert not (tmp_path / "into" / "pieces").exists()

@@ -40,7 +40,8 @@ import torch
 
 from ..device import get_device
 from ..store.pieces import LOCK_NAME, ORACLE, FolderBusy, MixedProtocols, Piece, PieceStore
-from .colored_mnist import CMNISTProtocol, ColoredMNISTExperiment
+from ..store.files import CorruptFileError
+from .colored_mnist import CMNISTProtocol, ColoredMNISTExperiment, recorded_runs_problem
 
 #: Table 2's columns in the order pieces are computed: frozen features first (minutes on a GPU,
 #: feature learning plus small stacks on a CPU), the whole-network ERM-NF column last.
@@ -61,8 +62,19 @@ def pieces_of(protocol: CMNISTProtocol) -> list[Piece]:
 
 
 def read_piece(folder: Path, piece: Piece) -> tuple[pd.DataFrame, dict] | None:
-    """A piece of the results folder ``folder`` (:meth:`featlib.store.pieces.PieceStore.read`)."""
-    return PieceStore(folder).read(piece)
+    """A piece of the results folder ``folder`` (:meth:`featlib.store.pieces.PieceStore.read`), its
+    rows checked to be every configuration of the protocol its record names
+    (:func:`.colored_mnist.recorded_runs_problem`)."""
+    return PieceStore(folder).read(piece, check=recorded_runs_problem)
+
+
+def _read_listed(folder: Path, piece: Piece) -> tuple[pd.DataFrame, dict]:
+    """A piece :func:`list_pieces` found in ``folder``; one whose record went meanwhile is refused."""
+    found = read_piece(folder, piece)
+    if found is None:
+        raise CorruptFileError(PieceStore(folder).record(piece), "it was listed a moment ago and is gone (another "
+                                                                  "process changed the folder)", "run again")
+    return found
 
 
 def list_pieces(folder: Path) -> list[Piece]:
@@ -103,7 +115,7 @@ def load_pieces(folder: str | Path) -> dict | None:
         return None
     runs, oracle, records, cells = [], [], [], {}
     for piece in pieces:
-        frame, record = read_piece(folder, piece)
+        frame, record = _read_listed(folder, piece)
         first = cells.setdefault(_cell(piece), (piece, record))
         problem = _mismatch(first[1], record)
         if problem:
@@ -127,7 +139,7 @@ def merge_pieces(sources: Sequence[str | Path], into: str | Path) -> dict:
 
 
 def _merge_locked(sources: Sequence[str | Path], into: Path) -> dict:
-    present = {p: read_piece(into, p) for p in list_pieces(into)}
+    present = {p: _read_listed(into, p) for p in list_pieces(into)}
     cells = {}
     for piece, (_, record) in present.items():
         cells.setdefault(_cell(piece), (piece, record, str(into)))
@@ -139,7 +151,7 @@ def _merge_locked(sources: Sequence[str | Path], into: Path) -> dict:
         if not pieces:
             raise ValueError(f"{source} holds no Table 2 pieces (pieces/<dataset>/<learner>/<objective>/seed<k>.json)")
         for piece in pieces:
-            frame, record = read_piece(source, piece)
+            frame, record = _read_listed(source, piece)
             first = cells.setdefault(_cell(piece), (piece, record, str(source)))
             problem = _mismatch(first[1], record)
             if problem:
@@ -170,7 +182,7 @@ def check_folder_protocols(protocols: Iterable[CMNISTProtocol], folder: Path, pr
     """Refuse, before any work, to add pieces of another protocol to a cell the folder holds."""
     held = {}
     for piece in list_pieces(folder):
-        held.setdefault(_cell(piece), read_piece(folder, piece)[1])
+        held.setdefault(_cell(piece), _read_listed(folder, piece)[1])
     for p in protocols:
         for piece in pieces_of(p):
             oracle = piece.learner == ORACLE  # the oracle trains no OOD stage: no precision or path
