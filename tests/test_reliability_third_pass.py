@@ -878,3 +878,71 @@ def test_case_11_a_piece_whose_rows_are_not_its_protocols_configurations_is_refu
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "seed2.csv" in err[0] and said in err[0]
     assert not (tmp_path / "into" / "pieces").exists()
+
+
+def _sitting_module(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / "gpu_sitting.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_case_G_collect_without_a_sitting_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    sitting = _sitting_module("gpu_sitting_case_g")
+    monkeypatch.setattr(sitting, "ROOT", tmp_path / "tree")
+    (tmp_path / "tree").mkdir()
+    out = tmp_path / "OUT"
+    out.mkdir()
+    assert sitting.main(["collect", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "_sitting" in err[0] and "does not exist" in err[0]
+    assert list(out.iterdir()) == []
+    (tmp_path / "tree" / "_sitting").mkdir()
+    (tmp_path / "tree" / "_sitting" / "sitting.log").write_text("done\n")
+    assert sitting.main(["collect", "--out", str(out)]) == 0  # not refused by a file an earlier collect left
+    assert [p.name for p in out.iterdir()] == ["sitting.tar.gz"]
+
+
+def test_case_23_the_copied_tree_refuses_links_stray_bytecode_and_a_deps_folder_it_did_not_make(tmp_path, monkeypatch,
+                                                                                                 capsys):
+    import shutil
+    import subprocess
+
+    sitting = _sitting_module("gpu_sitting_case_23")
+    repo = tmp_path / "repo"
+    (repo / "featlib").mkdir(parents=True)
+    (repo / "featlib" / "__init__.py").write_text("")
+    (repo / ".gitignore").write_text("__pycache__/\n*.pyc\n/_sitting/\n")
+    (repo / "profiles").symlink_to("featlib")  # a link the commit tracks
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True)
+    record = sitting.tree_record(repo)
+    assert record["links"] == {"profiles": "featlib"}
+    copy = tmp_path / "copy"
+    shutil.copytree(repo, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    assert sitting.check_tree(record, copy) == record["commit"]
+    elsewhere = tmp_path / "elsewhere" / "torch"
+    elsewhere.mkdir(parents=True)
+    (copy / "torch").symlink_to(elsewhere)  # a folder link shadowing torch
+    with pytest.raises(ValueError, match="symbolic links .*torch ->"):
+        sitting.check_tree(record, copy)
+    (copy / "torch").unlink()
+    (copy / "featlib" / "shadow.pyc").write_bytes(b"\x00")  # importable without a source, though .gitignore hides it
+    with pytest.raises(ValueError, match="compiled Python outside __pycache__ .*featlib/shadow.pyc"):
+        sitting.check_tree(record, copy)
+    (copy / "featlib" / "shadow.pyc").unlink()
+    (copy / "featlib" / "__pycache__").mkdir()
+    (copy / "featlib" / "__pycache__" / "__init__.cpython-312.pyc").write_bytes(b"\x00")  # never read: own prefix
+    assert sitting.check_tree(record, copy) == record["commit"]
+    monkeypatch.setattr(sitting, "ROOT", copy)
+    assert sitting._environment()["PYTHONPYCACHEPREFIX"].startswith(str(copy / "_sitting"))
+    (copy / "_sitting" / "deps" / "torch").mkdir(parents=True)
+    (copy / "_sitting" / "tree.json").write_text(json.dumps(record))
+    monkeypatch.setattr(sitting.subprocess, "Popen", lambda *a, **k: pytest.fail("the job started"))
+    assert sitting.main(["start", "--minutes", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "_sitting/deps exists" in err[0]
+    assert not (copy / "_sitting" / "job.json").exists()
