@@ -946,3 +946,52 @@ def test_case_23_the_copied_tree_refuses_links_stray_bytecode_and_a_deps_folder_
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "_sitting/deps exists" in err[0]
     assert not (copy / "_sitting" / "job.json").exists()
+
+
+def test_case_31_a_users_file_where_a_run_writes_is_kept_and_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    import pandas as pd
+    from featlib.cli import gap_studies
+    from featlib.store.folders import read_folder
+
+    monkeypatch.setattr(gap_studies, "run_study",
+                        lambda study, *a, **k: pd.DataFrame({"study": [study], "seed": [1], "acc": [0.5]}))
+    out = tmp_path / "gaps"
+    argv = lambda study: [study, "--seeds", "1", "--out", str(out), "--cache-dir", str(tmp_path / "cache")]  # noqa: E731
+    assert gap_studies.main(argv("erm-nf-erm")) == 0
+    (out / "frozen-steps.csv").write_text("my own numbers\n")  # the user's, not in the manifest
+    (out / "notes.md").write_text("mine too\n")
+    assert gap_studies.main(argv("frozen-steps")) == 2
+    err = _error_lines(capsys.readouterr().err)
+    assert len(err) == 1 and str(out / "frozen-steps.csv") in err[0] and "move it out" in err[0]
+    assert (out / "frozen-steps.csv").read_text() == "my own numbers\n"
+    assert read_folder(out)[0]["studies"] == ["erm-nf-erm"]  # the earlier results whole
+    (out / "frozen-steps.csv").unlink()
+    assert gap_studies.main(argv("frozen-steps")) == 0
+    assert (out / "notes.md").read_text() == "mine too\n"  # an entry of another name is still carried over
+
+
+def test_case_smaller_a_write_error_names_the_path_and_mnist_missing_its_own_remedy(tmp_path, monkeypatch, capsys):
+    import errno
+
+    import pandas as pd
+    from featlib.cli import gap_studies
+    from featlib.cli.common import describe_os_error
+    from featlib.data.mnist import MNISTNotFoundError
+    from featlib.store.atomic import atomic_write
+
+    def full(tmp):
+        raise OSError(errno.ENOSPC, "No space left on device")  # as a write reports it: no file named
+
+    with pytest.raises(OSError) as raised:
+        atomic_write(tmp_path / "piece.csv", full)
+    assert raised.value.filename == str(tmp_path / "piece.csv") and raised.value.errno == errno.ENOSPC
+    monkeypatch.setattr(gap_studies, "run_study", lambda study, *a, **k: pd.DataFrame({"x": [1]}))
+    monkeypatch.setattr(Path, "write_bytes", lambda self, data: full(self))
+    assert gap_studies.main(["erm-nf-erm", "--seeds", "1", "--out", str(tmp_path / "gaps"), "--cache-dir",
+                             str(tmp_path / "cache")]) == 2
+    monkeypatch.undo()
+    err = _error_lines(capsys.readouterr().err)
+    assert len(err) == 1 and str(tmp_path / "gaps") in err[0] and "a file:" not in err[0]
+    missing = MNISTNotFoundError("no MNIST files found under /x/MNIST/raw; pass download=True to download them")
+    line = describe_os_error(missing)
+    assert line == str(missing) and "free space" not in line
