@@ -632,6 +632,18 @@ def _served(root: Path):
     return lambda url: (root / url.split("/main/", 1)[1]).read_bytes()
 
 
+def _cost_upstream(tmp_path, monkeypatch, name: str) -> Path:
+    """A repository whose ``results/cost`` holds one file ``name``, with its manifest; the book set to it."""
+    from featbook import committed, repository
+
+    root = tmp_path / "upstream"
+    (root / "results" / "cost").mkdir(parents=True)
+    (root / "results" / "cost" / name).write_text("x\n1\n")
+    committed.write_manifest(root / "results")
+    monkeypatch.setenv(repository.ENV, "https://github.com/owner/book@main")
+    return root
+
+
 def _valid_piece(folder: Path, seed: int, key: str = "k", objective: str = "erm", weights=(1e2, 1e4), epochs=(0, 5),
                  rows=None, record_extra: dict | None = None):
     """A piece as featlib writes it: its rows every configuration of the protocol its record names."""
@@ -680,13 +692,9 @@ def test_case_B1_a_file_withdrawn_upstream_is_removed_from_the_fetched_copy(tmp_
 
 
 def test_case_B2_a_fetch_folder_the_fetch_did_not_make_keeps_its_files(tmp_path, monkeypatch):
-    from featbook import committed, repository
+    from featbook import committed
 
-    root = tmp_path / "upstream"
-    (root / "results" / "cost").mkdir(parents=True)
-    (root / "results" / "cost" / "a.csv").write_text("a\n1\n")
-    committed.write_manifest(root / "results")
-    monkeypatch.setenv(repository.ENV, "https://github.com/owner/book@main")
+    root = _cost_upstream(tmp_path, monkeypatch, "a.csv")
     mine = tmp_path / "mine" / "results" / "cost"
     mine.mkdir(parents=True)
     (mine / "notes.txt").write_text("my own notes")
@@ -713,13 +721,9 @@ def test_case_B3_a_protocol_mix_is_the_chapters_one_line_note_not_a_traceback(tm
 
 
 def test_case_B4_a_refused_manifest_says_refused_not_unreachable(tmp_path, monkeypatch):
-    from featbook import committed, repository
+    from featbook import committed
 
-    root = tmp_path / "upstream"
-    (root / "results" / "cost").mkdir(parents=True)
-    (root / "results" / "cost" / "ok.csv").write_text("x\n1\n")
-    committed.write_manifest(root / "results")
-    monkeypatch.setenv(repository.ENV, "https://github.com/owner/book@main")
+    root = _cost_upstream(tmp_path, monkeypatch, "ok.csv")
     (tmp_path / "colab").mkdir()
     monkeypatch.chdir(tmp_path / "colab")
     assert committed.locate("../results/cost", get=_served(root))  # an intact fetch, then a crafted manifest

@@ -331,7 +331,8 @@ def locate(path: str | Path | None, fetch_dir: str | Path = FETCH_DIR, get=_get)
             return Located(dest, f"Fetched earlier from `{sub}` of {source} into `{dest}` and checked against its "
                                  f"manifest ({now}).", fetched=True)
         failed = "was refused" if isinstance(err, ManifestRefused) else "failed"
-        return Located(None, f"This runtime has no `{root}` folder, and fetching `{sub}` from {source} {failed} ({err}). "
+        return Located(None, f"This runtime has no `{root}` folder, and fetching `{sub}` from {source} {failed} "
+                             f"({err}). "
                              f"{RETRY_ADVICE}", failed=True)
     if not files:
         return Located(None, f"Nothing is committed in `{sub}` of {source} yet.")
@@ -361,7 +362,8 @@ def load(located: Located, loader, *args, **kwargs):
     except MixedProtocols as err:
         where = located.path
         located.path, located.failed = None, True
-        fetched = " (fetched as the repository holds them); until it is fixed there" if located.fetched else "; until then"
+        fetched = (" (fetched as the repository holds them); until it is fixed there" if located.fetched
+                   else "; until then")
         located.note = (f"The committed results in `{where}` are not shown: {err}{fetched}, the chapter shows this "
                         "run's results only.")
         return None

@@ -49,3 +49,18 @@ def os_errors_in_one_line(main):
             print(f"error: {err}", file=sys.stderr)
             return 2
     return wrapped
+
+
+def holding(out, who: str, run) -> int:
+    """``run()`` (a command's work on the result folder ``out``, returning its exit status) while
+    this process holds the folder's lock (:func:`featlib.store.folders.folder_lock`); a folder that
+    another run holds is one line and exit status 2."""
+    from ..store.files import FolderBusy
+    from ..store.folders import folder_lock
+
+    try:
+        with folder_lock(out, who):
+            return run()
+    except FolderBusy as err:  # another run adds to the folder now
+        print(f"error: {err}", file=sys.stderr)
+        return 2

@@ -19,10 +19,10 @@ from pathlib import Path
 from ..device import get_device
 from ..experiments.gap_studies import STUDIES, run_study, study_key
 from ..experiments.results import STUDIES_KIND as KIND, _study_remedy as _remedy
-from ..store.files import CacheWriteError, FolderBusy
-from .common import OneLineParser, os_errors_in_one_line
+from ..store.files import CacheWriteError
+from .common import OneLineParser, holding, os_errors_in_one_line
 from ..store.provenance import command_line, git_commit, provenance
-from ..store.folders import ResultFolder, check_out, folder_lock, read_folder
+from ..store.folders import ResultFolder, check_out, read_folder
 from ..validation import check_seed, check_sequence, check_writable
 
 
@@ -45,12 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    try:
-        with folder_lock(args.out, "this study"):  # held from the read of --out to its commit
-            return _locked(args, argv, device)
-    except FolderBusy as err:  # another run adds to --out now
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    return holding(args.out, "this study", lambda: _locked(args, argv, device))  # held from the read to the commit
 
 
 def _locked(args, argv: list[str], device) -> int:

@@ -38,11 +38,11 @@ from tqdm.auto import tqdm
 from ..data.mnist import SOURCES
 from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
 from ..feature_learning.termination import DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD, TERMINATION_RULES
-from ..store.files import CacheWriteError, CorruptFileError, FolderBusy
-from .common import OneLineParser, os_errors_in_one_line
+from ..store.files import CacheWriteError, CorruptFileError
+from .common import OneLineParser, holding, os_errors_in_one_line
 from ..device import get_device
 from ..store.provenance import command_line, git_commit, provenance
-from ..store.folders import ResultFolder, check_out, folder_lock
+from ..store.folders import ResultFolder, check_out
 from ..validation import check_sequence, check_writable
 from ..experiments.colored_mnist import FEATURE_LEARNER_NAMES, SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
 
@@ -89,12 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, CorruptFileError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    try:
-        with folder_lock(args.out, "this run"):  # held from the read of --out to its commit
-            return _locked(args, argv, protocols)
-    except FolderBusy as err:  # another run adds to --out now
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    return holding(args.out, "this run", lambda: _locked(args, argv, protocols))  # held from the read to the commit
 
 
 def _locked(args, argv, protocols: list[CMNISTProtocol]) -> int:

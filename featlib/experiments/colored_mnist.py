@@ -553,7 +553,8 @@ class ColoredMNISTExperiment:
 
     def _check_runs(self, piece: Piece, frame: pd.DataFrame, record: dict | None = None) -> str | None:
         """What is wrong with a piece's runs (every configuration of this protocol once), or None."""
-        return runs_problem(piece, frame, () if piece.learner == ORACLE else self.protocol.configurations(piece.objective))
+        configs = () if piece.learner == ORACLE else self.protocol.configurations(piece.objective)
+        return runs_problem(piece, frame, configs)
 
     def _read_piece(self, piece: Piece) -> tuple[pd.DataFrame, dict] | None:
         """The piece from the cache, or None (absent; a damaged or incomplete one is reported and

@@ -348,7 +348,8 @@ def _restore(state: dict) -> list[str]:
         if kind == "registry":
             label, items = before
             now = owner._items
-            names = sorted(n for n in set(now) | set(items) if now.get(n, _MISSING_ATTR) is not items.get(n, _MISSING_ATTR)
+            names = sorted(n for n in set(now) | set(items)
+                           if now.get(n, _MISSING_ATTR) is not items.get(n, _MISSING_ATTR)
                            and not (owner is OBJECTIVES and n not in items))
             if names:
                 changed.append(f"{label}[{', '.join(map(repr, names[:3]))}{', ...' if len(names) > 3 else ''}]")

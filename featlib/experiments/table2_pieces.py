@@ -46,8 +46,8 @@ from .colored_mnist import CMNISTProtocol, ColoredMNISTExperiment, recorded_runs
 #: Table 2's columns in the order pieces are computed: frozen features first (minutes on a GPU,
 #: feature learning plus small stacks on a CPU), the whole-network ERM-NF column last.
 LEARNER_ORDER = ("erm", "bonsai", "ifeat", "feat", "erm-nf")
-__all__ = ["LEARNER_ORDER", "LOCK_NAME", "ORACLE", "FolderBusy", "MixedProtocols", "Piece",
-           "check_folder_protocols", "check_pieces_out", "compute_piece", "describe_remaining", "folder_lock", "list_pieces", "load_pieces",
+__all__ = ["LEARNER_ORDER", "LOCK_NAME", "ORACLE", "FolderBusy", "MixedProtocols", "Piece", "check_folder_protocols",
+           "check_pieces_out", "compute_piece", "describe_remaining", "folder_lock", "list_pieces", "load_pieces",
            "merge_pieces", "missing_pieces", "pieces_of", "read_piece", "run_pieces"]
 
 

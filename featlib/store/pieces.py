@@ -36,7 +36,7 @@ import pandas as pd
 
 from .atomic import atomic_write_text
 from .csv_io import frame_to_csv, read_csv
-from .files import CorruptFileError, FolderBusy, PieceLock, hold_folder
+from .files import CorruptFileError, FolderBusy, PieceLock, hold_folder  # noqa: F401  (FolderBusy: its home was here)
 from .keys import digest
 from .legacy import RECORD_ALIASES
 from .paths import inside
@@ -112,8 +112,8 @@ class PieceStore:
         atomic_write_text(self.record(piece, key), json.dumps(full, indent=1, sort_keys=True, default=list) + "\n")
         return full
 
-    def read(self, piece: Piece, key: str | None = None,
-             check: Callable[[Piece, pd.DataFrame, dict], str | None] | None = None) -> tuple[pd.DataFrame, dict] | None:
+    def read(self, piece: Piece, key: str | None = None, check: Callable[[Piece, pd.DataFrame, dict], str | None]
+             | None = None) -> tuple[pd.DataFrame, dict] | None:
         """The piece's runs and record, or None when its record is absent (not yet computed). The
         CSV's bytes are read once, checked against the record and parsed; the rows must be the
         piece's, in a keyed store the record's key the one asked for, and ``check(piece, frame,
@@ -195,4 +195,5 @@ class PieceStore:
         """Hold the folder for a run's or a merge's whole life (see the module docstring). A second
         process is refused at once (:class:`FolderBusy`, naming the holder); the lock goes with the
         holder however it ends (:func:`featlib.store.files.hold_folder`)."""
-        return hold_folder(PieceLock(self.root / LOCK_NAME[1:-5]), self.root, who)  # PieceLock(x) locks .x.lock beside x
+        lock = PieceLock(self.root / LOCK_NAME[1:-5])  # PieceLock(x) locks .x.lock beside x
+        return hold_folder(lock, self.root, who)
