@@ -127,8 +127,11 @@ def tree_record(root: Path = ROOT) -> dict:
         shown = ", ".join(untracked[:3]) + (", ..." if len(untracked) > 3 else "")
         raise ValueError(f"the tree has untracked files ({shown}), which the device copies and would run while the "
                          "pieces name the commit: commit them, add them to .gitignore, or move them out")
-    files = [f for f in git("ls-files", "-z").split("\0") if f and (root / f).is_file()]
-    return {"commit": git("rev-parse", "HEAD").strip(), "files": {f: _sha256(root / f) for f in files}}
+    tracked = [f for f in git("ls-files", "-z").split("\0") if f]
+    files = [f for f in tracked if (root / f).is_file() and not (root / f).is_symlink()]
+    links = {f: os.readlink(root / f) for f in tracked if (root / f).is_symlink()}
+    return {"commit": git("rev-parse", "HEAD").strip(), "files": {f: _sha256(root / f) for f in files},
+            "links": links}
 
 
 def check_tree(record: dict, root: Path = ROOT) -> str:
@@ -142,11 +145,22 @@ def check_tree(record: dict, root: Path = ROOT) -> str:
         if not path.is_file() or _sha256(path) != digest:
             raise ValueError(f"{name} differs from commit {commit[:12]}'s: carry the tree.json of the tree that was "
                              "copied (run prepare again after committing)")
-    extra = sorted(name for name in _files(root) if name not in record["files"])
+    links = record.get("links", {})
+    found_links, bytecode = {}, []
+    extra = sorted(name for name in _files(root, found_links, bytecode) if name not in record["files"])
     if extra:
         shown = ", ".join(extra[:3]) + (", ..." if len(extra) > 3 else "")
         raise ValueError(f"the copied tree holds files that commit {commit[:12]} does not ({shown}): they would run "
                          "under its name; copy a clean tree (prepare refuses untracked files)")
+    odd = sorted(name for name, target in found_links.items() if links.get(name) != target)
+    if odd:
+        shown = ", ".join(f"{n} -> {found_links[n]}" for n in odd[:3]) + (", ..." if len(odd) > 3 else "")
+        raise ValueError(f"the copied tree holds symbolic links that commit {commit[:12]} does not ({shown}): a link "
+                         "(a folder named torch, say) would run other code under its name; copy a tree without them")
+    if bytecode:
+        shown = ", ".join(bytecode[:3]) + (", ..." if len(bytecode) > 3 else "")
+        raise ValueError(f"the copied tree holds compiled Python outside __pycache__ ({shown}): Python imports such a "
+                         f"file as a module though commit {commit[:12]} has no source for it; copy a tree without them")
     return commit
 
 
@@ -173,17 +187,31 @@ def _ignored(root: Path):
     return ignored
 
 
-def _files(root: Path):
+def _files(root: Path, links: dict | None = None, bytecode: list | None = None):
     """Every file under ``root`` but the :data:`CARRIED` folders, what the tree's ``.gitignore``
-    leaves out and Python's bytecode, as relative paths."""
+    leaves out and Python's bytecode caches (``__pycache__``, which the steps never read: their
+    ``PYTHONPYCACHEPREFIX`` is the sitting's own, :func:`_environment`), as relative paths. Symbolic
+    links (to files or folders, never followed) go into ``links`` (path: target) and compiled files
+    outside ``__pycache__`` (importable without a source, whatever ``.gitignore`` says) into
+    ``bytecode``, for :func:`check_tree` to refuse."""
+    links = {} if links is None else links
+    bytecode = [] if bytecode is None else bytecode
     ignored = _ignored(root)
     for folder, dirs, names in os.walk(root):
         rel = Path(folder).relative_to(root)
         if rel == Path("."):
             dirs[:] = [d for d in dirs if d not in CARRIED]
-        dirs[:] = [d for d in dirs if d != "__pycache__" and not ignored(rel / d, True)]
+        for name in names + dirs:
+            if (Path(folder) / name).is_symlink() and not ignored(rel / name, name in dirs):
+                links[(rel / name).as_posix()] = os.readlink(Path(folder) / name)
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not ignored(rel / d, True)
+                   and not (Path(folder) / d).is_symlink()]
         for name in names:
-            if not name.endswith(".pyc") and not ignored(rel / name, False):
+            if (Path(folder) / name).is_symlink():
+                continue
+            if name.endswith((".pyc", ".pyo")) and rel.name != "__pycache__":
+                bytecode.append((rel / name).as_posix())
+            elif not name.endswith(".pyc") and not ignored(rel / name, False):
                 yield (rel / name).as_posix()
 
 
@@ -224,10 +252,13 @@ def _write_steps(done: list[Step]) -> None:
 
 
 def _environment() -> dict:
-    """PYTHONPATH for the steps: the wheels installed under ``_sitting/deps``, then ``book``."""
+    """PYTHONPATH for the steps: the wheels installed under ``_sitting/deps``, then ``book``; and
+    the sitting's own bytecode cache (``PYTHONPYCACHEPREFIX``), so that no ``__pycache__`` the copied
+    tree holds (a warm machine's, or one made for it) is ever read in place of the checked sources."""
     paths = [str(ROOT / SITTING / "deps"), str(ROOT / "book"), str(ROOT)]
     old = os.environ.get("PYTHONPATH")
-    return {"PYTHONPATH": os.pathsep.join(paths + ([old] if old else []))}
+    return {"PYTHONPATH": os.pathsep.join(paths + ([old] if old else [])),
+            "PYTHONPYCACHEPREFIX": str(ROOT / SITTING / "cache" / "pycache")}
 
 
 # -- the commands -----------------------------------------------------------------------------------------
@@ -248,11 +279,16 @@ def cmd_start(args) -> int:
     if not record_path.is_file():
         raise ValueError(f"{SITTING / 'tree.json'} is missing: run `python3 benchmarks/gpu_sitting.py prepare` in the "
                          "checkout and carry it")
-    commit = check_tree(json.loads(record_path.read_text()))
+    commit = check_tree(json.loads(record_path.read_text()), ROOT)
     job = ROOT / SITTING / "job.json"
     if job.exists():
         raise ValueError(f"{job} exists: a sitting was started here already; `status` shows it (remove {SITTING} "
                          "for a new one)")
+    if (ROOT / SITTING / "deps").exists():  # this start installs the carried wheels there, ahead of the tree
+        raise ValueError(f"{SITTING / 'deps'} exists before this start installed anything into it: the steps import it "
+                         "ahead of the checked tree (PYTHONPATH), so a folder this start did not make could stand in "
+                         f"for featlib or torch; remove it (carry only {WHEELS} and {SITTING / 'tree.json'}) and start "
+                         "again")
     wheels = sorted((ROOT / WHEELS).glob("*.whl"))
     if wheels:
         installed = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
@@ -315,14 +351,30 @@ def cmd_collect(args) -> int:
     out = Path(args.out or os.environ.get("OUT", ""))
     if not str(out) or not out.is_dir():
         raise ValueError(f"--out {str(out)!r} is no folder: give --out, or run where $OUT names one")
+    if not (ROOT / SITTING).is_dir():
+        raise ValueError(f"{ROOT / SITTING} does not exist: no sitting ran in this tree (a fresh machine, or another "
+                         "copy); collect where `start` ran, before the machine goes back")
     target = out / "sitting.tar.gz"
     if target.exists():
         raise ValueError(f"{target} exists: name another --out (collect never replaces a file)")
     skip = {SITTING / "cache", SITTING / "deps", SITTING / "tree.json"}
-    with tarfile.open(target, "w:gz") as tar:
-        tar.add(ROOT / SITTING, arcname=str(SITTING),
-                filter=lambda info: None if any(Path(info.name) == s or s in Path(info.name).parents
-                                                 for s in skip) else info)
+    partial = out / f".sitting.tar.gz.partial-{os.getpid()}"  # the tarball appears whole, or not at all
+    try:
+        with tarfile.open(partial, "w:gz") as tar:
+            tar.add(ROOT / SITTING, arcname=str(SITTING),
+                    filter=lambda info: None if any(Path(info.name) == s or s in Path(info.name).parents
+                                                     for s in skip) else info)
+        try:
+            os.link(partial, target)  # never replaces a file
+        except FileExistsError:
+            raise ValueError(f"{target} appeared while collecting: name another --out (collect never replaces a "
+                             "file)") from None
+        except OSError:  # a file system without hard links
+            if target.exists():
+                raise ValueError(f"{target} exists: name another --out (collect never replaces a file)") from None
+            os.rename(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
     size = target.stat().st_size
     print(f"{target}: {size / 2**20:.2f} MiB" + ("" if size <= OUT_LIMIT else
           f"; over the {OUT_LIMIT // 2**20} MiB that come back: collect fewer files"))

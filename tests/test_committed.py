@@ -225,7 +225,8 @@ def test_a_fetched_folder_that_does_not_load_tells_a_colab_reader_to_run_the_cel
     calls.clear()
     again = committed.locate("../results/cost", get=get)
     assert again and calls == ["results/manifest.json", "results/cost/gpu/summary.csv"]
-    assert committed.load(again, lambda path: sorted(p.name for p in path.iterdir())) == [".manifest.json", "gpu"]
+    assert committed.load(again, lambda path: sorted(p.name for p in path.iterdir())) == [
+        committed.FETCH_MARKER, ".manifest.json", "gpu"]
 
 
 def test_in_a_checkout_a_folder_that_does_not_load_keeps_the_loaders_remedy(tmp_path, monkeypatch):

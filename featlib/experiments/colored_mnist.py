@@ -244,9 +244,7 @@ class CMNISTProtocol:
 
     def configurations(self, objective: str) -> list[tuple[float, int]]:
         """(penalty weight, ERM pre-training epochs) pairs; ERM ignores both, so it has one."""
-        if not OBJECTIVES.get(objective).has_penalty:
-            return [(0.0, 0)]
-        return list(itertools.product(self.penalty_weights, self.pretrain_epochs))
+        return configurations(objective, self.penalty_weights, self.pretrain_epochs)
 
     #: What each kind of cached result leaves out of its key, and why. Keys are made by
     #: exclusion: every other field of the protocol is in the key, so a field added later is in
@@ -331,6 +329,48 @@ class CMNISTProtocol:
 CMNISTProtocol.FEATURE_FIELDS = CMNISTProtocol.key_fields("features")
 CMNISTProtocol.OOD_FIELDS = CMNISTProtocol.key_fields("ood")
 CMNISTProtocol.ORACLE_FIELDS = CMNISTProtocol.key_fields("oracle")
+
+
+def configurations(objective: str, penalty_weights, pretrain_epochs) -> list[tuple[float, int]]:
+    """An objective's (penalty weight, ERM pre-training epochs) pairs in a protocol of these grids;
+    an objective without a penalty (ERM) ignores both, so it has one."""
+    if not OBJECTIVES.get(objective).has_penalty:
+        return [(0.0, 0)]
+    return list(itertools.product(penalty_weights, pretrain_epochs))
+
+
+def runs_problem(piece: Piece, frame: pd.DataFrame, configs) -> str | None:
+    """What is wrong with a piece's runs given its protocol's ``configs`` (every configuration
+    once; an oracle piece: the seed's one row), or None."""
+    if piece.learner == ORACLE:
+        return None if len(frame) == 1 else f"it holds {len(frame)} rows, not the seed's one"
+    configs = set(configs)
+    if not {"penalty_weight", "pretrain_epochs"} <= set(frame.columns):
+        return "it lacks the penalty_weight and pretrain_epochs columns of its runs' configurations"
+    found = list(zip(frame["penalty_weight"], frame["pretrain_epochs"]))
+    if len(found) != len(set(found)) or set(found) != configs:
+        return f"it holds {len(set(found) & configs)} of the protocol's {len(configs)} configurations" + (
+            f" and {len(set(found) - configs)} of another" if set(found) - configs else "")
+    return None
+
+
+def recorded_runs_problem(piece: Piece, frame: pd.DataFrame, record: dict) -> str | None:
+    """:func:`runs_problem` against the protocol the piece's record names (a piece read from a
+    results folder, :func:`featlib.experiments.table2_pieces.read_piece`): its rows must be every
+    configuration of that protocol, once. For an objective not registered in this process (a file
+    of one's own not loaded) the rows may be either the one configuration of an objective without a
+    penalty or the whole grid."""
+    if piece.learner == ORACLE:
+        return runs_problem(piece, frame, ())
+    protocol = record.get("protocol")
+    if not isinstance(protocol, dict) or not all(isinstance(protocol.get(k), list)
+                                                 for k in ("penalty_weights", "pretrain_epochs")):
+        return "its record does not name its protocol's penalty weights and pre-training epochs"
+    grid = (protocol["penalty_weights"], protocol["pretrain_epochs"])
+    if piece.objective in OBJECTIVES:
+        return runs_problem(piece, frame, configurations(piece.objective, *grid))
+    problems = [runs_problem(piece, frame, configs) for configs in ([(0.0, 0)], list(itertools.product(*grid)))]
+    return None if None in problems else problems[-1]
 
 
 def make_protocol(preset: str = DEFAULT_PRESET, **overrides) -> CMNISTProtocol:
@@ -511,15 +551,10 @@ class ColoredMNISTExperiment:
                 **({} if loaded is None else {"objective_file": loaded.path.name,
                                               "objective_file_sha256": loaded.sha256})}
 
-    def _check_runs(self, piece: Piece, frame: pd.DataFrame) -> str | None:
-        """What is wrong with a piece's runs (every configuration once), or None."""
-        if piece.learner == ORACLE:
-            return None if len(frame) == 1 else f"it holds {len(frame)} rows, not the seed's one"
-        configs = set(self.protocol.configurations(piece.objective))
-        found = list(zip(frame["penalty_weight"], frame["pretrain_epochs"]))
-        if len(found) != len(set(found)) or set(found) != configs:
-            return f"it holds {len(set(found) & configs)} of the protocol's {len(configs)} configurations"
-        return None
+    def _check_runs(self, piece: Piece, frame: pd.DataFrame, record: dict | None = None) -> str | None:
+        """What is wrong with a piece's runs (every configuration of this protocol once), or None."""
+        configs = () if piece.learner == ORACLE else self.protocol.configurations(piece.objective)
+        return runs_problem(piece, frame, configs)
 
     def _read_piece(self, piece: Piece) -> tuple[pd.DataFrame, dict] | None:
         """The piece from the cache, or None (absent; a damaged or incomplete one is reported and
@@ -527,10 +562,7 @@ class ColoredMNISTExperiment:
         if self.pieces is None:
             return None
         try:
-            found = self.pieces.read(piece, self.piece_key(piece))
-            if found is not None and (problem := self._check_runs(piece, found[0])):
-                raise CorruptFileError(self.pieces.csv(piece, self.piece_key(piece)), problem)
-            return found
+            return self.pieces.read(piece, self.piece_key(piece), check=self._check_runs)
         except CorruptFileError as err:
             warnings.warn(f"bad cached piece {err}; recomputing it", CacheWarning, stacklevel=3)
             return None

@@ -203,7 +203,7 @@ def load_objective_file(path, *, who: str | None = None) -> list[str]:
         added.append(name)
         return original_register(name)
 
-    untouched = _featlib_state()  # what the file must leave as it is: featlib's modules and objectives
+    untouched = _featlib_state()  # what the file must leave as it is: featlib's modules, code and registries
     try:
         OBJECTIVES.register = register  # the file's registrations, checked as they happen
         try:
@@ -212,15 +212,16 @@ def load_objective_file(path, *, who: str | None = None) -> list[str]:
             sys.modules[module_name] = module  # dataclasses and pickling look their module up
             # the very bytes hashed above run (no bytecode written beside the file)
             exec(compile(data, str(resolved), "exec"), module.__dict__)  # noqa: S102
-        except _Refused:
+        except (_Refused, KeyboardInterrupt):
             raise
-        except Exception as err:  # noqa: BLE001  (the user's code: any error is reported in one line)
+        except BaseException as err:  # noqa: BLE001  (the user's code: any error, SystemExit too, is one line)
             text = err.msg if isinstance(err, SyntaxError) else err
             raise _Refused(f"{who} {raw}: importing it raised {type(err).__name__}: {_one_line(text)}"
                            f"{_file_line(err, resolved)}; fix the file") from None
         finally:
-            del OBJECTIVES.register
-        patched = _restore(untouched)
+            if "register" in vars(OBJECTIVES):
+                del OBJECTIVES.register
+            patched = _restore(untouched)  # whatever happened: featlib as it was before the file ran
         if patched:
             raise _Refused(f"{who} {raw}: it changes featlib's own code ({', '.join(patched[:3])}"
                            f"{', ...' if len(patched) > 3 else ''}), which would put changed numbers under the "
@@ -232,6 +233,8 @@ def load_objective_file(path, *, who: str | None = None) -> list[str]:
                            "featlib.objectives.Objective with @OBJECTIVES.register(\"my_name\") "
                            f"(from featlib.objectives import OBJECTIVES; see {GUIDE})")
         for name in new:
+            if name not in added and not (isinstance(name, str) and NAME_PATTERN.fullmatch(name)):  # registered past
+                raise _Refused(f"{who} {raw}: it registers {name!r}, {_name_problem(None)}")  # the checked register
             cls = OBJECTIVES.get(name)
             if not (isinstance(cls, type) and issubclass(cls, Objective)):
                 raise _Refused(f"{who} {raw}: it registers {name!r} as a {type(cls).__name__}, not a subclass of "
@@ -240,10 +243,12 @@ def load_objective_file(path, *, who: str | None = None) -> list[str]:
             check_objective(name, who=f"{who} {raw}")
         for name in new:
             _count_memory(name, f"{who} {raw}")
-    except _Refused as err:
-        _unregister(added)
+    except BaseException as err:  # refused (or interrupted): everything it registered is taken back
+        _unregister([n for n in OBJECTIVES.names() if n not in before])  # Registry.register(OBJECTIVES, ...) too
         sys.modules.pop(module_name, None)
-        raise ValueError(str(err)) from None
+        if isinstance(err, _Refused):
+            raise ValueError(str(err)) from None
+        raise
     loaded = ObjectiveFile(resolved, sha, module_name, tuple(new))
     _FILES[resolved] = loaded
     for name in new:
@@ -252,26 +257,108 @@ def load_objective_file(path, *, who: str | None = None) -> list[str]:
 
 
 def _featlib_state() -> dict:
-    """Every attribute of featlib's loaded modules and of the registered objectives' classes (their
-    whole MRO), by identity: what a loaded file must not rebind."""
+    """What a loaded file must leave as it is: every attribute of featlib's loaded modules, of
+    their classes (and the registered objectives' classes, their whole MRO) and of its registries,
+    by identity; the code of every function of featlib (``__code__``, defaults, closure cells),
+    which a file could change in place; and every registry's contents (``_items``: names and
+    identities)."""
+    from ..registry import Registry
+
     state = {}
+
+    def keep_class(klass) -> None:
+        if klass is not object and ("class", klass) not in state:
+            state[("class", klass)] = (klass, dict(vars(klass)))
+
+    def keep_code(function) -> None:
+        function = getattr(function, "__func__", function)  # staticmethod, classmethod, bound method
+        if isinstance(function, types.FunctionType) and ("code", function) not in state:
+            state[("code", function)] = (function, _code_of(function))
+
+    def ours(obj) -> bool:
+        return str(getattr(obj, "__module__", None) or "").split(".")[0] == "featlib"
+
     for module_name, module in list(sys.modules.items()):
         if (module_name == "featlib" or module_name.startswith("featlib.")) and isinstance(module, types.ModuleType):
             state[("module", module_name)] = (module, dict(vars(module)))
+            for attr, value in list(vars(module).items()):
+                if isinstance(value, Registry) and ("registry", value) not in state:
+                    state[("registry", value)] = (value, (f"{module_name}.{attr}", dict(value._items)))
+                    state[("object", value)] = (value, dict(vars(value)))
+                elif isinstance(value, type) and ours(value):
+                    keep_class(value)
+                elif ours(value):
+                    keep_code(value)
     for name in OBJECTIVES.names():
         cls = OBJECTIVES.get(name)
         for klass in (cls.__mro__ if isinstance(cls, type) else ()):
-            if klass is not object and ("class", klass) not in state:
-                state[("class", klass)] = (klass, dict(vars(klass)))
+            keep_class(klass)
+    for _, klass in [key for key in state if key[0] == "class"]:
+        for value in vars(klass).values():
+            for function in (value, *(getattr(value, f, None) for f in ("fget", "fset", "fdel"))):
+                keep_code(function)
     return state
 
 
+def _code_of(function) -> tuple:
+    """What a function computes with that a file can change in place: its code, its defaults (the
+    tuple, and the keyword defaults' items) and the cells of its closure (each with what it holds)."""
+    kwdefaults = function.__kwdefaults__
+    cells = tuple((cell, cell.cell_contents if _filled(cell) else _MISSING_ATTR) for cell in function.__closure__ or ())
+    return (function.__code__, function.__defaults__, kwdefaults,
+            None if kwdefaults is None else tuple(kwdefaults.items()), cells)
+
+
+def _same(a, b) -> bool:
+    """Whether two values of :func:`_code_of` (nested tuples) hold the very same objects."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a is b
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:  # an empty cell
+        return False
+    return True
+
+
+def _label(owner) -> str:
+    return f"{getattr(owner, '__module__', '?')}.{getattr(owner, '__qualname__', owner)}"
+
+
 def _restore(state: dict) -> list[str]:
-    """Put back what a file rebound in ``state``'s modules and classes; the names it changed."""
+    """Put back what a file changed in ``state``'s modules, classes, registries and functions; the
+    names it changed. A registry may only gain objectives (``OBJECTIVES``: the file's own, checked
+    by the caller); every other change of a registry's contents is a change of featlib."""
     changed = []
     for (kind, key), (owner, before) in state.items():
+        if kind == "code":
+            if not _same(_code_of(owner), before):
+                changed.append(f"{_label(owner)} (its code)")
+                owner.__code__, owner.__defaults__, owner.__kwdefaults__, kwdefaults, cells = before
+                if kwdefaults is not None:
+                    owner.__kwdefaults__.clear()
+                    owner.__kwdefaults__.update(kwdefaults)
+                for cell, content in cells:
+                    if content is not _MISSING_ATTR:
+                        cell.cell_contents = content
+            continue
+        if kind == "registry":
+            label, items = before
+            now = owner._items
+            names = sorted(n for n in set(now) | set(items)
+                           if now.get(n, _MISSING_ATTR) is not items.get(n, _MISSING_ATTR)
+                           and not (owner is OBJECTIVES and n not in items))
+            if names:
+                changed.append(f"{label}[{', '.join(map(repr, names[:3]))}{', ...' if len(names) > 3 else ''}]")
+                added = {n: v for n, v in now.items() if n not in items} if owner is OBJECTIVES else {}
+                now.clear()
+                now.update({**items, **added})
+            continue
         now = vars(owner)
-        label = key if kind == "module" else f"{key.__module__}.{key.__qualname__}"
+        label = {"module": key, "object": state.get(("registry", key), (None, ("",)))[1][0]}.get(kind) or _label(key)
         for attr in set(before) | set(now):
             if attr in ("__dict__", "__weakref__") or (kind == "module" and attr.startswith("__")):
                 continue

@@ -39,13 +39,14 @@ import pandas as pd
 import torch
 
 from ..device import get_device
-from ..store.pieces import LOCK_NAME, ORACLE, FolderBusy, Piece, PieceStore
-from .colored_mnist import CMNISTProtocol, ColoredMNISTExperiment
+from ..store.pieces import LOCK_NAME, ORACLE, FolderBusy, MixedProtocols, Piece, PieceStore
+from ..store.files import CorruptFileError
+from .colored_mnist import CMNISTProtocol, ColoredMNISTExperiment, recorded_runs_problem
 
 #: Table 2's columns in the order pieces are computed: frozen features first (minutes on a GPU,
 #: feature learning plus small stacks on a CPU), the whole-network ERM-NF column last.
 LEARNER_ORDER = ("erm", "bonsai", "ifeat", "feat", "erm-nf")
-__all__ = ["LEARNER_ORDER", "LOCK_NAME", "ORACLE", "FolderBusy", "Piece", "check_folder_protocols",
+__all__ = ["LEARNER_ORDER", "LOCK_NAME", "ORACLE", "FolderBusy", "MixedProtocols", "Piece", "check_folder_protocols",
            "check_pieces_out", "compute_piece", "describe_remaining", "folder_lock", "list_pieces", "load_pieces",
            "merge_pieces", "missing_pieces", "pieces_of", "read_piece", "run_pieces"]
 
@@ -61,8 +62,19 @@ def pieces_of(protocol: CMNISTProtocol) -> list[Piece]:
 
 
 def read_piece(folder: Path, piece: Piece) -> tuple[pd.DataFrame, dict] | None:
-    """A piece of the results folder ``folder`` (:meth:`featlib.store.pieces.PieceStore.read`)."""
-    return PieceStore(folder).read(piece)
+    """A piece of the results folder ``folder`` (:meth:`featlib.store.pieces.PieceStore.read`), its
+    rows checked to be every configuration of the protocol its record names
+    (:func:`.colored_mnist.recorded_runs_problem`)."""
+    return PieceStore(folder).read(piece, check=recorded_runs_problem)
+
+
+def _read_listed(folder: Path, piece: Piece) -> tuple[pd.DataFrame, dict]:
+    """A piece :func:`list_pieces` found in ``folder``; one whose record went meanwhile is refused."""
+    found = read_piece(folder, piece)
+    if found is None:
+        raise CorruptFileError(PieceStore(folder).record(piece), "it was listed a moment ago and is gone (another "
+                                                                  "process changed the folder)", "run again")
+    return found
 
 
 def list_pieces(folder: Path) -> list[Piece]:
@@ -95,19 +107,19 @@ def _mismatch(a: dict, b: dict) -> str | None:
 def load_pieces(folder: str | Path) -> dict | None:
     """Every piece in ``folder`` (None when it holds none): ``runs`` (all OOD-stage runs),
     ``oracle`` and ``records`` (one row per piece: its record's fields). Raises
-    :class:`CorruptFileError` for a damaged piece and ``ValueError`` where one cell mixes
-    protocols, presets, precisions or paths."""
+    :class:`CorruptFileError` for a damaged piece and :class:`MixedProtocols` (a ``ValueError``)
+    where one cell mixes protocols, precisions or paths."""
     folder = Path(folder)
     pieces = list_pieces(folder)
     if not pieces:
         return None
     runs, oracle, records, cells = [], [], [], {}
     for piece in pieces:
-        frame, record = read_piece(folder, piece)
+        frame, record = _read_listed(folder, piece)
         first = cells.setdefault(_cell(piece), (piece, record))
         problem = _mismatch(first[1], record)
         if problem:
-            raise ValueError(f"{folder}: cell {'/'.join(_cell(piece))} mixes pieces of two protocols ({problem}: "
+            raise MixedProtocols(f"{folder}: cell {'/'.join(_cell(piece))} mixes pieces of two protocols ({problem}: "
                              f"seed {first[0].seed} and seed {piece.seed}); keep one protocol per folder")
         (oracle if piece.learner == ORACLE else runs).append(frame)
         records.append({k: v for k, v in record.items() if k != "protocol"})
@@ -127,7 +139,7 @@ def merge_pieces(sources: Sequence[str | Path], into: str | Path) -> dict:
 
 
 def _merge_locked(sources: Sequence[str | Path], into: Path) -> dict:
-    present = {p: read_piece(into, p) for p in list_pieces(into)}
+    present = {p: _read_listed(into, p) for p in list_pieces(into)}
     cells = {}
     for piece, (_, record) in present.items():
         cells.setdefault(_cell(piece), (piece, record, str(into)))
@@ -139,7 +151,7 @@ def _merge_locked(sources: Sequence[str | Path], into: Path) -> dict:
         if not pieces:
             raise ValueError(f"{source} holds no Table 2 pieces (pieces/<dataset>/<learner>/<objective>/seed<k>.json)")
         for piece in pieces:
-            frame, record = read_piece(source, piece)
+            frame, record = _read_listed(source, piece)
             first = cells.setdefault(_cell(piece), (piece, record, str(source)))
             problem = _mismatch(first[1], record)
             if problem:
@@ -170,7 +182,7 @@ def check_folder_protocols(protocols: Iterable[CMNISTProtocol], folder: Path, pr
     """Refuse, before any work, to add pieces of another protocol to a cell the folder holds."""
     held = {}
     for piece in list_pieces(folder):
-        held.setdefault(_cell(piece), read_piece(folder, piece)[1])
+        held.setdefault(_cell(piece), _read_listed(folder, piece)[1])
     for p in protocols:
         for piece in pieces_of(p):
             oracle = piece.learner == ORACLE  # the oracle trains no OOD stage: no precision or path

@@ -73,8 +73,10 @@ def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
     try:
         write(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError) and not err.filename:  # a write's error (a full disk) names no file: name it
+            raise OSError(err.errno, err.strerror or str(err), str(path)) from err
         raise
     return path
 

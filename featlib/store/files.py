@@ -43,6 +43,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -320,6 +321,30 @@ class PieceLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+class FolderBusy(ValueError):
+    """Another process is writing the folder (one line, naming it)."""
+
+
+@contextmanager
+def hold_folder(lock: PieceLock, folder: Path, who: str = "this run"):
+    """Hold ``lock`` for a writer of ``folder`` for its whole life; a second process is refused at
+    once (:class:`FolderBusy`, naming the holder). The lock goes with the holder however it ends
+    (an advisory ``flock``, which the kernel drops with the process)."""
+    if not lock.acquire(blocking=False):
+        holder = "another process"
+        try:
+            with open(lock.path) as handle:
+                holder = PieceLock.holder_of(handle)
+        except OSError:
+            pass
+        raise FolderBusy(f"{folder} is being written by {holder} (it holds {lock.path}); let that run or "
+                         f"merge finish, or end it, then start {who} again")
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 # -- load or compute -----------------------------------------------------------------------------

@@ -9,6 +9,8 @@ The command-line runs (``run_cmnist``, ``run_rounds``, ``run_wilds``, ``gap_stud
 2. carry over, as hard links (copies where links cannot be made), every entry of the old folder
    that its manifest does not list (the cost benchmark's ``records/``, a README): nothing that a
    run did not write is ever deleted, and nothing leaves ``--out`` before the new folder is in;
+   such an entry with the name of a file the run writes is the user's, and the commit is refused
+   (:class:`NotOurs`, one line) rather than overwrite it;
 3. swap the sibling into place: in one atomic step where the kernel offers it (Linux's
    ``renameat2(RENAME_EXCHANGE)``), else by renaming the old folder aside and the new one in;
 4. delete the old folder.
@@ -17,6 +19,9 @@ The command-line runs (``run_cmnist``, ``run_rounds``, ``run_wilds``, ``gap_stud
 absent, empty, or a results folder of its own kind (its ``provenance.json`` says so); it refuses
 the working directory and its ancestors, a git checkout, the library's own checkout, the cache
 folder or anything holding it, and other folders (one line naming the value and the remedy).
+
+Commands that add to a folder (``gap_studies``, ``run_rounds``: read it, merge, commit) hold its
+lock from the read to the commit (:func:`folder_lock`), so that no second run drops their files.
 
 :func:`read_folder` reads a result folder back: each file's bytes once (through one handle on the
 folder, so that a commit racing the read cannot mix two runs), checked against the manifest; the
@@ -41,7 +46,7 @@ from pathlib import Path
 import pandas as pd
 
 from .atomic import atomic_write, pid_alive
-from .files import CorruptFileError
+from .files import CorruptFileError, PieceLock, hold_folder
 from .csv_io import frame_to_csv, read_csv
 from .paths import inside
 
@@ -167,6 +172,11 @@ def _read_record(path: Path) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
+class NotOurs(ValueError):
+    """A file of the result folder that no run wrote (its manifest does not list it) has the name of
+    a file this run writes: it is the user's, and is not overwritten (one line naming it)."""
+
+
 class ResultFolder:
     """The files of one run's ``--out``, written as a whole by :meth:`commit`. ``kind`` names the
     command (``featlib.cli.run_cmnist``...): :func:`check_out` lets a later run of the same
@@ -193,12 +203,19 @@ class ResultFolder:
         record = {**({"kind": self.kind} if self.kind else {}), **provenance,
                   "files": {name: {"bytes": len(data), "sha256": _digest(data)} for name, data in self.files.items()}}
         target = self.out.resolve()
+        if target.is_dir():  # an entry no run wrote is carried over, never overwritten
+            listed = _listed(_read_record(target / PROVENANCE))
+            theirs = sorted(n for n in self.files if n not in listed and os.path.lexists(target / n))
+            if theirs:
+                raise NotOurs(f"{self.out / theirs[0]} is not a file of an earlier run (provenance.json does not list "
+                              "it), and this run writes a file of that name: move it out of the folder, or choose "
+                              "another --out, then run again (finished pieces are kept)")
         parent = target.parent
         parent.mkdir(parents=True, exist_ok=True)
         _remove_stale(parent, target.name)
         staging = _sibling(target, "partial")
-        staging.mkdir()
         try:
+            staging.mkdir()
             for name, data in self.files.items():
                 (staging / name).write_bytes(data)
             (staging / PROVENANCE).write_text(json.dumps(record, indent=2, default=str) + "\n")
@@ -208,10 +225,23 @@ class ResultFolder:
                     if entry.name not in ours:  # not written by a run: it stays
                         _link_tree(entry, staging / entry.name)
             replace_folder(staging, target)
-        except BaseException:
+        except BaseException as err:
             shutil.rmtree(staging, ignore_errors=True)
+            if isinstance(err, OSError) and not err.filename:  # a write's error names no file: name the folder
+                raise OSError(err.errno, err.strerror or str(err), str(self.out)) from err
             raise
         return self.out
+
+
+def folder_lock(out: str | Path, who: str = "this run"):
+    """Hold the result folder ``out`` for a run that adds to it (``gap_studies``, ``run_rounds``:
+    they read the folder, merge and commit it whole) from its checks to its commit, so that two
+    runs never both read the old folder and the later commit drops the earlier run's files. The
+    lock is ``.<name>.lock`` beside the folder (the folder itself is swapped at the commit); a second
+    run is refused at once, in one line naming the holder
+    (:func:`featlib.store.files.hold_folder`)."""
+    target = Path(out).resolve()
+    return hold_folder(PieceLock(target), Path(out), who)
 
 
 def _refuse(name: str, value, reason: str) -> None:

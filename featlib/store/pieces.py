@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import io
 import json
-from contextlib import contextmanager
+import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -35,7 +36,7 @@ import pandas as pd
 
 from .atomic import atomic_write_text
 from .csv_io import frame_to_csv, read_csv
-from .files import CorruptFileError, PieceLock
+from .files import CorruptFileError, FolderBusy, PieceLock, hold_folder  # noqa: F401  (FolderBusy: its home was here)
 from .keys import digest
 from .legacy import RECORD_ALIASES
 from .paths import inside
@@ -44,6 +45,14 @@ from .paths import inside
 ORACLE = "oracle"
 #: The lock file of a folder of pieces (beside ``pieces/``), held by the one process writing it.
 LOCK_NAME = ".pieces.lock"
+#: The file name (without suffix) of a piece in a results folder, as :meth:`Piece.name` writes it.
+SEED_NAME = re.compile(r"seed([1-9][0-9]*)")
+#: The columns every piece's rows name it by (an oracle piece: dataset and seed).
+PIECE_COLUMNS = ("dataset", "learner", "objective", "seed")
+
+
+class MixedProtocols(ValueError):
+    """A folder's cell holds pieces of two protocols (one line naming the cell and the seeds)."""
 
 
 @dataclass(frozen=True)
@@ -68,10 +77,6 @@ class Piece:
 
     def record(self, folder: Path) -> Path:
         return PieceStore(folder).record(self)
-
-
-class FolderBusy(ValueError):
-    """Another process is writing the folder (one line, naming it)."""
 
 
 class PieceStore:
@@ -107,10 +112,13 @@ class PieceStore:
         atomic_write_text(self.record(piece, key), json.dumps(full, indent=1, sort_keys=True, default=list) + "\n")
         return full
 
-    def read(self, piece: Piece, key: str | None = None) -> tuple[pd.DataFrame, dict] | None:
+    def read(self, piece: Piece, key: str | None = None, check: Callable[[Piece, pd.DataFrame, dict], str | None]
+             | None = None) -> tuple[pd.DataFrame, dict] | None:
         """The piece's runs and record, or None when its record is absent (not yet computed). The
         CSV's bytes are read once, checked against the record and parsed; the rows must be the
-        piece's, and in a keyed store the record's key the one asked for."""
+        piece's, in a keyed store the record's key the one asked for, and ``check(piece, frame,
+        record)`` (what is wrong, or None) must pass: the configurations of the rows, the caller's
+        protocol's (:func:`featlib.experiments.colored_mnist.runs_problem`)."""
         record_path, csv_path = self.record(piece, key), self.csv(piece, key)
         if not record_path.exists():
             return None
@@ -132,28 +140,43 @@ class PieceStore:
             raise CorruptFileError(csv_path, "it is missing although its record is there", remedy) from None
         if len(data) != record.get("bytes") or digest(data) != record.get("sha256"):
             raise CorruptFileError(csv_path, "its bytes do not match the checksum in its record", remedy)
-        frame = read_csv(io.StringIO(data.decode("utf-8"))).rename(columns=RECORD_ALIASES)
+        try:
+            frame = read_csv(io.StringIO(data.decode("utf-8"))).rename(columns=RECORD_ALIASES)
+        except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:
+            raise CorruptFileError(csv_path, f"it is not a readable CSV file ({type(err).__name__}: {err})",
+                                   remedy) from None
         if len(frame) != record.get("rows"):
             raise CorruptFileError(csv_path, f"it holds {len(frame)} rows where its record says {record.get('rows')}",
                                    remedy)
+        missing = [c for c in (PIECE_COLUMNS if piece.learner != ORACLE else ("dataset", "seed"))
+                   if c not in frame.columns]
+        if missing:
+            raise CorruptFileError(csv_path, f"it lacks the column{'s' if len(missing) > 1 else ''} "
+                                             f"{', '.join(missing)} that every piece's rows hold", remedy)
         if piece.learner != ORACLE:
             keys = set(zip(frame["dataset"], frame["learner"], frame["objective"], frame["seed"]))
             if keys != {(piece.dataset, piece.learner, piece.objective, piece.seed)}:
                 raise CorruptFileError(csv_path, f"its rows are not those of {piece}", remedy)
         elif set(zip(frame["dataset"], frame["seed"])) != {(piece.dataset, piece.seed)}:
             raise CorruptFileError(csv_path, f"its rows are not those of {piece}", remedy)
+        if check is not None and (problem := check(piece, frame, record)):
+            raise CorruptFileError(csv_path, problem, remedy)
         return frame, record
 
     def list(self) -> list[Piece]:
-        """The pieces whose record is in an unkeyed store (sorted)."""
+        """The pieces whose record is in an unkeyed store (sorted). A record whose name is not the
+        one featlib writes for its seed (``seed01.json``, ``seed+1.json``, a keyed name) is refused
+        (:class:`CorruptFileError` naming it): read as another seed's, it would count that seed as done."""
         found = []
         for path in sorted((self.root / "pieces").glob("*/*/*/seed*.json")):
             dataset, learner, objective = path.parts[-4:-1]
-            try:
-                seed = int(path.stem[len("seed"):])
-            except ValueError:  # a keyed file name, or another file
-                continue
-            found.append(Piece(dataset, learner, objective, seed))
+            match = SEED_NAME.fullmatch(path.stem)
+            piece = Piece(dataset, learner, objective, int(match[1])) if match else None
+            if piece is None or piece.name() != path.relative_to(self.root).with_suffix("").as_posix():
+                raise CorruptFileError(path, "its name is not a piece's (seed<k>.json, k the seed as written, without "
+                                             "leading zeros)", "give it and its CSV the name featlib writes "
+                                             "(seed1.json, seed1.csv), or move them out of the folder")
+            found.append(piece)
         return found
 
     def copy(self, piece: Piece, into: "PieceStore", key: str | None = None) -> dict:
@@ -168,22 +191,9 @@ class PieceStore:
         return read[1]
 
     # -- one writer ------------------------------------------------------------------------------
-    @contextmanager
     def lock(self, who: str = "this run"):
         """Hold the folder for a run's or a merge's whole life (see the module docstring). A second
         process is refused at once (:class:`FolderBusy`, naming the holder); the lock goes with the
-        holder however it ends (an advisory ``flock``, which the kernel drops with the process)."""
+        holder however it ends (:func:`featlib.store.files.hold_folder`)."""
         lock = PieceLock(self.root / LOCK_NAME[1:-5])  # PieceLock(x) locks .x.lock beside x
-        if not lock.acquire(blocking=False):
-            holder = "another process"
-            try:
-                with open(lock.path) as handle:
-                    holder = PieceLock.holder_of(handle)
-            except OSError:
-                pass
-            raise FolderBusy(f"{self.root} is being written by {holder} (it holds {lock.path}); let that run or "
-                             f"merge finish, or end it, then start {who} again")
-        try:
-            yield
-        finally:
-            lock.release()
+        return hold_folder(lock, self.root, who)
