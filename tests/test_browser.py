@@ -8,7 +8,7 @@ without them the tests skip, or fail where ``CI`` is set.
 On every page, at 1280 px, as a reader sees it: no table, figure, code block or equation is wider
 than the content column (a display equation or a code block may scroll inside its own box); every
 figure is shown at (nearly) the size it was drawn for, so its text (at least
-``featlib.style.MIN_TEXT_PT``, below which no figure code sets a font: tests/test_presentation.py) measures at least 11 px; every figure has a caption; and the text
+``featbook.style.MIN_TEXT_PT``, below which no figure code sets a font: tests/test_presentation.py) measures at least 11 px; every figure has a caption; and the text
 shows no leaked code or template leftovers (:mod:`featbook.leaks`). At 1280 px and 390 px: no
 visible code cell records, validates, preflights or assembles prose (``MACHINERY``), no visible
 output shows the preflight's estimate (a ``remove-input`` cell hides its code, not its output),
@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from featlib import style
+from featbook import style
 from featbook.leaks import PREFLIGHT, SKIPPED, scan_text
 from featbook.notebooks import REPO_ROOT
 from test_notebooks import CHAPTERS, MIN_IMAGES

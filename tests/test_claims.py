@@ -4,7 +4,7 @@ import shutil
 from pathlib import Path
 
 from featbook import claims
-from featlib.experiments.cmnist_report import frozen_columns
+from featbook.cmnist_views import frozen_columns
 from featlib.experiments.table2_pieces import load_pieces
 
 REPO = Path(__file__).resolve().parents[1]

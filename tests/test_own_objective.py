@@ -69,7 +69,7 @@ def quick_memory(monkeypatch):
 
 # ------------------------------------------------------------------------------ end to end
 def test_the_example_runs_through_table2_beside_a_builtin_objective(cli, tmp_path):
-    from featlib.experiments.cmnist_report import table2
+    from featbook.cmnist_views import table2_frame
     from featlib.training.memory import PEAK_COEFFICIENTS
 
     try:  # the package's layout is moving: load_results leaves run_cmnist for featlib.experiments.results
@@ -91,7 +91,7 @@ def test_the_example_runs_through_table2_beside_a_builtin_objective(cli, tmp_pat
     assert record["objectives"] == [NAME] and record["path"] == str(EXAMPLE)
     assert results["provenance"]["protocols"][0]["objectives"] == ["irmv1", NAME]
     # Table 2: the objective's row under its label, after the built-in ones, no paper value beside it
-    table = table2(runs, results["oracle"])
+    table = table2_frame(runs, results["oracle"])
     assert list(table.index) == ["IRMv1", "SD", "Oracle"]
     assert set(table.xs("paper", axis=1, level="source").loc["SD"]) == {"-"}
     assert all(re.fullmatch(r"\d+\.\d\d ± \d+\.\d\d", cell) for cell in table.xs("ours", axis=1, level="source").loc["SD"])

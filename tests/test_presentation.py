@@ -15,8 +15,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from featlib import style  # noqa: E402
-from featbook import committed, estimate, leaks, prose, repository, tables
+from featbook import committed, estimate, leaks, prose, repository, style, tables
 from featbook.notebooks import REPO_ROOT, list_notebooks, load_profile  # noqa: E402
 
 
@@ -142,7 +141,6 @@ def test_a_cells_grey_line_and_a_hyphenated_header_do_not_break_inside_on_a_phon
 
 
 def test_table_2_is_one_table_per_dataset_narrow_enough_for_the_column():
-    from featlib.experiments import cmnist_report as report
     from featbook import cmnist_views as views
 
     rng = np.random.default_rng(0)
@@ -150,7 +148,7 @@ def test_table_2_is_one_table_per_dataset_narrow_enough_for_the_column():
              "worst_test_acc": rng.uniform(0.4, 0.8)}
             for d in ("cmnist025", "cmnist01") for i in ("erm-nf", "erm", "bonsai", "ifeat", "feat")
             for o in ("erm", "irmv1", "ib_irm") for s in (1, 2)]
-    shown = views.table2(report.table2(pd.DataFrame(rows)), "Table 2")
+    shown = views.table2(views.table2_frame(pd.DataFrame(rows)), "Table 2")
     assert len(shown.tables) == 2
     for t in shown.tables:
         assert list(t.frame.columns)[0] == "objective" and "IB-IRM" in list(t.frame["objective"])
@@ -472,16 +470,12 @@ def test_the_bibliography_labels_entries_as_the_text_cites_them_and_links_them()
 
 
 def test_no_figure_code_sets_text_smaller_than_the_styles_minimum():
-    """The browser test measures figure text as featlib.style.MIN_TEXT_PT at each figure's measured
+    """The browser test measures figure text as featbook.style.MIN_TEXT_PT at each figure's measured
     display scale; that holds only if no figure sets a smaller font by hand (a literal size below
     the minimum, or a relative size such as "small" that the style's base size would shrink)."""
     import ast
-    from pathlib import Path
 
-    from featlib import style
-
-    roots = [Path(style.__file__).parent, Path(style.__file__).parents[1] / "book" / "featbook",
-             Path(style.__file__).parents[1] / "notebooks"]
+    roots = [REPO_ROOT / "featlib", REPO_ROOT / "book" / "featbook", REPO_ROOT / "notebooks"]
     too_small = []
     for root in roots:
         for path in sorted(root.rglob("*.py")):

@@ -542,7 +542,7 @@ def test_case_7d_the_objective_page_says_a_file_runs_as_your_own_code():
 def test_case_4e_table2_counts_the_diverged_configurations_of_each_cell():
     import numpy as np
     import pandas as pd
-    from featlib.experiments.cmnist_report import table2
+    from featbook.cmnist_views import table2_frame
 
     rows = []
     for seed in (1, 2):
@@ -554,7 +554,7 @@ def test_case_4e_table2_counts_the_diverged_configurations_of_each_cell():
             rows.append({"dataset": "cmnist025", "learner": "erm", "objective": "vrex", "seed": seed,
                          "penalty_weight": weight, "pretrain_epochs": 0, "worst_test_acc": np.nan,
                          "diverged_step": 10})
-    shown = table2(pd.DataFrame(rows), with_paper=False)
+    shown = table2_frame(pd.DataFrame(rows), with_paper=False)
     assert shown.loc["IRMv1"].iloc[0] == "60.00 ± 0.00 (1 of 3 diverged)"
     assert shown.loc["V-REx"].iloc[0] == "diverged (3 of 3)"
 

@@ -15,12 +15,13 @@ from torch import nn
 
 from featlib.models import ColoredMNISTMLP, WildsModel, make_backbone
 from featlib.saliency import (
-    GRADCAM_LAYERS, ClassScores, HighlightedText, absolute_region_share, class_scores, colour_shape_attribution,
-    decode_tokens, dilate_mask, gradcam, highlight_tokens, image_gradcam_layer, integrated_gradients,
-    plot_gradcam_triples, region_share, render_token_attributions, saliency_map, split_text_batch,
+    GRADCAM_LAYERS, ClassScores, absolute_region_share, class_scores, colour_shape_attribution, decode_tokens,
+    dilate_mask, gradcam, image_gradcam_layer, integrated_gradients, region_share, saliency_map, split_text_batch,
     text_embedding_layer, token_attributions,
 )
-from featlib.saliency.plot import NEGATIVE_RGB, POSITIVE_RGB
+from featbook.saliency_views import (
+    NEGATIVE_RGB, POSITIVE_RGB, HighlightedText, highlight_tokens, plot_gradcam_triples, render_token_attributions,
+)
 
 SIDE = 14  # standard two-channel ColoredMNIST: (2, 14, 14), flattened to 392
 PATCH_SIDE, PATCH = 28, 5  # the patch variant: (3, 28, 28) with a 5x5 colour patch in the upper-left corner

@@ -6,8 +6,9 @@ import torch
 from featlib.data.wilds_fabricate import fabricate_wilds
 from featlib.experiments.saliency_cmnist import SaliencyProtocol, SaliencyStudy
 from featlib.experiments.labels import LEARNER_LABELS
-from featlib.experiments.saliency_wilds import explain_wilds, pick_examples, plot_wilds_saliency
+from featlib.experiments.saliency_wilds import explain_wilds, pick_examples
 from featlib.experiments.wilds_experiment import WildsExperiment, WildsProtocol
+from featbook.saliency_views import wilds_overlay_figure
 
 
 class ReadsColourOnly(torch.nn.Module):
@@ -96,7 +97,7 @@ def test_wilds_explanations_for_an_image_dataset(tmp_path):
     assert result.images.min() >= 0 and result.images.max() <= 1
     assert {m: v.shape for m, v in result.maps.items()} == {"erm": (3, 32, 32), "ifeat": (3, 32, 32)}
     assert result.table.columns.tolist() == ["example", "label", LEARNER_LABELS["erm"], LEARNER_LABELS["ifeat"]]
-    assert len(plot_wilds_saliency(result).axes) == 3 * 3 + 1  # + the colour bar
+    assert len(wilds_overlay_figure(result).axes) == 3 * 3 + 1  # + the colour bar
     with pytest.raises(ValueError, match="learners must be one of"):
         explain_wilds(experiment, ("erm", "rfc"))
     with pytest.raises(ValueError, match="split must be one of"):
@@ -107,3 +108,20 @@ def test_pick_examples_is_seeded_and_sorted():
     a = pick_examples(100, 5, seed=3)
     assert np.array_equal(a, pick_examples(100, 5, seed=3)) and np.all(np.diff(a) > 0)
     assert len(pick_examples(3, 10, seed=0)) == 3
+
+
+def test_text_explanations_show_as_one_captioned_figure_of_coloured_tokens():
+    import pandas as pd
+
+    from featbook.saliency_views import highlighted_example, token_figures
+    from featlib.experiments.saliency_wilds import WildsSaliency
+
+    erm, ifeat = LEARNER_LABELS["erm"], LEARNER_LABELS["ifeat"]
+    table = pd.DataFrame({"example": [3, 7], "label": [0, 1], erm: [0, 0], ifeat: [1, 1]})
+    result = WildsSaliency("civilcomments", "text", "test", ["erm", "ifeat"], table, tokens=[["good", "##ly"], ["bad"]],
+                           scores={"erm": [np.array([1.0, -1.0]), np.array([0.5])],
+                                   "ifeat": [np.array([0.0, 2.0]), np.array([-0.5])]})
+    one = highlighted_example(result, 1).html
+    assert one.count("token-attributions") == 2 and f"{ifeat}: 1" in one and "bad" in one and "good" not in one
+    shown = token_figures(result, "CivilComments <test>").html
+    assert shown.count("token-attributions") == 4 and "token-scale" in shown and "CivilComments &lt;test&gt;" in shown

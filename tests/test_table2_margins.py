@@ -1,9 +1,9 @@
 """FeAT's margin per row of Table 2 and what the test-domain selection carries
-(featlib.experiments.cmnist_report.feat_margins, selection_gaps), on constructed runs."""
+(featbook.cmnist_views.feat_margins, selection_gaps), on constructed runs."""
 import pandas as pd
 import pytest
 
-from featlib.experiments.cmnist_report import feat_margins, selection_gaps
+from featbook.cmnist_views import feat_margins, selection_gaps
 from featlib.experiments.paper_values import TABLE2
 
 

@@ -102,23 +102,23 @@ def test_a_folder_whose_cell_mixes_two_protocols_is_refused(run, tmp_path):
 
 
 def test_table2_from_pieces_says_the_number_of_seeds_in_each_cell():
-    from featlib.experiments.cmnist_report import table2 as report_table2
+    from featbook.cmnist_views import table2_frame
 
     runs = pd.DataFrame([{"dataset": "cmnist025", "learner": learner, "objective": "irmv1", "seed": s,
                           "penalty_weight": 1e2, "pretrain_epochs": 0, "worst_test_acc": 0.6 + 0.01 * s}
                          for learner, seeds in (("erm", (1, 2, 3)), ("ifeat", (1,))) for s in seeds])
-    frame = report_table2(runs, with_n=True)
+    frame = table2_frame(runs, with_n=True)
     ours = frame.xs("ours", axis=1, level="source")
     assert ours.loc["IRMv1"].tolist() == ["62.00 ± 0.82 (n = 3)", "61.00 (n = 1)"]
     # columns not yet computed are shown, marked, with the paper's values beside them
-    frame = report_table2(runs, with_n=True, learners=("erm-nf", "erm", "bonsai", "ifeat"), missing="not yet run")
+    frame = table2_frame(runs, with_n=True, learners=("erm-nf", "erm", "bonsai", "ifeat"), missing="not yet run")
     assert [c[1] for c in frame.columns[::2]] == ["ERM-NF", "ERM", "Bonsai", "FeAT (iFeAT)"]
     assert frame.loc["IRMv1", ("ColoredMNIST-025", "ERM-NF", "ours")] == "not yet run"
     assert frame.loc["IRMv1", ("ColoredMNIST-025", "ERM-NF", "paper")] != "-"
     assert frame.loc["IRMv1", ("ColoredMNIST-025", "Bonsai", "ours")] == "not yet run"
     # a column partly done: its missing cells are marked too
     partial = pd.concat([runs, runs[runs["learner"] == "erm"].assign(objective="vrex")], ignore_index=True)
-    frame = report_table2(partial, with_n=True, learners=("erm", "ifeat"), missing="not yet run")
+    frame = table2_frame(partial, with_n=True, learners=("erm", "ifeat"), missing="not yet run")
     assert frame.loc["V-REx", ("ColoredMNIST-025", "FeAT (iFeAT)", "ours")] == "not yet run"
     assert frame.loc["V-REx", ("ColoredMNIST-025", "ERM", "ours")].endswith("(n = 3)")
 

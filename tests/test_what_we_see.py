@@ -75,7 +75,7 @@ def _paper_runs(shift: dict, seeds=(1, 2, 3)) -> pd.DataFrame:
 
 
 def test_chapter_04_reads_the_committed_frozen_columns_beside_the_papers():
-    from featlib.experiments.cmnist_report import frozen_columns
+    from featbook.cmnist_views import frozen_columns
 
     # the paper's own values: no distance, and FeAT best where the paper's table has it best
     same = frozen_columns(_paper_runs({})).set_index("dataset")
@@ -130,7 +130,7 @@ def test_chapter_06_full_size_claims_the_paper_s_pattern_only_when_both_measures
 def test_the_stop_sentence_gives_a_range_only_when_there_is_one():
     import pandas as pd
 
-    from featlib.experiments.cmnist_report import describe_stops
+    from featbook.cmnist_views import describe_stops
 
     def stops(scores, kept):
         return pd.DataFrame({"dataset": "cmnist01", "learner": "feat", "seed": range(1, len(kept) + 1),

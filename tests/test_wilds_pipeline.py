@@ -15,7 +15,8 @@ import torch
 
 from featlib.data.wilds_fabricate import fabricate_wilds
 from featlib.experiments.wilds_experiment import WildsExperiment, WildsProtocol
-from featlib.experiments.wilds_report import dfr_table, rounds_table, table3
+from featlib.experiments.wilds_report import dfr_table_frame, table3_frame
+from featbook.wilds_views import rounds_table_frame
 from featlib.feature_learning import FeATRounds
 from featlib.objectives import cross_entropy_risk, make_objective, scale_gradients
 from featlib.training.minibatch import Checkpoint, DomainBatchSampler
@@ -183,13 +184,13 @@ def test_camelyon17_protocol_end_to_end(wilds_root, tmp_path):
     assert set(results.ood.learner) == {"erm", "bonsai", "feat", "ifeat"}
     assert set(results.ood.objective) == {"erm", "group_dro", "irmv1", "vrex", "irmx"}
     assert results.ood.val_metric.between(0, 1).all() and results.ood.test_metric.between(0, 1).all()
-    table = table3(results, "camelyon17")
+    table = table3_frame(results, "camelyon17")
     assert len(table) == 20 and "paper: Avg. acc. (%)" in table.columns
-    dfr = dfr_table(results, "camelyon17")
+    dfr = dfr_table_frame(results, "camelyon17")
     assert set(dfr.Method) == {"DFR", "DFR-s"}
     assert (results.dfr.protocol == "train_test").all()
     assert (results.dfr.n_scored < len(experiment.data.labels("test"))).all()  # half of test is fitted on
-    rounds = rounds_table(results)
+    rounds = rounds_table_frame(results)
     assert rounds[rounds.learner == "Bonsai"]["round"].astype(str).tolist()[-1] == "synthesis"
     assert "random initialisation" in results.backbone
     # everything is cached: a second run reads back the same numbers without training
@@ -205,7 +206,7 @@ def test_civilcomments_with_the_offline_text_backbone(wilds_root, tmp_path):
     results = WildsExperiment(protocol, wilds_root, tmp_path).run()
     assert "MiniLM" in results.backbone or "minilm" in results.backbone.lower()
     assert set(results.dfr.target) == {"label", "spurious"}
-    table = table3(results, "civilcomments")
+    table = table3_frame(results, "civilcomments")
     assert table["paper: Worst acc. (%)"].iloc[0] == "55.53 ± 1.78"  # ERM / ERM, the paper's, labelled
     assert results.ood.val_metric.between(0, 1).all()
 

@@ -101,7 +101,7 @@ def _fig1b(results: Path, executed: Path | None) -> tuple[str, str]:
 
 
 def _table7(results: Path, executed: Path | None) -> tuple[str, str]:
-    from featlib.experiments.cmnist_report import stop_rounds
+    from featbook.cmnist_views import stop_rounds
     from featlib.experiments.paper_values import FEAT_STOP_ROUND
     from featlib.experiments.results import load_rounds
 
@@ -121,7 +121,7 @@ def _table7(results: Path, executed: Path | None) -> tuple[str, str]:
 
 
 def _table2(results: Path, executed: Path | None) -> tuple[str, str]:
-    from featlib.experiments.cmnist_report import frozen_columns
+    from featbook.cmnist_views import frozen_columns
     from featlib.experiments.table2_pieces import load_pieces
 
     earlier = ""

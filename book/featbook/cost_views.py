@@ -1,16 +1,16 @@
 """How chapter 07 shows the cost benchmark: tables that fit the book's column, the figure in its
-style. The numbers come from :mod:`.report`; this module formats and labels them."""
+style. The numbers come from :mod:`featlib.cost.report`; this module formats, labels and draws them."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from featlib import style
+from featbook import style
 from featbook import prose
 from featlib.experiments.labels import DATASET_LABELS, LEARNER_LABELS
 from featlib.experiments.paper_values import TABLE14_TIME_UNIT
 from featbook.tables import Stacked, Table, Tables, table
-from featlib.cost.report import plot_costs
+from featlib.cost.report import IFEAT_MEMORY_LIMIT, IFEAT_TIME_LIMIT
 
 BENCHMARK_LABELS = {"cmnist": "ColoredMNIST", "wilds": "WILDS"}
 LEARNER_LABELS_BY_NAME = {"erm": "ERM", "bonsai": "Bonsai", "feat": "FeAT", "ifeat": "iFeAT"}
@@ -86,16 +86,33 @@ def table14(paper: pd.DataFrame, ours_time: pd.Series, ours_memory: pd.Series, o
                       "measurement is of that dataset; the paper's under it.")
 
 
+#: Colour and marker of each learner's line in :func:`cost_figure`.
+COST_LINE_STYLES = {"erm": ("k", "o"), "bonsai": ("tab:orange", "s"), "feat": ("tab:blue", "^"),
+                    "ifeat": ("tab:green", "v")}
+
+
 def cost_figure(summary: pd.DataFrame):
-    """Step time and peak memory per round as multiples of ERM's, one row of two panels per benchmark."""
+    """Step time and peak memory per round as multiples of ERM's, one row of two panels per benchmark
+    (ERM's step a dashed line at 1, the iFeAT targets dotted), one legend under the panels."""
     benches = list(dict.fromkeys(summary["benchmark"]))
     fig, axes = style.subplots(len(benches), 2, extra_height=0.8)
-    plot_costs(summary, axes=axes)
-    for ax in axes.flat:
-        if ax.get_legend():
-            ax.get_legend().remove()
-        bench = ax.get_title().split(":")[0]
-        ax.set_title(ax.get_title().replace(bench, BENCHMARK_LABELS.get(bench, bench), 1))
+    for row, bench in zip(axes, benches):
+        frame = summary[summary["benchmark"] == bench]
+        for column, (ax, title) in zip(("time_x_erm", "memory_x_erm"), zip(row, ("step time", "peak memory"))):
+            for learner, part in frame.groupby("learner", sort=False):
+                part = part[part["round"] != "synthesis"]
+                colour, marker = COST_LINE_STYLES.get(learner, ("grey", "."))
+                if learner == "erm":
+                    ax.axhline(1.0, color=colour, lw=1, ls="--", label="ERM")
+                else:
+                    ax.plot(part["round"].astype(int), part[column], color=colour, marker=marker,
+                            label=LEARNER_LABELS_BY_NAME.get(learner, learner))
+            limit = IFEAT_TIME_LIMIT if column == "time_x_erm" else IFEAT_MEMORY_LIMIT
+            ax.axhline(limit, color="tab:green", lw=0.8, ls=":", label=f"iFeAT target ({limit}x)")
+            ax.set_xlabel("round k")
+            ax.set_ylabel(f"{title} / ERM")
+            ax.set_title(f"{BENCHMARK_LABELS.get(bench, bench)}: {title} per round")
+            ax.grid(alpha=0.3)
     style.legend_below(fig, axes.flat, ncol=5)
     return fig
 

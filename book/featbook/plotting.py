@@ -1,6 +1,6 @@
 """Figures of the two-bit chapters (01 and 02): the panels of Fig. 2 and their companions.
 
-Every function draws into Axes it is given, or makes a figure with :mod:`featlib.style`
+Every function draws into Axes it is given, or makes a figure with :mod:`featbook.style`
 (as wide as the book's column, panels in a grid, one legend under the panels).
 """
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from featlib import style
+from featbook import style
 
 INV_LABEL = r"invariant  mean $\langle w, j v_1\rangle$"
 SPU_LABEL = r"spurious  mean $\langle w, j v_2\rangle$"

@@ -11,8 +11,9 @@ value share one cell instead of doubling the number of columns:
 
 The styling is inline, so a table looks the same in the book, in Jupyter and in Colab; the
 book's stylesheet (``_static/featbook.css``) only adds the column-width rules.
-:func:`paired` and :func:`split_by` reshape the frames of the report modules (columns with an
-"ours" / "paper" level, or one block per dataset) without changing what they hold.
+:func:`paired` and :func:`split_by` reshape the frames the views build (``table2_frame``, Table 3's
+frames; columns with an "ours" / "paper" level, or one block per dataset) without changing what
+they hold.
 """
 from __future__ import annotations
 

@@ -1,16 +1,20 @@
 """How the WILDS chapter (05) shows its results: tables that fit the column, figures in the
-book's style. The numbers come from :mod:`.wilds_report`; this module lays them out (ours and
-the paper's value in one cell, labels instead of ids, no index column, no ``NaN``)."""
+book's style. The numbers come from :class:`~featlib.experiments.wilds_experiment.WildsResults` and
+the frames of :mod:`featlib.experiments.wilds_report` (Table 3, DFR, which ``run_wilds`` also writes);
+this module lays them out (ours and the paper's value in one cell, labels instead of ids, no index
+column, no ``NaN``) and draws them."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from featlib import style
+from featbook import style
 from featbook import prose
 from featbook.tables import Stacked, Table, table
-from featlib.experiments import wilds_report as report
-from featlib.experiments.labels import LEARNER_LABELS
+from featlib.data.wilds_data import WILDS_DATASETS
+from featlib.experiments.labels import LEARNER_LABELS, OBJECTIVE_LABELS
+from featlib.experiments.paper_values import TABLE3
+from featlib.experiments.wilds_experiment import LEARNER_LABELS_BY_NAME
 
 
 #: How a reader reads the WILDS split names (the package's ``train``, ``val``, ``test``, ``id_val``, ``id_test``).
@@ -19,9 +23,16 @@ SPLIT_LABELS = {"train": "training", "val": "OOD validation", "test": "OOD test"
 
 
 def split_summary(data) -> Table:
-    """Examples, domains and label shares per split, the splits named as a reader reads them."""
-    frame = report.split_summary(data)
-    frame["split"] = [SPLIT_LABELS.get(s, s) for s in frame["split"]]
+    """Per split (named as a reader reads it): examples, training domains present (the grouper's
+    groups) and label shares."""
+    rows = []
+    for split in data.splits:
+        y = data.labels(split).numpy()
+        groups = data.groups(split).numpy()
+        rows.append({"split": SPLIT_LABELS.get(split, split), "examples": len(y),
+                     "domains (groups)": len(np.unique(groups)),
+                     **{f"share of class {c}": round(float((y == c).mean()), 3) for c in range(min(data.n_classes, 4))}})
+    frame = pd.DataFrame(rows)
     shares = [c for c in frame.columns if c.startswith("share of class")]
     return table(frame, caption="The WILDS splits", formats={c: lambda v: prose.percent(v, 1) for c in shares}
                  | {"examples": prose.integer})
@@ -32,7 +43,8 @@ def _stack(ours: str, paper: str) -> Stacked:
 
 
 def table3(frame: pd.DataFrame, metric_label: str, caption: str, with_paper: bool = True) -> Table:
-    """Table 3's OOD-objective rows (the frame of :func:`.wilds_report.table3`): ours with the
+    """Table 3's OOD-objective rows (the frame of
+    :func:`featlib.experiments.wilds_report.table3_frame`): ours with the
     paper's value under it (``with_paper``: full-scale results only, never a test run's), the OOD
     validation score and the selected penalty weight."""
     if frame.empty:
@@ -52,7 +64,8 @@ def table3(frame: pd.DataFrame, metric_label: str, caption: str, with_paper: boo
 
 
 def dfr_table(frame: pd.DataFrame, caption: str, with_paper: bool = True) -> Table:
-    """DFR / DFR-s rows (the frame of :func:`.wilds_report.dfr_table`); the paper's values under
+    """DFR / DFR-s rows (the frame of
+    :func:`featlib.experiments.wilds_report.dfr_table_frame`); the paper's values under
     ours only ``with_paper`` (full-scale results, never a test run's)."""
     if frame.empty:
         return table(frame, caption=caption)
@@ -68,8 +81,19 @@ def dfr_table(frame: pd.DataFrame, caption: str, with_paper: bool = True) -> Tab
                  else "Mean ± std over seeds.")
 
 
+def rounds_table_frame(results) -> pd.DataFrame:
+    """The feature-learning history of :class:`~featlib.experiments.wilds_experiment.WildsResults`:
+    per learner, seed and round, training / retention accuracy, official OOD validation and test
+    scores of the round's classifier, and acceptance."""
+    keep = ["learner", "seed", "round", "steps", "train_acc", "retention_acc", "val_metric", "test_metric",
+            "accepted", "size_augmentation", "size_retention"]
+    frame = results.rounds[[c for c in keep if c in results.rounds.columns]].copy()
+    frame["learner"] = frame["learner"].map(LEARNER_LABELS_BY_NAME)
+    return frame
+
+
 def rounds_table(frame: pd.DataFrame, caption: str) -> Table:
-    """The feature-learning history (the frame of :func:`.wilds_report.rounds_table`)."""
+    """The feature-learning history (the frame of :func:`rounds_table_frame`)."""
     shown = pd.DataFrame({
         "learner": frame["learner"], "seed": frame["seed"], "round": frame["round"],
         "steps": [prose.integer(v) for v in frame["steps"]],
@@ -83,28 +107,61 @@ def rounds_table(frame: pd.DataFrame, caption: str) -> Table:
 
 
 def committed_table3(frame: pd.DataFrame, caption: str) -> Table:
-    """A committed ``table3.csv`` (the frame :func:`.wilds_report.table3` wrote)."""
+    """A committed ``table3.csv`` (the frame :func:`featlib.experiments.wilds_report.table3_frame` wrote)."""
     metric = next((c[len("ours: "):] for c in frame.columns if c.startswith("ours: ") and c != "ours: OOD val."), "score")
     frame = frame.fillna("-").astype({c: str for c in frame.columns if c != "seeds"})
     return table3(frame, metric, caption)
 
 
-def examples(data, per_group: int = 4):
-    """A few raw training inputs per domain: a grid of images, or a table of texts."""
-    shown = report.show_examples(data, per_group=per_group)
-    if isinstance(shown, pd.DataFrame):
-        return table(shown, caption="Training comments of a few domains", wrap=["text"])
-    return shown
+def examples(data, per_group: int = 4, split: str = "train"):
+    """A few raw inputs of ``split`` per domain (at most six domains): a grid of images, or a
+    table of texts."""
+    subset = data.splits[split]
+    groups = data.groups(split).numpy()
+    labels = data.labels(split).numpy()
+    picks = [(g, np.flatnonzero(groups == g)[:per_group]) for g in np.unique(groups)[:6]]
+    names = {g: data.grouper.group_str(int(g)) for g, _ in picks}
+    if data.spec.modality == "text":
+        rows = [{"domain": names[g], "label": int(labels[i]), "text": data.dataset.get_input(subset.indices[i])}
+                for g, idx in picks for i in idx]
+        return table(pd.DataFrame(rows), caption="Training comments of a few domains", wrap=["text"])
+    fig, axes = style.subplots(len(picks), per_group, panel_height=1.25, width=min(style.COLUMN_WIDTH, 1.5 * per_group + 1.6),
+                               extra_height=0.2)
+    for row, (g, idx) in zip(axes, picks):
+        for ax, i in zip(row, list(idx) + [None] * (per_group - len(idx))):
+            ax.axis("off")
+            if i is not None:
+                ax.imshow(data.dataset.get_input(subset.indices[i]))
+                ax.set_title(f"y = {labels[i]}", fontsize=style.MIN_TEXT_PT)
+        row[0].text(-0.1, 0.5, names[g], transform=row[0].transAxes, ha="right", va="center", fontsize=style.MIN_TEXT_PT)
+    return fig
 
 
 def table3_figure(results, dataset: str, with_paper: bool = True, title: str | None = None):
-    """Test score per OOD objective and learner (ours, bars) with the paper's
-    values (black marks; ``with_paper``: full-scale results only)."""
+    """Grouped bars: our test score per OOD objective and learner, with the paper's values as black
+    marks (labelled as the paper's; ``with_paper``: full-scale results only), titled ``title``
+    (default: the dataset's); one legend under the panel."""
+    spec = WILDS_DATASETS.get(dataset)
+    selected = results.table()
+    learners = [m for m in LEARNER_LABELS_BY_NAME if m in set(selected["learner"])]
+    objectives = [o for o in OBJECTIVE_LABELS if o in set(selected["objective"])]
     fig, axes = style.subplots(1, 1, panel_height=3.0, extra_height=0.9)
-    report.plot_table3(results, dataset, ax=axes[0, 0], with_paper=with_paper, title=title)
-    if axes[0, 0].get_legend():
-        axes[0, 0].get_legend().remove()
-    style.legend_below(fig, axes[0, 0], ncol=3)
+    ax = axes[0, 0]
+    width = 0.8 / max(1, len(learners))
+    for i, m in enumerate(learners):
+        part = selected[selected["learner"] == m].set_index("objective")
+        xs = np.arange(len(objectives)) + (i - (len(learners) - 1) / 2) * width
+        means = [100 * part.loc[o, "test_mean"] if o in part.index else np.nan for o in objectives]
+        stds = [100 * part.loc[o, "test_std"] if o in part.index else np.nan for o in objectives]
+        ax.bar(xs, means, width, yerr=np.nan_to_num(stds), label=f"{LEARNER_LABELS_BY_NAME[m]} (ours)", alpha=0.85)
+        if with_paper:
+            paper = [TABLE3.get(dataset, {}).get((m, o), (np.nan, 0))[0] for o in objectives]
+            ax.scatter(xs, paper, marker="_", s=250, color="black", zorder=3,
+                       label="paper (Table 3)" if i == 0 else None)
+    ax.set_xticks(np.arange(len(objectives)), [OBJECTIVE_LABELS[o] for o in objectives])
+    ax.set_ylabel(f"test {spec.metric_label}")
+    ax.set_title(title or f"{spec.title}: OOD objectives on learned features")
+    style.legend_below(fig, ax, ncol=3)
     return fig
 
 

@@ -33,7 +33,7 @@ from ..store.provenance import command_line, git_commit, provenance
 from ..store.folders import ResultFolder, check_out
 from ..validation import check_writable
 from ..experiments.wilds_experiment import LEARNERS, WildsExperiment, WildsProtocol
-from ..experiments.wilds_report import dfr_table, table3
+from ..experiments.wilds_report import dfr_table_frame, table3_frame
 
 from ..experiments.results import WILDS_RUNS_KIND as KIND
 
@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     folder = ResultFolder(args.out, kind=KIND)
     for name, frame in (("ood", results.ood), ("dfr", results.dfr), ("rounds", results.rounds),
-                        ("table3", table3(results, args.dataset)), ("dfr_table", dfr_table(results, args.dataset))):
+                        ("table3", table3_frame(results, args.dataset)),
+                        ("dfr_table", dfr_table_frame(results, args.dataset))):
         folder.add_csv(f"{name}.csv", frame)
     record = provenance(
         command_line("featlib.cli.run_wilds", argv), start, commit=commit, backbone=results.backbone,

@@ -1,4 +1,5 @@
-"""Ratios to ERM, the book's targets for iFeAT, the paper's Table 14 beside ours, and the figures.
+"""Ratios to ERM, the book's targets for iFeAT, the paper's Table 14 beside ours: the frames and text
+that ``python -m featlib.cli.cost`` prints and writes (chapter 07 draws them: :mod:`featbook.cost_views`).
 
 * :func:`summarise`: per (benchmark, learner, round) the median over repeats of the per-run
   median step time, the spread over repeats, the peak memory, and both as ratios to ERM's
@@ -15,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import style
 from ..experiments.paper_values import TABLE14
 
 #: The book's targets for iFeAT (ratios to ERM on the same model and batch).
@@ -137,39 +137,3 @@ def format_targets(targets: pd.DataFrame) -> str:
     for r in targets.itertuples():
         lines.append(f"[{'met   ' if r.met else 'MISSED'}] {r.benchmark}: {r.target}: {r.value:.3f} (limit {r.limit})")
     return "\n".join(lines)
-
-
-def plot_costs(summary: pd.DataFrame, axes=None):
-    """Per benchmark: step time and peak memory per round, one line per learner (ratios to ERM)."""
-    import matplotlib.pyplot as plt
-
-    benches = list(dict.fromkeys(summary["benchmark"]))
-    own = axes is None
-    if own:
-        fig, axes = plt.subplots(len(benches), 2, figsize=(10, 3.4 * len(benches)), squeeze=False)
-    else:
-        fig = np.asarray(axes).flat[0].figure
-    axes = np.asarray(axes).reshape(len(benches), 2)
-    styles = {"erm": ("k", "o"), "bonsai": ("tab:orange", "s"), "feat": ("tab:blue", "^"), "ifeat": ("tab:green", "v")}
-    for row, bench in zip(axes, benches):
-        frame = summary[summary["benchmark"] == bench]
-        for column, (ax, title) in zip(("time_x_erm", "memory_x_erm"), zip(row, ("step time", "peak memory"))):
-            for learner, part in frame.groupby("learner", sort=False):
-                part = part[part["round"] != "synthesis"]
-                colour, marker = styles.get(learner, ("grey", "."))
-                k = part["round"].astype(int)
-                if learner == "erm":
-                    ax.axhline(1.0, color=colour, lw=1, ls="--", label="ERM")
-                else:
-                    ax.plot(k, part[column], color=colour, marker=marker, label={"feat": "FeAT", "ifeat": "iFeAT",
-                                                                                 "bonsai": "Bonsai"}[learner])
-            limit = IFEAT_TIME_LIMIT if column == "time_x_erm" else IFEAT_MEMORY_LIMIT
-            ax.axhline(limit, color="tab:green", lw=0.8, ls=":", label=f"iFeAT target ({limit}x)")
-            ax.set_xlabel("round k")
-            ax.set_ylabel(f"{title} / ERM")
-            ax.set_title(f"{bench}: {title} per round")
-            ax.grid(alpha=0.3)
-        row[0].legend(fontsize=style.MIN_TEXT_PT)
-    if own:
-        fig.tight_layout()
-    return fig

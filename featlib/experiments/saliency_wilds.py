@@ -6,7 +6,8 @@ image backbones (Camelyon17, FMoW, iWildCam, RxRx1) and integrated gradients on 
 embeddings for the text backbones (CivilComments, Amazon), with the example's label and each
 model's prediction, as Table 13 lists them. The models come from
 :class:`~featlib.experiments.wilds_experiment.WildsExperiment`, so a protocol that chapter 05
-has run is not trained again.
+has run is not trained again. :func:`explain_wilds` returns the data; chapter 06 draws them
+(:mod:`featbook.saliency_views`).
 """
 from __future__ import annotations
 
@@ -16,8 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..saliency import HighlightedText, decode_tokens, gradcam, highlight_tokens, image_gradcam_layer, token_attributions
-from ..saliency.plot import normalise_maps, plot_overlay_grid
+from ..saliency import decode_tokens, gradcam, image_gradcam_layer, normalise_maps, token_attributions
 from ..validation import check_int, check_sequence
 from .wilds_experiment import LEARNER_LABELS_BY_NAME, LEARNERS, WildsExperiment
 
@@ -39,14 +39,6 @@ class WildsSaliency:
     maps: dict[str, np.ndarray] = field(default_factory=dict)
     tokens: list[list[str]] = field(default_factory=list)
     scores: dict[str, list[np.ndarray]] = field(default_factory=dict)
-
-    def highlighted(self, i: int):
-        """Example ``i`` as coloured tokens, one line per learner (green: for the predicted class)."""
-        label = self.table.iloc[i]["label"]
-        blocks = [highlight_tokens(self.tokens[i], self.scores[m][i], label=label,
-                                   prediction=f"{LEARNER_LABELS_BY_NAME[m]}: {self.table.iloc[i][LEARNER_LABELS_BY_NAME[m]]}")
-                  for m in self.learners]
-        return HighlightedText.join(blocks)
 
 
 def display_images(x: torch.Tensor) -> np.ndarray:
@@ -100,16 +92,3 @@ def explain_wilds(experiment: WildsExperiment, learners=("erm", "bonsai", "ifeat
             result.scores[learner] = token_attributions(model, x[..., 0], target=predicted, attention_mask=x[..., 1],
                                                        n_steps=n_steps)
     return result
-
-
-def plot_wilds_saliency(result: WildsSaliency):
-    """Rows: examples; columns: the input, then each learner's GradCAM overlaid (the learner named
-    over the first row), each cell titled by the learner's prediction."""
-    def head(m):
-        return LEARNER_LABELS_BY_NAME[m].replace(" (all sets)", "")
-
-    titles = {LEARNER_LABELS_BY_NAME[m]: [(f"{head(m)}\n" if i == 0 else "") + f"pred {p}"
-                                 for i, p in enumerate(result.table[LEARNER_LABELS_BY_NAME[m]])]
-              for m in result.learners}
-    return plot_overlay_grid(result.images, {LEARNER_LABELS_BY_NAME[m]: result.maps[m] for m in result.learners},
-                             cell_titles=titles, row_labels=[f"label {y}" for y in result.table["label"]])

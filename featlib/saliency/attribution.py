@@ -25,7 +25,7 @@ from torch import nn
 from ..validation import check_int
 from .scores import as_float_batch, class_scores, evaluating, resolve_targets, to_numpy
 
-__all__ = ["gradcam", "integrated_gradients", "saliency_map"]
+__all__ = ["gradcam", "integrated_gradients", "normalise_maps", "saliency_map"]
 
 
 def _check_layer(model: nn.Module, layer: Any) -> nn.Module:
@@ -78,6 +78,19 @@ def gradcam(model: nn.Module, layer: nn.Module, x: Any, target: Any = None, *,
                              f"its attribution has shape {tuple(maps.shape)}")
         maps = LayerAttribution.interpolate(maps.detach(), size, interpolate_mode="bilinear")
     return to_numpy(maps[:, 0])
+
+
+def normalise_maps(maps: Any) -> np.ndarray:
+    """Each ``(H, W)`` map of ``(n, H, W)`` rescaled to [0, 1] by its own min and max (a constant map -> 0).
+
+    For display: GradCAM's scale differs between examples and models, its shape is what the
+    figures compare."""
+    maps = np.asarray(maps, dtype=float)
+    if maps.ndim != 3 or not np.isfinite(maps).all():
+        raise ValueError(f"maps must be finite with shape (n, H, W); got shape {maps.shape}")
+    low = maps.min(axis=(1, 2), keepdims=True)
+    span = maps.max(axis=(1, 2), keepdims=True) - low
+    return np.divide(maps - low, span, out=np.zeros_like(maps), where=span > 0)
 
 
 def _baseline(baseline: Any, x: torch.Tensor) -> torch.Tensor:

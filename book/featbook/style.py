@@ -11,7 +11,7 @@ captions. On a phone (390 px) ``book/featbook.css`` keeps a figure at least
 Inline figures are sent as "retina" PNGs (twice the pixels, displayed at the same size), so
 they stay sharp on high-density screens.
 
-    from featlib import style
+    from featbook import style
     style.use()                                  # once per notebook, before the first figure
     fig, axes = style.subplots(2, 2)             # a grid as wide as the column
     style.legend_below(fig, axes[0, 0])          # one legend for the figure, under the panels
