@@ -133,7 +133,7 @@ def cmnist(protocols, oracle: bool = True) -> Estimate:
             epochs += p.learner_options("erm")["epochs"] * seeds
         est.add("feature learning", *(epochs * size * _device_s(MLP_STEP_S, d) for d in ("t4", "cpu")))
         if "erm-nf" in p.learners:
-            run_steps = seeds * sum(len(p.configurations(o)) for o in p.objectives) * p.ood_steps
+            run_steps = seeds * sum(len(p.configurations(o)) for o in p.objectives) * p.nf_ood_steps
             est.add("ERM-NF runs", *(run_steps * size * _device_s(NF_RUN_STEP_S, d) for d in ("t4", "cpu")))
         frozen = [i for i in p.learners if i != "erm-nf"]
         if frozen:

@@ -9,7 +9,8 @@ and records per-step histories so that one run answers "what if the reference st
   the two environments' risks, Eq. (2)) and once with the reference code's (``erm_train``: the
   mean over the pooled examples, which with Adam equals the sum with twice the L2 weight: Adam ignores the factor 1/2 on the whole loss), evaluated
   every ``eval_every`` steps. The reference runs 501 steps (``run_exp.py``'s default, the IRM
-  paper's ERM baseline); our protocol runs ``ood_steps`` = 1000.
+  paper's ERM baseline); our protocol ran ``ood_steps`` = 1000 then (2,500 since
+  the ``ood-length`` studies).
 * ``frozen-steps`` -- V-REx and Fishr on frozen ERM features of ColoredMNIST-01 (ours 76.4 / 76.2,
   paper 81.20 / 82.23): heads trained from the learned ERM head for penalty weights 1e1-1e6
   without warm-up (the reference's frozen runs use none), with and without L2 on the head (the
@@ -129,12 +130,14 @@ def frozen_steps(seed: int, device: torch.device, steps: int = 5001, eval_every:
 @STUDIES.register("bonsai-dro-length")
 def bonsai_dro_length(seed: int, device: torch.device, dataset: str = "cmnist025", **overrides) -> pd.DataFrame:
     """Bonsai with a 150- and a 500-epoch DRO round, then the protocol's frozen IRMv1 and V-REx
-    grids (5 penalty weights x 6 pre-training lengths, 1000 steps) on each; final metrics."""
+    grids (5 penalty weights x 6 pre-training lengths) on each, 1,000 OOD steps as when the study was
+    made (``overrides`` may set another ``ood_steps``); final metrics."""
     from .colored_mnist import ColoredMNISTExperiment
 
     frames = []
     for dro_epochs in (150, 500):
-        p = CMNISTProtocol(dataset=dataset, seeds=(seed,), learners=("bonsai",), objectives=("irmv1", "vrex"), **overrides)
+        p = CMNISTProtocol(dataset=dataset, seeds=(seed,), learners=("bonsai",), objectives=("irmv1", "vrex"),
+                           **({"ood_steps": 1000} | overrides))
         experiment = ColoredMNISTExperiment(p, device=device, progress=False)
         data = experiment.data(seed)
         torch.manual_seed(seed)
