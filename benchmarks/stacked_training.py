@@ -301,9 +301,13 @@ def protocol_estimate(args, frame: pd.DataFrame, alone: dict) -> pd.DataFrame:
     protocol = CMNISTProtocol(learners=("erm-nf", "erm", "bonsai", "feat", "ifeat"))
     seeds, datasets = len(protocol.seeds), 2
     penalties = [o for o in protocol.objectives if len(protocol.configurations(o)) > 1]
-    plain_steps = len(protocol.configurations(penalties[0])) * protocol.ood_steps
     warmups = [k for _, k in protocol.configurations(penalties[0])]
-    shared_steps = run_steps(prefix_schedule(warmups, protocol.ood_steps), protocol.ood_steps)
+
+    def stack_steps(steps: int, shares: bool) -> int:
+        """Run-steps of one penalised stack trained ``steps`` steps (with or without the shared prefix)."""
+        return run_steps(prefix_schedule(warmups, steps), steps) if shares else len(warmups) * steps
+
+    nf_steps, frozen_steps = protocol.nf_ood_steps, protocol.ood_steps  # ERM-NF and the frozen columns each their own
     others = len(protocol.objectives) - len(penalties)  # ERM: one run per stack
     fl_epochs = sum(feature_learning_epochs(d) for d in SCHEDULES)
     t_features = len(protocol.seeds) * fl_epochs * alone["mlp"]
@@ -311,9 +315,8 @@ def protocol_estimate(args, frame: pd.DataFrame, alone: dict) -> pd.DataFrame:
     for name, part in frame.groupby("variant", sort=False):
         per_run = part.groupby("stack")["step_s"].mean() / part.groupby("stack")["runs"].first()
         shares = name != "plain" and not name.startswith("plain")
-        run_steps_per_stack = shared_steps if shares else plain_steps
-        nf = datasets * seeds * (len(penalties) * run_steps_per_stack + others * protocol.ood_steps) * per_run["mlp"]
-        frozen = (datasets * seeds * 4 * (len(penalties) * run_steps_per_stack + others * protocol.ood_steps)
+        nf = datasets * seeds * (len(penalties) * stack_steps(nf_steps, shares) + others * nf_steps) * per_run["mlp"]
+        frozen = (datasets * seeds * 4 * (len(penalties) * stack_steps(frozen_steps, shares) + others * frozen_steps)
                   * per_run["heads"])
         rows.append({"variant": name, "precision": part["precision"].iloc[0], "erm_nf_min": nf / 60,
                      "frozen_min": frozen / 60, "feature_learning_min": t_features / 60,
