@@ -26,8 +26,9 @@ and records per-step histories so that one run answers "what if the reference st
   (featlib 0.5 runs 2,500, decided by these studies; the FeAT authors' ``run_exp.py`` 501), for the
   whole frozen table at once: every objective's grid (5 penalty weights x 6 pre-training lengths)
   on the ERM, Bonsai and iFeAT features of the protocol (featlib 0.5: Bonsai's DRO round 500
-  epochs), trained 3,000 steps and scored every 500, on the test environments and on the validation environments, so that one run
-  gives Table 2 at 500, 1,000, ..., 3,000 steps under both selection rules. IB-IRM is left out:
+  epochs), trained 3,000 steps and scored every 500, on the test environments and on the
+  validation environments, so that one run gives Table 2 at 500, 1,000, ..., 3,000 steps under
+  both selection rules. IB-IRM is left out:
   on frozen features its bottleneck term is a constant, so it trains exactly as IRMv1 (its cell is
   IRMv1's, as in the paper's table).
 
