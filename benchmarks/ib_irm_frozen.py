@@ -22,7 +22,7 @@ import torch
 from featlib.device import get_device
 from featlib.models import StackedHeads, fresh_head
 from featlib.objectives import ib_irm
-from featlib.training import LabelledInputs, OODStageConfig, train_stack
+from featlib.training import Environments, LabelledInputs, OODStageConfig, StackRuns, train_stack
 
 
 def recomputed(self, features):
@@ -39,8 +39,8 @@ def time_stack(args, device, feats, y, envs, tests, weights, warmups, cache: boo
         if device.type == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
-        train_stack(stack, stack.head_parameters(), stack.batch_shape, LabelledInputs(feats, y, envs), tests, config,
-                    weights, warmups)
+        train_stack(StackRuns.heads(stack, weights, warmups), Environments(LabelledInputs(feats, y, envs), tests),
+                    config)
         if device.type == "cuda":
             torch.cuda.synchronize()
         return time.perf_counter() - start

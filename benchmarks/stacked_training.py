@@ -51,7 +51,9 @@ from featlib.experiments.paper_values import FEAT_STOP_ROUND
 from featlib.models import ColoredMNISTMLP, StackedHeads, StackedMLP, fresh_head
 from featlib.objectives import make_objective
 from featlib.registry import Registry
-from featlib.training import FastOptions, LabelledInputs, OODStageConfig, train_stack_fast, train_stack_plain
+from featlib.training import (
+    Environments, FastOptions, LabelledInputs, OODStageConfig, StackRuns, train_stack_fast, train_stack_plain,
+)
 from featlib.training import fast_stage
 from featlib.training.fast_stage import COMPILE_MODES, EAGER_FALLBACKS, will_compile
 from featlib.training.prefix import prefix_schedule, run_steps
@@ -117,18 +119,18 @@ class Case:
     def call(self, variant: Variant, objective: str, steps: int, weights=None, warmups=None, options=None) -> float:
         """Wall time of one whole training call of ``steps`` steps."""
         stack = self.make()
-        trainable = list(stack.parameters())
         config = OODStageConfig(objective, steps=steps, precision=variant.precision, record="final")
         weights = torch.full(self.batch_shape, 1e3) if weights is None else weights
         warmups = torch.zeros(self.batch_shape, dtype=torch.long) if warmups is None else warmups
+        runs = StackRuns(stack, list(stack.parameters()), stack.batch_shape, weights, warmups)
+        envs = Environments(self.train, self.tests)
         device = self.train.y.device
         sync(device)
         start = time.perf_counter()
         if options is not None:
-            train_stack_fast(stack, trainable, stack.batch_shape, self.train, self.tests, config, weights, warmups,
-                             options=options)
+            train_stack_fast(runs, envs, config, options=options)
         else:
-            variant.train(stack, trainable, stack.batch_shape, self.train, self.tests, config, weights, warmups)
+            variant.train(runs, envs, config)
         sync(device)
         return time.perf_counter() - start
 

@@ -56,10 +56,10 @@ def test_a_preset_runs_end_to_end_and_its_options_reach_the_ood_stage(monkeypatc
     seen = {}
     real = cm.train_stack
 
-    def spy(stack, trainable, batch_shape, train, tests, config, *args, **kwargs):
+    def spy(runs, envs, config, *args, **kwargs):
         seen.setdefault(config.objective, set()).add((config.steps, config.l2_scope, config.warmup_penalty_weight,
                                                       tuple(sorted(config.objective_kwargs.items()))))
-        return real(stack, trainable, batch_shape, train, tests, config, *args, **kwargs)
+        return real(runs, envs, config, *args, **kwargs)
 
     monkeypatch.setattr(cm, "train_stack", spy)
     options = {"erm": {"risk_reduction": "mean", "steps": 4}, "fishr": {"l2_scope": "featurizer"},

@@ -23,7 +23,8 @@ from featlib.objectives.base import EnvInputs
 from featlib.objectives.closed_form import head_risk_gradients, scale_derivatives
 from featlib.objectives.iga import env_gradients
 from featlib.training import (
-    OOD_PATHS, PRECISIONS, FastOptions, LabelledInputs, OODStageConfig, train_stack, train_stack_fast,
+    OOD_PATHS, PRECISIONS, Environments, FastOptions, LabelledInputs, OODStageConfig, StackRuns, train_stack,
+    train_stack_fast,
 )
 from featlib.training import fast_stage
 from featlib.training.fast_stage import FunctionalStack, LossSettings, shares_prefix, stack_loss
@@ -198,8 +199,8 @@ def train_both(make, train, tests, name, weights, warmups, dtype, **config):
     out = {}
     for path in ("plain", "fast"):
         stack = make()
-        history = train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests,
-                              OODStageConfig(name, steps=12, eval_every=5, path=path, **config), weights, warmups)
+        history = train_stack(StackRuns.networks(stack, weights, warmups), Environments(train, tests),
+                              OODStageConfig(name, steps=12, eval_every=5, path=path, **config))
         out[path] = (flat(stack), history)
     return out["plain"], out["fast"]
 
@@ -242,8 +243,8 @@ def test_final_only_records_the_last_step_with_the_same_accuracies(data):
     make, train, tests = nf_setup(data)
     _, (_, every) = train_both(make, train, tests, "vrex", NF_WEIGHTS, NF_WARMUPS, F64)  # the fast path, every 5
     stack = make()
-    last = train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests,
-                       OODStageConfig("vrex", steps=12, path="fast", record="final"), NF_WEIGHTS, NF_WARMUPS)
+    last = train_stack(StackRuns.networks(stack, NF_WEIGHTS, NF_WARMUPS), Environments(train, tests),
+                       OODStageConfig("vrex", steps=12, path="fast", record="final"))
     assert last.steps == [12]
     for key, value in last.final().items():
         np.testing.assert_array_equal(value, every.final()[key])
@@ -301,8 +302,8 @@ def test_sharing_the_prefix_changes_nothing(data, name):
     out = []
     for share in (True, False):
         stack = make()
-        history = train_stack_fast(stack, list(stack.parameters()), stack.batch_shape, train, tests,
-                                   OODStageConfig(name, steps=12, eval_every=3), NF_WEIGHTS, warmups,
+        history = train_stack_fast(StackRuns.networks(stack, NF_WEIGHTS, warmups), Environments(train, tests),
+                                   OODStageConfig(name, steps=12, eval_every=3),
                                    options=FastOptions(share_prefix=share))
         out.append((flat(stack), history))
     (p_shared, h_shared), (p_alone, h_alone) = out
@@ -322,8 +323,8 @@ def test_tiling_the_runs_on_a_cpu_changes_nothing(data, name):
     out = []
     for tile_mib in (0.0, one_run_mib, 3 * one_run_mib):
         stack = make()
-        history = train_stack_fast(stack, list(stack.parameters()), stack.batch_shape, train, tests,
-                                   OODStageConfig(name, steps=12, eval_every=5), NF_WEIGHTS, NF_WARMUPS,
+        history = train_stack_fast(StackRuns.networks(stack, NF_WEIGHTS, NF_WARMUPS), Environments(train, tests),
+                                   OODStageConfig(name, steps=12, eval_every=5),
                                    options=FastOptions(cpu_tile_mib=tile_mib))
         out.append((flat(stack), history))
     (p_whole, h_whole), *tiled = out
@@ -361,8 +362,8 @@ def test_compiled_path_equals_plain(data, other, kind, name):
     counters.clear()
     for path in ("plain", "compiled"):
         stack = make()
-        history = train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests,
-                              OODStageConfig(name, steps=12, eval_every=5, path=path), weights, warmups)
+        history = train_stack(StackRuns.networks(stack, weights, warmups), Environments(train, tests),
+                              OODStageConfig(name, steps=12, eval_every=5, path=path))
         out[path] = (flat(stack), history)
     assert not counters["graph_break"] and counters["stats"]["unique_graphs"] == 1  # one graph, every stack size
     assert torch.allclose(out["compiled"][0], out["plain"][0], rtol=1e-4, atol=1e-6)
@@ -376,11 +377,10 @@ def test_compiled_bias_relu_equals_plain(data):
         stack = make()
         config = OODStageConfig("irmv1", steps=8, eval_every=4)
         if options is None:
-            history = train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests, config,
-                                  NF_WEIGHTS, NF_WARMUPS)
+            history = train_stack(StackRuns.networks(stack, NF_WEIGHTS, NF_WARMUPS), Environments(train, tests), config)
         else:
-            history = train_stack_fast(stack, list(stack.parameters()), stack.batch_shape, train, tests, config,
-                                       NF_WEIGHTS, NF_WARMUPS, options=options)
+            history = train_stack_fast(StackRuns.networks(stack, NF_WEIGHTS, NF_WARMUPS), Environments(train, tests),
+                                       config, options=options)
         out.append((flat(stack), history))
     assert torch.allclose(out[1][0], out[0][0], rtol=1e-4, atol=1e-6)
     assert (out[1][1].test_acc == out[0][1].test_acc).mean() > 0.99
@@ -402,8 +402,8 @@ def test_tf32_is_fp32_on_a_cpu_and_bf16_runs(data):
     results = {}
     for precision in ("fp32", "tf32", "bf16"):
         stack = make()
-        train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests,
-                    OODStageConfig("irmv1", steps=6, path="fast", precision=precision), NF_WEIGHTS, NF_WARMUPS)
+        train_stack(StackRuns.networks(stack, NF_WEIGHTS, NF_WARMUPS), Environments(train, tests),
+                    OODStageConfig("irmv1", steps=6, path="fast", precision=precision))
         results[precision] = flat(stack)
     assert torch.equal(results["tf32"], results["fp32"])  # no TF32 units: the same products
     assert torch.isfinite(results["bf16"]).all() and not torch.equal(results["bf16"], results["fp32"])
@@ -429,8 +429,8 @@ def test_fast_path_checks_penalty_weights_once(data):
     make, train, tests = nf_setup(data)
     stack = make()
     with pytest.raises(ValueError, match="penalty_weight must be finite numbers >= 0"):
-        train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests,
-                    OODStageConfig("irmv1", steps=2, path="fast"), torch.tensor([1.0, -1.0, 1.0, 1.0]), NF_WARMUPS)
+        train_stack(StackRuns.networks(stack, torch.tensor([1.0, -1.0, 1.0, 1.0]), NF_WARMUPS),
+                    Environments(train, tests), OODStageConfig("irmv1", steps=2, path="fast"))
 
 
 # ------------------------------------------------------------------ the ColoredMNIST experiment

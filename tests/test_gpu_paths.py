@@ -26,7 +26,9 @@ from featlib.data import make_colored_mnist
 from featlib.models import ColoredMNISTMLP, StackedHeads, StackedMLP, fresh_head
 from featlib.objectives import make_objective
 from featlib.objectives.iga import hvp_alignment
-from featlib.training import PRECISIONS, FastOptions, LabelledInputs, OODStageConfig, train_stack, train_stack_fast
+from featlib.training import (
+    PRECISIONS, Environments, FastOptions, LabelledInputs, OODStageConfig, StackRuns, train_stack, train_stack_fast,
+)
 from featlib.training import fast_stage
 from featlib.training.fast_stage import FunctionalStack, LossSettings, compile_backend, compile_record, stack_loss
 
@@ -87,8 +89,8 @@ def test_compiled_losses_are_functions_with_their_own_code(data):
     with compile_backend(backend):
         for name in ("irmv1", "vrex"):
             stack = nf_stack()
-            train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests,
-                        OODStageConfig(name, steps=2, path="compiled"), WEIGHTS, WARMUPS)
+            train_stack(StackRuns.networks(stack, WEIGHTS, WARMUPS), Environments(train, tests),
+                        OODStageConfig(name, steps=2, path="compiled"))
         losses = list(fast_stage._COMPILED.values())
         assert len(losses) == 2
         for loss in losses:
@@ -107,10 +109,10 @@ def test_every_stack_of_a_protocol_run_executes_a_compiled_graph(monkeypatch):
     stacks = []
     real = fast_stage.train_stack_fast
 
-    def counted(stack, *args, **kwargs):
+    def counted(runs, envs, config, *args, **kwargs):
         before = backend.total()
-        history = real(stack, *args, **kwargs)
-        stacks.append((type(stack).__name__, args[4].objective, args[4].steps, backend.total() - before))
+        history = real(runs, envs, config, *args, **kwargs)
+        stacks.append((type(runs.stack).__name__, config.objective, config.steps, backend.total() - before))
         return history
 
     monkeypatch.setattr(fast_stage, "train_stack_fast", counted)
@@ -140,10 +142,9 @@ def test_a_loss_that_cannot_compile_says_so_once_and_is_recorded(data):
         with compile_backend(broken):
             with pytest.warns(RuntimeWarning, match=r"stack_loss_0 \(clove on StackedMLP.*cannot compile") as caught:
                 compiled = nf_stack()
-                train_stack(compiled, list(compiled.parameters()), compiled.batch_shape, train, tests, config,
-                            WEIGHTS, WARMUPS)
+                train_stack(StackRuns.networks(compiled, WEIGHTS, WARMUPS), Environments(train, tests), config)
                 again = nf_stack()  # a second stack of the same loss: no second warning
-                train_stack(again, list(again.parameters()), again.batch_shape, train, tests, config, WEIGHTS, WARMUPS)
+                train_stack(StackRuns.networks(again, WEIGHTS, WARMUPS), Environments(train, tests), config)
             assert len([w for w in caught if "cannot compile" in str(w.message)]) == 1
             record = compile_record()["compiled_losses"]
         (name, why), = [(k, v) for k, v in record.items() if v != "compiled"]
@@ -151,8 +152,8 @@ def test_a_loss_that_cannot_compile_says_so_once_and_is_recorded(data):
     finally:
         fast_stage.EAGER_FALLBACKS.clear()
     eager = nf_stack()
-    train_stack(eager, list(eager.parameters()), eager.batch_shape, train, tests,
-                OODStageConfig("clove", steps=3, path="fast"), WEIGHTS, WARMUPS)
+    train_stack(StackRuns.networks(eager, WEIGHTS, WARMUPS), Environments(train, tests),
+                OODStageConfig("clove", steps=3, path="fast"))
     assert torch.equal(flat(compiled), flat(eager)) and torch.equal(flat(again), flat(eager))
 
 
@@ -216,8 +217,8 @@ def test_iga_on_a_trained_featurizer_compiles_and_equals_the_plain_path(data):
     with compile_backend(backend):
         for path in ("plain", "compiled"):
             stack = nf_stack(F64)
-            train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests,
-                        OODStageConfig("iga", steps=6, path=path), WEIGHTS, WARMUPS)
+            train_stack(StackRuns.networks(stack, WEIGHTS, WARMUPS), Environments(train, tests),
+                        OODStageConfig("iga", steps=6, path=path))
             out[path] = flat(stack)
     assert backend.total() == 6  # every step of the compiled path ran the compiled graph
     assert torch.allclose(out["compiled"], out["plain"], rtol=1e-9, atol=1e-12)
@@ -286,9 +287,8 @@ def test_bf16_on_frozen_features_computes_what_fp32_does(data):
     for precision in ("fp32", "bf16"):
         stack = StackedHeads([[fresh_head(HIDDEN, seed=c) for c in range(3)] for _ in range(2)])
         with ActivationDtypes(feats.shape) as seen:
-            train_stack_fast(stack, stack.head_parameters(), stack.batch_shape, train, [], 
-                             OODStageConfig("irmv1", steps=4, precision=precision), torch.full((2, 3), 1e2),
-                             torch.zeros(2, 3, dtype=torch.long))
+            train_stack_fast(StackRuns.heads(stack, torch.full((2, 3), 1e2)), Environments(train),
+                             OODStageConfig("irmv1", steps=4, precision=precision))
         assert torch.bfloat16 not in seen.dtypes  # the features are never cast
         result[precision] = flat(stack)
     assert torch.equal(result["bf16"], result["fp32"])
@@ -307,7 +307,7 @@ torch.backends.fp32_precision = "tf32"
 from featlib.data import make_colored_mnist
 from featlib.models import ColoredMNISTMLP, StackedMLP
 from featlib.store.provenance import provenance
-from featlib.training import PRECISIONS, LabelledInputs, OODStageConfig, train_stack
+from featlib.training import PRECISIONS, Environments, LabelledInputs, OODStageConfig, StackRuns, train_stack
 from featlib.training.precision import process_precision
 
 before = (torch.backends.cuda.matmul.fp32_precision, torch.backends.mkldnn.matmul.fp32_precision)
@@ -323,10 +323,9 @@ data = make_colored_mnist("cmnist025", seed=3, n_train=100, n_test=50, source="m
 for path in ("plain", "fast"):
     for precision in ("fp32", "tf32"):
         stack = StackedMLP([ColoredMNISTMLP(8, seed=1)] * 2)
-        train_stack(stack, list(stack.parameters()), stack.batch_shape,
-                    LabelledInputs(data.train_x, data.train_y, data.env_slices), [],
-                    OODStageConfig("irmv1", steps=2, path=path, precision=precision),
-                    torch.tensor([1.0, 1e2]), torch.tensor([0, 1]))
+        train_stack(StackRuns.networks(stack, torch.tensor([1.0, 1e2]), torch.tensor([0, 1])),
+                    Environments(LabelledInputs(data.train_x, data.train_y, data.env_slices)),
+                    OODStageConfig("irmv1", steps=2, path=path, precision=precision))
         after = (torch.backends.cuda.matmul.fp32_precision, torch.backends.mkldnn.matmul.fp32_precision)
         assert after == before, (after, before)
 record = provenance("test", 0.0, torch.device("cpu"))

@@ -10,7 +10,7 @@ from featlib.objectives import make_objective
 from featlib.objectives.ib_irm import ib_penalty
 from featlib.objectives.irm import irmv1_penalty
 from featlib.objectives.base import EnvInputs
-from featlib.training import LabelledInputs, OODStageConfig, train_stack
+from featlib.training import Environments, LabelledInputs, OODStageConfig, StackRuns, train_stack
 from featlib.training.ood_stage import l2_covered
 
 F64 = torch.float64
@@ -60,8 +60,7 @@ def test_featurizer_scope_on_frozen_heads_is_no_l2(data, path):
         stack, feats, tests = heads_stack(data)
         train, test = inputs_for(data, "heads", (stack, feats, tests))
         config = OODStageConfig("fishr", steps=25, l2=l2, l2_scope=scope, path=path, eval_every=5)
-        train_stack(stack, stack.head_parameters(), stack.batch_shape, train, test, config,
-                    torch.tensor([[1e1, 1e2, 1e3]], dtype=F64), torch.zeros(1, 3, dtype=torch.long))
+        train_stack(StackRuns.heads(stack, torch.tensor([[1e1, 1e2, 1e3]], dtype=F64)), Environments(train, test), config)
         finals.append(torch.cat([p.detach().flatten() for p in stack.parameters()]))
     assert torch.allclose(finals[0], finals[1], rtol=1e-12, atol=1e-14)
 
@@ -101,8 +100,8 @@ def test_both_paths_agree_on_the_l2_scope(data, scope):
         stack = mlp_stack(data)
         train, tests = inputs_for(data, "mlp", None)
         config = OODStageConfig("fishr", steps=12, l2=0.05, l2_scope=scope, path=path, eval_every=4)
-        history = train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests, config,
-                              torch.tensor([1.0, 1e2, 1e4], dtype=F64), torch.tensor([0, 3, 6]))
+        runs = StackRuns.networks(stack, torch.tensor([1.0, 1e2, 1e4], dtype=F64), torch.tensor([0, 3, 6]))
+        history = train_stack(runs, Environments(train, tests), config)
         finals[path] = (torch.cat([p.detach().flatten() for p in stack.parameters()]), history.test_acc)
     assert torch.allclose(finals["plain"][0], finals["fast"][0], rtol=1e-9, atol=1e-11)
     assert (finals["plain"][1] == finals["fast"][1]).all()

@@ -8,7 +8,7 @@ from featlib.data import make_colored_mnist
 from featlib.experiments.colored_mnist import ColoredMNISTExperiment, CMNISTProtocol, select_best
 from featlib.models import ColoredMNISTMLP, StackedHeads, StackedMLP, fresh_head
 from featlib.objectives import OBJECTIVES
-from featlib.training import LabelledInputs, OODStageConfig, train_stack
+from featlib.training import Environments, LabelledInputs, OODStageConfig, StackRuns, train_stack
 
 HIDDEN = 16
 
@@ -33,11 +33,11 @@ def test_stacked_mlp_equals_each_run_alone(data, objective):
     weights, warmups = torch.tensor([10.0, 1e3, 0.5]), torch.tensor([0, 4, 7])
     train, tests = nf_inputs(data)
     stack = StackedMLP([ColoredMNISTMLP(HIDDEN, seed=s) for s in (1, 2, 3)])
-    together = train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests, config, weights, warmups)
+    together = train_stack(StackRuns.networks(stack, weights, warmups), Environments(train, tests), config)
     for r in range(3):
         alone = StackedMLP([ColoredMNISTMLP(HIDDEN, seed=r + 1)])
-        hist = train_stack(alone, list(alone.parameters()), alone.batch_shape, train, tests, config,
-                           weights[r:r + 1], warmups[r:r + 1])
+        hist = train_stack(StackRuns.networks(alone, weights[r:r + 1], warmups[r:r + 1]), Environments(train, tests),
+                           config)
         assert torch.allclose(params_of(stack.unstack(r)), params_of(alone.unstack(0)), rtol=1e-4, atol=1e-6)
         assert (hist.test_acc[..., 0] == together.test_acc[..., r]).mean() > 0.99
 
@@ -58,15 +58,15 @@ def test_stacked_heads_on_shared_features_equal_each_head_alone(data, objective)
     y = torch.stack([d.train_y for d in datasets]).unsqueeze(1)
     test_y = torch.stack([d.test[0].y for d in datasets]).unsqueeze(1)
     stack = StackedHeads(heads)
-    train_stack(stack, stack.head_parameters(), stack.batch_shape, LabelledInputs(feats, y, data.env_slices),
-                [LabelledInputs(test_feats, test_y)], config, weights, warmups)
+    train_stack(StackRuns.heads(stack, weights, warmups),
+                Environments(LabelledInputs(feats, y, data.env_slices), [LabelledInputs(test_feats, test_y)]),
+                config)
     for g in range(2):
         for c in range(3):
             alone = StackedHeads([[heads[g][c]]])
-            train_stack(alone, alone.head_parameters(), alone.batch_shape,
-                        LabelledInputs(feats[g:g + 1], y[g:g + 1], data.env_slices),
-                        [LabelledInputs(test_feats[g:g + 1], test_y[g:g + 1])], config,
-                        weights[g:g + 1, c:c + 1], warmups[g:g + 1, c:c + 1])
+            train_stack(StackRuns.heads(alone, weights[g:g + 1, c:c + 1], warmups[g:g + 1, c:c + 1]),
+                        Environments(LabelledInputs(feats[g:g + 1], y[g:g + 1], data.env_slices),
+                                     [LabelledInputs(test_feats[g:g + 1], test_y[g:g + 1])]), config)
             assert torch.allclose(stack.w[g, c], alone.w[0, 0], rtol=1e-4, atol=1e-6)
             assert torch.allclose(stack.b[g, c], alone.b[0, 0], rtol=1e-4, atol=1e-6)
 
@@ -88,9 +88,9 @@ def test_ib_irm_computes_the_bottleneck_of_frozen_features_once_and_trains_as_wh
 
     def run():
         stack = StackedHeads([[fresh_head(HIDDEN, seed=c).double() for c in range(3)]])
-        hist = train_stack(stack, stack.head_parameters(), stack.batch_shape,
-                           LabelledInputs(feats, data.train_y[None, None].double(), data.env_slices),
-                           [LabelledInputs(test_feats, data.test[0].y[None, None].double())], config, weights, warmups)
+        hist = train_stack(StackRuns.heads(stack, weights, warmups),
+                           Environments(LabelledInputs(feats, data.train_y[None, None].double(), data.env_slices),
+                                        [LabelledInputs(test_feats, data.test[0].y[None, None].double())]), config)
         return stack, hist
 
     monkeypatch.setattr(ib_irm, "ib_penalty", counted)
@@ -145,8 +145,8 @@ def test_stack_equals_a_plain_reference_style_loop(data):
         optimizer.step()
     stack = StackedMLP([ColoredMNISTMLP(HIDDEN, seed=9)])
     train, tests = nf_inputs(data)
-    train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests,
-                OODStageConfig("irmv1", steps=steps, lr=lr, l2=l2), torch.tensor([weight]), torch.tensor([warmup]))
+    train_stack(StackRuns.networks(stack, torch.tensor([weight]), torch.tensor([warmup])), Environments(train, tests),
+                OODStageConfig("irmv1", steps=steps, lr=lr, l2=l2))
     assert torch.allclose(params_of(stack.unstack(0)), params_of(plain), rtol=1e-4, atol=1e-6)
 
 
@@ -199,8 +199,9 @@ def test_protocol_rejects_bad_values():
     with pytest.raises(ValueError, match="^warmup_steps must be integers >= 0"):
         stack = StackedMLP([ColoredMNISTMLP(HIDDEN)])
         x = torch.zeros(4, 392)
-        train_stack(stack, list(stack.parameters()), (1,), LabelledInputs(x, torch.zeros(4), [slice(0, 2), slice(2, 4)]),
-                    [], OODStageConfig("erm", steps=1), torch.zeros(1), torch.tensor([-1]))
+        train_stack(StackRuns(stack, list(stack.parameters()), (1,), torch.zeros(1), torch.tensor([-1])),
+                    Environments(LabelledInputs(x, torch.zeros(4), [slice(0, 2), slice(2, 4)])),
+                    OODStageConfig("erm", steps=1))
 
 
 def test_the_ib_irm_benchmark_runs_end_to_end_on_a_cpu():
@@ -215,3 +216,25 @@ def test_the_ib_irm_benchmark_runs_end_to_end_on_a_cpu():
     bad = subprocess.run([sys.executable, "benchmarks/ib_irm_frozen.py", "--repeats", "0"],
                          capture_output=True, text=True, timeout=120, check=False)
     assert bad.returncode == 2 and "--repeats must be a positive whole number; got 0" in bad.stderr
+
+
+def test_stack_runs_train_the_heads_or_the_whole_networks_and_validations_come_back_apart(data):
+    """StackRuns.heads trains the heads alone (the features stay frozen), StackRuns.networks every
+    tensor; no warm-up unless given; the validation environments are scored, never trained on, and
+    come back as val_acc, equal to the same environment passed as a test."""
+    nets = StackedMLP([ColoredMNISTMLP(HIDDEN, seed=1)] * 2)
+    runs = StackRuns.networks(nets, [1.0, 1e2])
+    assert runs.batch_shape == (2,) and len(runs.trainable) == len(list(nets.parameters()))
+    assert torch.equal(runs.warmup_steps, torch.zeros(2, dtype=torch.long))
+    heads = StackedHeads([[fresh_head(HIDDEN, seed=1)] * 3] * 2)
+    head_runs = StackRuns.heads(heads, torch.ones(2, 3), torch.full((2, 3), 4))
+    assert head_runs.batch_shape == (2, 3) and {id(p) for p in head_runs.trainable} == {id(p) for p in heads.head_parameters()}
+
+    train, tests = nf_inputs(data)
+    config = OODStageConfig("irmv1", steps=4, eval_every=2)
+    apart = train_stack(StackRuns.networks(StackedMLP([ColoredMNISTMLP(HIDDEN, seed=1)] * 2), [1.0, 1e2]),
+                        Environments(train, tests[:1], vals=tests[1:]), config)
+    together = train_stack(StackRuns.networks(StackedMLP([ColoredMNISTMLP(HIDDEN, seed=1)] * 2), [1.0, 1e2]),
+                           Environments(train, tests), config)
+    assert apart.test_acc.shape[1] == 1 and apart.val_acc.shape[1] == len(tests) - 1
+    assert (apart.val_acc == together.test_acc[:, 1:]).all() and (apart.test_acc == together.test_acc[:, :1]).all()

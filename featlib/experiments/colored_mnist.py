@@ -60,7 +60,7 @@ from ..models.mlp import ColoredMNISTMLP
 from ..models.stacked import StackedHeads, StackedMLP
 from ..objectives import OBJECTIVES, make_objective
 from ..training import DEFAULT_PRECISION, OOD_PATHS, PRECISIONS
-from ..training.ood_stage import LabelledInputs, OODStageConfig, train_stack
+from ..training.ood_stage import Environments, LabelledInputs, OODStageConfig, StackRuns, train_stack
 from ..hparams import APPENDIX_F1, TABLE6, values
 from .cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS, preset_of
 from ..validation import (
@@ -497,8 +497,8 @@ class ColoredMNISTExperiment:
                 for e, vf in enumerate(val_feats)]
         weights = torch.tensor([[w for w, _ in configs]] * len(groups))
         warmups = torch.tensor([[k for _, k in configs]] * len(groups))
-        history = train_stack(stack, stack.head_parameters(), stack.batch_shape, train, tests, p.ood_config(objective),
-                              weights, warmups, progress=False, vals=vals)
+        history = train_stack(StackRuns.heads(stack, weights, warmups), Environments(train, tests, vals),
+                              p.ood_config(objective))
         return self._rows(history.final(), [i for i, _ in groups], [s for _, s in groups], configs, objective)
 
     def _nf_stack(self, objective: str, seed: int, configs) -> pd.DataFrame:
@@ -512,8 +512,8 @@ class ColoredMNISTExperiment:
         vals = [LabelledInputs(env.x, env.y) for env in data.val]
         weights = torch.tensor([w for w, _ in configs])
         warmups = torch.tensor([k for _, k in configs])
-        history = train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests, p.ood_config(objective, "nf"),
-                              weights, warmups, progress=False, vals=vals)
+        history = train_stack(StackRuns.networks(stack, weights, warmups), Environments(train, tests, vals),
+                              p.ood_config(objective, "nf"))
         final = {k: v[None] for k, v in history.final().items()}  # one group: this seed
         return self._rows(final, ["erm-nf"], [seed], configs, objective)
 

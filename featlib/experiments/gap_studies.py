@@ -61,7 +61,7 @@ from ..store.files import cached, cached_meta, read_verified_csv, write_verified
 from ..models.mlp import ColoredMNISTMLP
 from ..models.stacked import StackedHeads, StackedMLP
 from ..registry import Registry
-from ..training.ood_stage import LabelledInputs, OODStageConfig, StackHistory, train_stack
+from ..training.ood_stage import Environments, LabelledInputs, OODStageConfig, StackHistory, StackRuns, train_stack
 from .colored_mnist import CMNISTProtocol, schedule
 
 STUDIES: Registry[Callable[..., pd.DataFrame]] = Registry("study")
@@ -91,8 +91,7 @@ def erm_nf_erm(seed: int, device: torch.device, steps: int = 1001, eval_every: i
         stack = StackedMLP([ColoredMNISTMLP(p.hidden_dim, seed=seed)]).to(device)
         config = OODStageConfig("erm", steps=steps, lr=p.lr, l2=p.l2, eval_every=eval_every,
                                 objective_kwargs={"risk_reduction": risk})
-        history = train_stack(stack, list(stack.parameters()), stack.batch_shape, train, tests, config,
-                              torch.zeros(1), torch.zeros(1, dtype=torch.long))
+        history = train_stack(StackRuns.networks(stack, torch.zeros(1)), Environments(train, tests), config)
         frames.append(history_frame(history, [{"dataset": dataset, "seed": seed, "risk": risk}]))
     return pd.concat(frames, ignore_index=True)
 
@@ -120,8 +119,7 @@ def frozen_steps(seed: int, device: torch.device, steps: int = 5001, eval_every:
             stack = StackedHeads([[learned.model.classifier] * len(weights)]).to(device)
             config = OODStageConfig(objective, steps=steps, lr=p.lr, l2=l2, eval_every=eval_every,
                                     env_reduction=p.env_reduction)
-            history = train_stack(stack, stack.head_parameters(), stack.batch_shape, train, tests, config,
-                                  torch.tensor([weights]), torch.zeros(1, len(weights), dtype=torch.long))
+            history = train_stack(StackRuns.heads(stack, torch.tensor([weights])), Environments(train, tests), config)
             labels = [{"dataset": dataset, "seed": seed, "objective": objective, "head_l2": l2, "penalty_weight": w}
                       for w in weights]
             frames.append(history_frame(history, labels))
@@ -180,9 +178,9 @@ def ood_length(seed: int, device: torch.device, dataset: str, steps: int = 3000,
         configs = p.configurations(objective)
         stack = StackedHeads([[lf.model.classifier] * len(configs) for lf in learned]).to(device)
         config = replace_config(p.ood_config(objective), steps=steps, eval_every=eval_every, record="every")
-        history = train_stack(stack, stack.head_parameters(), stack.batch_shape, train, tests, config,
-                              torch.tensor([[w for w, _ in configs]] * len(learned)),
-                              torch.tensor([[k for _, k in configs]] * len(learned)), vals=vals)
+        runs = StackRuns.heads(stack, torch.tensor([[w for w, _ in configs]] * len(learned)),
+                               torch.tensor([[k for _, k in configs]] * len(learned)))
+        history = train_stack(runs, Environments(train, tests, vals), config)
         val = history.mean_val_acc
         for t, step in enumerate(history.steps):
             for g, learner in enumerate(learners):
@@ -237,8 +235,8 @@ def frozen_pretraining(seed: int, device: torch.device, dataset: str = "cmnist02
         weights = [w for w, _ in p.configurations(objective)]
         weights = list(dict.fromkeys(weights))  # one per weight: no warm-up on frozen snapshots
         stack = StackedHeads([[net.classifier] * len(weights) for _, _, net in groups]).to(device)
-        history = train_stack(stack, stack.head_parameters(), stack.batch_shape, train, tests, p.ood_config(objective),
-                              torch.tensor([weights] * n), torch.zeros(n, len(weights), dtype=torch.long), vals=vals)
+        history = train_stack(StackRuns.heads(stack, torch.tensor([weights] * n)), Environments(train, tests, vals),
+                              p.ood_config(objective))
         final = history.final()
         for g, (learner, epochs, _) in enumerate(groups):
             for c, weight in enumerate(weights):

@@ -3,12 +3,13 @@
 from .fast_stage import COMPILE_MODES, FastOptions, train_stack_fast
 from .full_batch import Phase, train_full_batch
 from .ood_stage import (
-    OOD_PATHS, LabelledInputs, OODStageConfig, StackHistory, accuracy, evaluate_stack, train_stack, train_stack_plain,
+    OOD_PATHS, Environments, LabelledInputs, OODStageConfig, StackHistory, StackRuns, accuracy, evaluate_stack,
+    train_stack, train_stack_plain,
 )
 from .precision import DEFAULT_PRECISION, PRECISIONS
 
 __all__ = [
-    "COMPILE_MODES", "DEFAULT_PRECISION", "OOD_PATHS", "PRECISIONS", "FastOptions", "LabelledInputs", "OODStageConfig",
-    "Phase", "StackHistory", "accuracy", "evaluate_stack", "train_full_batch", "train_stack", "train_stack_fast",
-    "train_stack_plain",
+    "COMPILE_MODES", "DEFAULT_PRECISION", "OOD_PATHS", "PRECISIONS", "Environments", "FastOptions", "LabelledInputs",
+    "OODStageConfig", "Phase", "StackHistory", "StackRuns", "accuracy", "evaluate_stack", "train_full_batch",
+    "train_stack", "train_stack_fast", "train_stack_plain",
 ]

@@ -48,8 +48,8 @@ from ..registry import Registry
 from ..validation import check_bool, check_positive
 from .fused import BIAS_RELU, make_bias_relu
 from .ood_stage import (
-    OOD_PATHS, LabelledInputs, OODStageConfig, StackFn, StackHistory, check_schedule, evaluate_stack,
-    l2_covered, per_run_squared_norm, record_steps,
+    OOD_PATHS, Environments, LabelledInputs, OODStageConfig, StackFn, StackHistory, StackRuns, check_schedule,
+    evaluate_stack, l2_covered, per_run_squared_norm, record_steps,
 )
 from .precision import PRECISIONS
 from .prefix import TRUNK, Transition, prefix_schedule
@@ -413,22 +413,14 @@ def shares_prefix(stack: FunctionalStack, objective: Objective, warmup_steps: to
 
 
 # ------------------------------------------------------------------------------- the loop
-def train_stack_fast(
-    stack: StackFn,
-    trainable: Sequence[torch.nn.Parameter],
-    batch_shape: tuple[int, ...],
-    train: LabelledInputs,
-    tests: Sequence[LabelledInputs],
-    config: OODStageConfig,
-    penalty_weights: torch.Tensor,
-    warmup_steps: torch.Tensor,
-    progress: bool | str = False,
-    options: FastOptions = FastOptions(),
-) -> StackHistory:
-    """:func:`~.ood_stage.train_stack` on the fast path with ``options`` (same arguments, same
+def train_stack_fast(runs: StackRuns, envs: Environments, config: OODStageConfig, progress: bool | str = False,
+                     options: FastOptions = FastOptions()) -> StackHistory:
+    """:func:`~.ood_stage.train_stack_plain` on the fast path with ``options`` (same arguments, same
     history; the trained weights are written back into the stack's parameters)."""
+    stack, trainable, batch_shape = runs.stack, runs.trainable, runs.batch_shape
+    train, tests = envs.train, list(envs.tests)
     device = train.y.device
-    penalty_weights, warmup_steps = check_schedule(penalty_weights, warmup_steps, batch_shape, device)
+    penalty_weights, warmup_steps = check_schedule(runs.penalty_weights, runs.warmup_steps, batch_shape, device)
     check_penalty_weight(penalty_weights)
     precision = PRECISIONS.get(config.precision)
     precision.check(device)
@@ -536,9 +528,8 @@ def train_stack_fast(
 
 def fast_path(options: FastOptions) -> Callable:
     """:func:`train_stack_fast` with ``options`` fixed: an entry of :data:`~.ood_stage.OOD_PATHS`."""
-    def train(stack, trainable, batch_shape, train, tests, config, penalty_weights, warmup_steps, progress=False):
-        return train_stack_fast(stack, trainable, batch_shape, train, tests, config, penalty_weights, warmup_steps,
-                                progress, options)
+    def train(runs, envs, config, progress=False):
+        return train_stack_fast(runs, envs, config, progress, options)
 
     train.options = options
     return train

@@ -103,7 +103,7 @@ def measure_stage_peak(kind: str, objective: str, n: int, hidden: int, runs: int
     """Counted peak bytes of ``steps`` training steps of a stack (fast path, eager, on the CPU,
     every run from step 0, accuracies at the end) beyond its inputs and parameters."""
     from ..models import ColoredMNISTMLP, StackedHeads, StackedMLP, fresh_head
-    from .ood_stage import LabelledInputs, OODStageConfig, train_stack
+    from .ood_stage import Environments, LabelledInputs, OODStageConfig, StackRuns, train_stack
 
     gen = torch.Generator().manual_seed(0)
     y = (torch.rand(n, generator=gen) > 0.5).float()
@@ -112,14 +112,13 @@ def measure_stage_peak(kind: str, objective: str, n: int, hidden: int, runs: int
     if kind == "mlp":
         stack = StackedMLP([ColoredMNISTMLP(hidden, seed=1)] * runs)
         train = LabelledInputs(torch.rand(n, INPUT_DIM, generator=gen), y, envs)
-        trainable, shape = list(stack.parameters()), (runs,)
+        stacked = StackRuns.networks(stack, torch.full((runs,), 1e2))
     else:
         stack = StackedHeads([[fresh_head(hidden, seed=1)] * runs] * groups)
         train = LabelledInputs(torch.rand(groups, n, hidden, generator=gen), y.expand(groups, 1, n), envs)
-        trainable, shape = stack.head_parameters(), (groups, runs)
+        stacked = StackRuns.heads(stack, torch.full((groups, runs), 1e2))
     with PeakCounter() as counter:
-        train_stack(stack, trainable, shape, train, [], config, torch.full(shape, 1e2),
-                    torch.zeros(shape, dtype=torch.long))
+        train_stack(stacked, Environments(train), config)
     return counter.peak
 
 

@@ -9,7 +9,9 @@ penalty on; for the ERM-NF column the whole network is trained, otherwise the fe
 frozen and only the head moves.
 
 Every run of a stack has its own penalty weight and warm-up length (tensors of the stack's
-batch shape) and shares the objective; :func:`train_stack` returns the per-run accuracies
+batch shape, held with the stack by :class:`StackRuns`) and shares the objective
+(:class:`OODStageConfig`); :func:`train_stack` trains the runs on :class:`Environments` and returns
+the per-run accuracies
 through training, evaluated every ``eval_every`` steps and after the last step (``record="every"``)
 or after the last step only (``record="final"``: what the tables use; evaluation never changes
 training).
@@ -37,7 +39,8 @@ from ..registry import Registry
 from ..validation import check_choice, check_int, check_positive
 from .precision import DEFAULT_PRECISION, PRECISIONS
 
-#: How a stack is trained: name -> function with :func:`train_stack_plain`'s signature. "plain"
+#: How a stack is trained: name -> function with :func:`train_stack_plain`'s signature
+#: ``(runs, envs, config, progress)``. "plain"
 #: is registered here, "fast" and "compiled" by :mod:`.fast_stage` (imported by the package).
 OOD_PATHS: Registry[Callable] = Registry("path")
 #: When the accuracies are evaluated: every ``eval_every`` steps and at the end, or at the end only.
@@ -89,6 +92,58 @@ class LabelledInputs:
     inputs: torch.Tensor
     y: torch.Tensor  # (n,) in {0, 1}, or (G, 1, n) when each group of runs has its own labels
     env_slices: Sequence[slice] = ()  # training environments (contiguous blocks)
+
+
+@dataclass(frozen=True)
+class Environments:
+    """The environments of one OOD stage: ``train`` (the training environments, one block of rows
+    each, :attr:`LabelledInputs.env_slices`), ``tests`` (scored at every evaluation step) and
+    ``vals`` (validation environments: scored with the tests, never trained on; the history's
+    ``val_acc``, for training-domain selection)."""
+
+    train: LabelledInputs
+    tests: Sequence[LabelledInputs] = ()
+    vals: Sequence[LabelledInputs] = ()
+
+    def scored(self) -> list[LabelledInputs]:
+        """Every environment evaluated at an evaluation step: the tests, then the validations."""
+        return [*self.tests, *self.vals]
+
+
+@dataclass(frozen=True)
+class StackRuns:
+    """The B runs that one :func:`train_stack` call trains together (Sec. 6's grid: one run per
+    penalty weight and ERM pre-training length, and per group of features): the ``stack``, the
+    tensors it trains (``trainable``), its run dimensions ``batch_shape``, and per run (tensors of
+    that shape) the penalty weight lambda and the warm-up length, the "pre-training epochs" trained
+    with ERM before the penalty is switched on (one full-batch step is one epoch).
+
+    :meth:`heads` (frozen features, only the heads move) and :meth:`networks` (whole networks,
+    ERM-NF) build the two kinds the protocol trains."""
+
+    stack: StackFn
+    trainable: Sequence[torch.nn.Parameter]
+    batch_shape: tuple[int, ...]
+    penalty_weights: torch.Tensor
+    warmup_steps: torch.Tensor
+
+    @classmethod
+    def heads(cls, stack, penalty_weights, warmup_steps=None) -> "StackRuns":
+        """The heads of a :class:`~featlib.models.stacked.StackedHeads` on frozen features;
+        ``warmup_steps`` None: no warm-up."""
+        return cls._of(stack, stack.head_parameters(), penalty_weights, warmup_steps)
+
+    @classmethod
+    def networks(cls, stack, penalty_weights, warmup_steps=None) -> "StackRuns":
+        """Every parameter of the stack (whole networks: ERM-NF); ``warmup_steps`` None: no warm-up."""
+        return cls._of(stack, list(stack.parameters()), penalty_weights, warmup_steps)
+
+    @classmethod
+    def _of(cls, stack, trainable, penalty_weights, warmup_steps) -> "StackRuns":
+        penalty_weights = torch.as_tensor(penalty_weights)
+        if warmup_steps is None:
+            warmup_steps = torch.zeros(penalty_weights.shape, dtype=torch.long)
+        return cls(stack, trainable, tuple(stack.batch_shape), penalty_weights, torch.as_tensor(warmup_steps))
 
 
 @dataclass
@@ -198,51 +253,33 @@ def check_schedule(penalty_weights, warmup_steps, batch_shape, device) -> tuple[
     return penalty_weights, warmup_steps
 
 
-def train_stack(
-    stack: StackFn,
-    trainable: Sequence[torch.nn.Parameter],
-    batch_shape: tuple[int, ...],
-    train: LabelledInputs,
-    tests: Sequence[LabelledInputs],
-    config: OODStageConfig,
-    penalty_weights: torch.Tensor,
-    warmup_steps: torch.Tensor,
-    progress: bool | str = False,
-    vals: Sequence[LabelledInputs] = (),
-) -> StackHistory:
-    """Train all runs of a stack for ``config.steps`` full-batch Adam steps, on the path
-    ``config.path`` (:data:`OOD_PATHS`).
+def train_stack(runs: StackRuns, envs: Environments, config: OODStageConfig,
+                progress: bool | str = False) -> StackHistory:
+    """Train every run of ``runs`` for ``config.steps`` full-batch Adam steps on ``envs.train``, on
+    the path ``config.path`` (:data:`OOD_PATHS`).
 
-    ``penalty_weights`` and ``warmup_steps`` have the stack's batch shape: run r uses
-    ``warmup_penalty_weight`` for its first ``warmup_steps[r]`` steps and ``penalty_weights[r]``
-    after. The trained weights end up in ``trainable`` (the stack's parameters). ``vals``
-    (validation environments) are evaluated with the test environments, never trained on, and
-    come back as the history's ``val_acc``."""
-    tests = list(tests)
-    history = OOD_PATHS.get(config.path)(stack, trainable, batch_shape, train, tests + list(vals), config,
-                                         penalty_weights, warmup_steps, progress)
-    if vals:
+    Run r uses ``warmup_penalty_weight`` for its first ``runs.warmup_steps[r]`` steps and
+    ``runs.penalty_weights[r]`` after. The trained weights end up in ``runs.trainable`` (the
+    stack's parameters). The validation environments are evaluated with the test environments,
+    never trained on, and come back as the history's ``val_acc``."""
+    tests = list(envs.tests)
+    history = OOD_PATHS.get(config.path)(runs, Environments(envs.train, envs.scored()), config, progress)
+    if envs.vals:
         history.val_acc = history.test_acc[:, len(tests):]
         history.test_acc = history.test_acc[:, :len(tests)]
     return history
 
 
 @OOD_PATHS.register("plain")
-def train_stack_plain(
-    stack: StackFn,
-    trainable: Sequence[torch.nn.Parameter],
-    batch_shape: tuple[int, ...],
-    train: LabelledInputs,
-    tests: Sequence[LabelledInputs],
-    config: OODStageConfig,
-    penalty_weights: torch.Tensor,
-    warmup_steps: torch.Tensor,
-    progress: bool | str = False,
-) -> StackHistory:
+def train_stack_plain(runs: StackRuns, envs: Environments, config: OODStageConfig,
+                      progress: bool | str = False) -> StackHistory:
     """The reference path: the autograd penalties of :mod:`featlib.objectives`, one step after
-    the other as the IRMv1 reference code trains one model, for every run of the stack at once."""
+    the other as the IRMv1 reference code trains one model, for every run of the stack at once
+    (``envs.vals`` are not read: :func:`train_stack` passes them among the tests)."""
+    stack, trainable, batch_shape = runs.stack, runs.trainable, runs.batch_shape
+    train, tests = envs.train, list(envs.tests)
     device = train.y.device
-    penalty_weights, warmup_steps = check_schedule(penalty_weights, warmup_steps, batch_shape, device)
+    penalty_weights, warmup_steps = check_schedule(runs.penalty_weights, runs.warmup_steps, batch_shape, device)
     precision = PRECISIONS.get(config.precision)
     precision.check(device)
     objective = make_objective(config.objective, env_reduction=config.env_reduction, **config.objective_kwargs)
