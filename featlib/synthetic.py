@@ -7,7 +7,7 @@ Cor. 4.4), and the sweep over the pre-training length.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -48,10 +48,12 @@ class SyntheticSetup:
     def model(self) -> TwoLayerCNN:
         return TwoLayerCNN(self.spec.d, self.m, self.activation, self.sigma_0, seed=self.seed)
 
-    def run(self, phases: Sequence[Phase], log_every: int = 1, progress: bool = True) -> pd.DataFrame:
-        """Train a fresh model through ``phases``; return the per-step history."""
+    def run(self, phases: Sequence[Phase], log_every: int = 1, progress: bool = True,
+            record_at: Collection[int] | None = None) -> pd.DataFrame:
+        """Train a fresh model through ``phases``; return the history, every ``log_every`` steps
+        (or at the steps ``record_at`` names) and after the last (:func:`train_full_batch`)."""
         train, test = self.data()
-        return train_full_batch(self.model(), train, test, phases, self.lr, log_every, progress)
+        return train_full_batch(self.model(), train, test, phases, self.lr, log_every, progress, record_at=record_at)
 
     def with_alpha(self, alpha: float) -> "SyntheticSetup":
         return replace(self, spec=replace(self.spec, alpha=alpha))
@@ -136,7 +138,8 @@ def pretraining_sweep(setup: SyntheticSetup, pretrain_steps: Sequence[int], irm_
     check_pretraining_sweep(pretrain_steps, irm_steps, penalty_weight)
     rows = []
     for pre in tqdm(pretrain_steps, desc="pre-training sweep", disable=not progress):
-        h = setup.run([Phase("erm", pre), Phase("irmv1", irm_steps, penalty_weight)], progress=False)
+        h = setup.run([Phase("erm", pre), Phase("irmv1", irm_steps, penalty_weight)], progress=False,
+                      record_at=(pre,))  # the switch; the end is always recorded
         rows.append({
             "pretrain_steps": pre,
             "inv_switch": h.loc[pre, "inv"], "spu_switch": h.loc[pre, "spu"],

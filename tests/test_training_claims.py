@@ -96,3 +96,15 @@ def test_bad_training_arguments(setup):
         train_full_batch(setup.model(), train, test, [], lr=1.0)
     with pytest.raises(ValueError, match="^activation must be one of"):
         SyntheticSetup(activation="gelu")
+
+
+def test_recording_only_named_steps_changes_no_value(setup):
+    """record_at (what the pre-training sweep uses) keeps the rows it names and the last, equal to
+    the same rows of a history recorded at every step: recording never changes training."""
+    phases = [Phase("erm", 7), Phase("irmv1", 20, 1e2)]
+    every = setup.run(phases, progress=False)
+    some = setup.run(phases, progress=False, record_at=(0, 7))
+    assert list(some.index) == [0, 7, 27]
+    assert some.equals(every.loc[[0, 7, 27]])
+    with pytest.raises(ValueError, match=r"^record_at\[i\] must be an integer in \[0, inf\]; got -1"):
+        setup.run(phases, progress=False, record_at=(-1,))

@@ -2,14 +2,15 @@
 
 A run is a list of :class:`Phase` (objective, number of steps, penalty weight): Fig. 2(a, b)
 is ``[Phase("erm", T_pre), Phase("irmv1", T, 1e8)]`` and Fig. 2(c, d) is
-``[Phase("irmv1", T, 1e8)]``. Every ``log_every`` steps the history records, for the weights
+``[Phase("irmv1", T, 1e8)]``. Every ``log_every`` steps (or at the steps ``record_at`` names, and
+after the last update) the history records, for the weights
 *before* that step's update: the loss, the penalty, train and test accuracy, the invariant and
 spurious feature-learning coefficients (mean over j, r of <w_jr, j v1> and <w_jr, j v2>), and
 the test loss, and per environment the risk R_e and C_IRMv1^e.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -51,14 +52,21 @@ def train_full_batch(
     log_every: int = 1,
     progress: bool = True,
     device: torch.device | None = None,
+    record_at: Collection[int] | None = None,
 ) -> pd.DataFrame:
     """Run the phases with constant step ``lr``; return the history as a DataFrame.
 
-    The model is trained in place. Rows are indexed by the global step (0 = initialisation);
-    the last row is the state after the final update.
+    The model is trained in place. Rows are indexed by the global step (0 = initialisation),
+    every ``log_every`` steps, or only at the steps in ``record_at`` when it is given (a sweep that
+    reads two points of each run skips the rest: recording costs about as much as a step); the
+    last row is the state after the final update.
     """
     check_positive("lr", lr)
     check_int("log_every", log_every, minimum=1)
+    if record_at is not None:
+        for s in record_at:
+            check_int("record_at[i]", s, minimum=0)
+        record_at = set(record_at)
     if not phases:
         raise ValueError("phases must be a non-empty list of Phase(objective, steps, penalty_weight)")
     device = device or get_device()
@@ -95,7 +103,7 @@ def train_full_batch(
         for _ in range(phase.steps):
             logits = model(train.x)
             out = objective([logits[i] for i in env_idx], env_targets, phase.penalty_weight)
-            if step % log_every == 0:
+            if (step in record_at) if record_at is not None else (step % log_every == 0):
                 record(step, phase_id, phase, out, logits)
             optimizer.zero_grad(set_to_none=True)
             out.loss.backward()
