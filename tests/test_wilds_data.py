@@ -359,3 +359,29 @@ def test_wilds_import_skips_the_online_update_check():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "1"] and "Outdated" not in out.stderr
+
+
+def test_a_small_split_keeps_its_decoded_images_and_gives_what_a_fresh_read_gives(root):
+    """featlib's transform is deterministic, so a small split keeps each example after its first
+    read (decoding is most of a small run's time): the kept item equals a fresh read by WILDS, a
+    split over the budget keeps nothing, a user's own transform is never kept, and the subset
+    pickles (DataLoader workers started by spawn)."""
+    import pickle
+
+    from featlib.data import wilds_data
+
+    data = load_wilds("camelyon17", root, resolution=16)
+    subset = data.splits["train"]
+    assert isinstance(subset, wilds_data.RememberingSubset)
+    first = subset[3]
+    raw = subset.subset[3]
+    assert torch.equal(first[0], raw[0]) and int(first[1]) == int(raw[1]) and torch.equal(first[2], raw[2])
+    assert subset[3] is first and len(subset.kept) == 1  # the second read is the kept one
+    assert np.array_equal(subset.indices, subset.subset.indices)  # the subset's attributes read through
+    again = pickle.loads(pickle.dumps(subset))
+    assert torch.equal(again[3][0], first[0])
+
+    tight = wilds_data.RememberingSubset(data.splits["val"].subset, budget_mib=0.001)
+    assert torch.equal(tight[0][0], data.splits["val"].subset[0][0]) and tight.kept is None
+    own = load_wilds("camelyon17", root, transform=image_transform("camelyon17", 16))
+    assert not isinstance(own.splits["train"], wilds_data.RememberingSubset)

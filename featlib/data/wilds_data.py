@@ -446,8 +446,51 @@ def _subsample(indices: np.ndarray, max_examples: int | None, seed: int, split: 
     return np.sort(rng.choice(indices, size=max_examples, replace=False))
 
 
+#: The most memory (MiB) that one split's decoded examples may take to be kept after their first
+#: read (:class:`RememberingSubset`); a larger split is decoded on every read, as WILDS does.
+KEEP_DECODED_MIB = 256.0
+
+
+class RememberingSubset:
+    """A ``WILDSSubset`` (its attributes are the subset's) that keeps each example after its first
+    read (image, label, metadata) when the whole split's decoded images take at most
+    ``budget_mib`` (judged on the first example read): training reads every example once per
+    epoch, and decoding the image files is most of a small run's time. Only for a deterministic
+    transform (featlib's own :func:`image_transform`: no augmentation), so a kept example is the one
+    a new read would give; the items are shared, so a caller must not change them in place (a
+    ``DataLoader`` copies them into its batch)."""
+
+    def __init__(self, subset: Any, budget_mib: float = KEEP_DECODED_MIB):
+        self.subset = subset
+        self.budget_bytes = budget_mib * 2**20
+        self.kept: dict | None = {}  # None: the split is too large to keep
+
+    def __len__(self) -> int:
+        return len(self.subset)
+
+    def __getitem__(self, i):
+        if self.kept is None:
+            return self.subset[i]
+        item = self.kept.get(i)
+        if item is None:
+            item = self.subset[i]
+            if not self.kept:
+                x = item[0]
+                size = x.numel() * x.element_size() * len(self) if torch.is_tensor(x) else float("inf")
+                if size > self.budget_bytes:
+                    self.kept = None
+                    return item
+            self.kept[i] = item
+        return item
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in ("subset", "budget_bytes", "kept"):
+            raise AttributeError(name)  # not set yet (unpickling): never recurse
+        return getattr(self.subset, name)
+
+
 def _make_splits(dataset: Any, transform: Callable | None, max_examples: int | None,
-                 seed: int) -> dict:
+                 seed: int, remember: bool = False) -> dict:
     from wilds.datasets.wilds_dataset import WILDSSubset
 
     splits = {}
@@ -456,7 +499,8 @@ def _make_splits(dataset: Any, transform: Callable | None, max_examples: int | N
             continue
         full = dataset.get_subset(split, transform=transform)
         idx = _subsample(np.asarray(full.indices), max_examples, seed, split)
-        splits[split] = WILDSSubset(dataset, idx, transform)
+        subset = WILDSSubset(dataset, idx, transform)
+        splits[split] = RememberingSubset(subset) if remember else subset
     return splits
 
 
@@ -478,6 +522,8 @@ def load_wilds(
     to every split; when None, image datasets get :func:`image_transform` (at ``resolution``
     if given) and text datasets none (raw strings, the text backbone tokenises).
     ``max_examples`` caps every split by a seeded (``seed``), deterministic random subsample.
+    With featlib's transform, a split small enough keeps its decoded examples in memory after
+    their first read (:class:`RememberingSubset`).
     """
     spec = WILDS_DATASETS.get(name)
     download = check_bool("download", download)
@@ -491,14 +537,15 @@ def load_wilds(
     if not download and not _exists_locally(spec, root):
         raise _not_found(spec, root)
     wilds = import_wilds()
-    if transform is None and spec.modality == "image":
+    remember = transform is None and spec.modality == "image"  # featlib's own transform: deterministic
+    if remember:
         transform = image_transform(spec, resolution)
     from wilds.common.grouper import CombinatorialGrouper
 
     try:
         dataset = wilds.get_dataset(dataset=name, root_dir=str(root), download=download)
         grouper = CombinatorialGrouper(dataset=dataset, groupby_fields=list(spec.groupby_fields))
-        splits = _make_splits(dataset, transform, max_examples, seed)
+        splits = _make_splits(dataset, transform, max_examples, seed, remember)
     except FileNotFoundError as err:
         if not _exists_locally(spec, root):
             raise _not_found(spec, root) from err
