@@ -33,8 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def build(copy: Path, label: str) -> tuple[float, list[str]]:
-    """One ``python -m featbook.build`` in ``copy``: wall seconds and the chapters it executed."""
+def build(copy: Path, label: str) -> tuple[float, dict[str, float]]:
+    """One ``python -m featbook.build`` in ``copy``: wall seconds, and the chapters it executed with
+    each one's seconds (as the build prints them: kernel start to end)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(copy), str(copy / "book")])}
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "featbook.build", "--profile", "small"], cwd=copy, env=env,
@@ -42,8 +43,8 @@ def build(copy: Path, label: str) -> tuple[float, list[str]]:
     seconds = time.perf_counter() - start
     if done.returncode:
         sys.exit(f"the {label} build failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    executed = re.findall(r"^executed (\S+)\.ipynb", done.stdout, flags=re.M)
-    return seconds, executed
+    executed = re.findall(r"^executed (\S+)\.ipynb with profile \S+ in ([0-9.]+) s", done.stdout, flags=re.M)
+    return seconds, {name: float(s) for name, s in executed}
 
 
 def edit(chapter: Path, kind: str) -> None:
@@ -92,6 +93,12 @@ def main(argv: list[str] | None = None) -> int:
             ran = ", ".join(executed) if executed else "none"
             print(f"{label:<{width}}  {seconds:7.1f} s  executed: {ran}")
         print(f"prose-edit rebuild / cold build: {rows[1][1] / rows[0][1]:.3f}")
+        cold_seconds, cold_chapters = rows[0][1], rows[0][2]
+        print("the cold build, where the time went:")
+        for name, seconds in sorted(cold_chapters.items(), key=lambda kv: -kv[1]):
+            print(f"  {name:<{width}}  {seconds:7.1f} s  ({seconds / cold_seconds:.0%})")
+        rest = cold_seconds - sum(cold_chapters.values())
+        print(f"  {'staging, rendering, checking':<{width}}  {rest:7.1f} s  ({rest / cold_seconds:.0%})")
     finally:
         if args.keep:
             print(f"kept {copy}")
