@@ -48,7 +48,7 @@ from ..registry import Registry
 from ..validation import check_bool, check_positive
 from .fused import BIAS_RELU, make_bias_relu
 from .ood_stage import (
-    OOD_PATHS, Environments, LabelledInputs, OODStageConfig, StackFn, StackHistory, StackRuns, check_schedule,
+    OOD_PATHS, Environments, OODStageConfig, StackFn, StackHistory, StackRuns, check_schedule,
     evaluate_stack, l2_covered, per_run_squared_norm, record_steps,
 )
 from .precision import PRECISIONS
