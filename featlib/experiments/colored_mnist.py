@@ -289,6 +289,12 @@ class CMNISTProtocol:
                    | {"table6": SCHEDULES[schedule_dataset(self.dataset)]})
         return store_key(payload)
 
+    @staticmethod
+    def piece_fields(learner: str) -> tuple[str, ...]:
+        """The fields an OOD-stage piece of ``learner`` depends on: :attr:`NF_FIELDS` for ERM-NF,
+        :attr:`OOD_FIELDS` for a learner's frozen features."""
+        return CMNISTProtocol.NF_FIELDS if learner == "erm-nf" else CMNISTProtocol.OOD_FIELDS
+
     def ood_piece_key(self, objective: str, learner: str = "erm") -> str:
         """The key of ``objective``'s OOD-stage pieces on learned features (:attr:`OOD_FIELDS`), or of
         its ERM-NF pieces (``learner="erm-nf"``: :attr:`NF_FIELDS`, which leave out what only feature
@@ -298,8 +304,7 @@ class CMNISTProtocol:
         anew)."""
         from .objective_files import objective_source
 
-        fields = CMNISTProtocol.NF_FIELDS if learner == "erm-nf" else CMNISTProtocol.OOD_FIELDS
-        return self.key(fields, **objective_source(objective))
+        return self.key(self.piece_fields(learner), **objective_source(objective))
 
     def piece_key(self, piece) -> str:
         """The key of a piece of this protocol (:class:`featlib.store.pieces.Piece`): the oracle's
@@ -311,7 +316,7 @@ class CMNISTProtocol:
     def ood_fields(self, learner: str = "erm") -> dict:
         """What a piece of ``learner`` records of its protocol: every field that changes its runs
         (:attr:`OOD_FIELDS`, or :attr:`NF_FIELDS` for ERM-NF)."""
-        fields = CMNISTProtocol.NF_FIELDS if learner == "erm-nf" else CMNISTProtocol.OOD_FIELDS
+        fields = self.piece_fields(learner)
         return {k: v for k, v in dataclasses.asdict(self).items() if k in fields}
 
     def ood_config(self, objective: str, kind: str = "frozen") -> OODStageConfig:
