@@ -87,6 +87,7 @@ CHAPTER_CHANGES = {"06_which_features_are_learned": {"wilds_datasets": ["camelyo
 #: trains the models that 06 explains); every other chapter runs beside them.
 CHAPTER_LANES = (("05_feat_on_wilds", "06_which_features_are_learned"),)
 STEP_NAMES = ("chapters", "bench", "cost", "frozen", "erm-nf")
+STAGGER_S = 1.0  # seconds between the lanes' starts
 GRACE_S = 60.0  # a step still running this long after the sitting's end is stopped
 FROZEN_LEARNERS = ("erm", "bonsai", "ifeat")
 DATASETS = ("cmnist025", "cmnist01")
@@ -449,7 +450,9 @@ def cmd_chapters(args) -> int:
     record = {"profile": args.profile, "changes": {n: CHAPTER_CHANGES[n] for n in chosen if n in CHAPTER_CHANGES},
               "lanes": lanes, "threads_per_lane": int(threads), **_device(), "chapters": {}}
 
-    def run_lane(lane):
+    def run_lane(index_lane):
+        index, lane = index_lane
+        time.sleep(STAGGER_S * index)  # kernels started in the same instant can die before they answer
         for name in lane:
             if time.monotonic() >= deadline:
                 record["chapters"][name] = {"skipped": "the chapters' minutes were over"}
@@ -463,7 +466,7 @@ def cmd_chapters(args) -> int:
             _log(f"chapter {name}: exit {rc} after {time.time() - started:.0f} s" + (" (stopped)" if stopped else ""))
 
     with ThreadPoolExecutor(len(lanes)) as pool:
-        list(pool.map(run_lane, lanes))
+        list(pool.map(run_lane, enumerate(lanes)))
     record["chapters"] = {n: record["chapters"][n] for n in chosen}
     (out / "chapters.json").write_text(json.dumps(record, indent=1) + "\n")
     ran = [r for r in record["chapters"].values() if r.get("rc") == 0]
@@ -492,7 +495,14 @@ def cmd_chapter(args) -> int:
     values = chapter_parameters(args.profile, [args.name])[args.name]
     output = ROOT / args.out / f"{args.name}.ipynb"
     try:
-        wall = execute_notebook(NOTEBOOK_DIR / f"{args.name}.ipynb", output, values, cwd=NOTEBOOK_DIR)
+        for attempt in (1, 2):  # a kernel that dies before it answers (ports taken by a kernel beside it) once
+            try:
+                wall = execute_notebook(NOTEBOOK_DIR / f"{args.name}.ipynb", output, values, cwd=NOTEBOOK_DIR)
+                break
+            except RuntimeError as error:
+                if attempt == 2 or "Kernel died before replying" not in str(error):
+                    raise
+                print(f"{args.name}: the kernel died before it answered ({error}); starting it again", flush=True)
     finally:
         if output.exists():
             _strip_images(output)
