@@ -314,13 +314,17 @@ def _write_steps(done: list[Step]) -> None:
 
 
 def _environment() -> dict:
-    """PYTHONPATH for the steps: the wheels installed under ``_sitting/deps``, then ``book``; and
-    the sitting's own bytecode cache (``PYTHONPYCACHEPREFIX``), so that no ``__pycache__`` the copied
+    """PYTHONPATH for the steps: the wheels installed under ``_sitting/deps``, then ``book``; no git
+    (``FEATLIB_COMMIT`` names the commit); and the sitting's own bytecode cache (``PYTHONPYCACHEPREFIX``), so that no ``__pycache__`` the copied
     tree holds (a warm machine's, or one made for it) is ever read in place of the checked sources."""
     paths = [str(ROOT / SITTING / "deps"), str(ROOT / "book"), str(ROOT)]
     old = os.environ.get("PYTHONPATH")
     return {"PYTHONPATH": os.pathsep.join(paths + ([old] if old else [])),
-            "PYTHONPYCACHEPREFIX": str(ROOT / SITTING / "cache" / "pycache")}
+            "PYTHONPYCACHEPREFIX": str(ROOT / SITTING / "cache" / "pycache"),
+            # the device tool copies the checkout's .git as it was when the session began: its HEAD is
+            # not the commit the tree was checked against, so git is kept from answering for it
+            # (seen 2026-11-26: every record said 'cf6350c+uncommitted changes' for a tree of fcc0a2e)
+            "GIT_DIR": str(ROOT / SITTING / "no-git")}
 
 
 # -- the commands -----------------------------------------------------------------------------------------

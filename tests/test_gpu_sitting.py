@@ -111,6 +111,18 @@ def test_featlib_commit_names_the_commit_of_a_copy_only(tmp_path, repo_root, mon
         git_commit(tmp_path)
 
 
+def test_the_steps_record_the_checked_commit_even_beside_a_stale_git_folder(sitting, repo_root, monkeypatch):
+    """The device tool copies the checkout's .git as it was when the session began; in the steps'
+    environment git does not answer for the tree, and the checked commit is recorded."""
+    if not (repo_root / ".git").exists():
+        pytest.skip("no checkout here")
+    monkeypatch.setattr(sitting, "ROOT", repo_root)
+    for name, value in sitting._environment().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("FEATLIB_COMMIT", "b" * 40)
+    assert git_commit(repo_root) == "b" * 40
+
+
 def test_budgets_shrink_with_the_time_left_and_late_steps_are_skipped(sitting, tmp_path, monkeypatch):
     monkeypatch.setattr(sitting, "ROOT", tmp_path)
     (tmp_path / "_sitting").mkdir()
