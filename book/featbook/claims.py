@@ -76,13 +76,31 @@ def _two_bit_irm(results: Path, executed: Path | None) -> tuple[str, str]:
     return scale, verdict
 
 
+#: The whole-network (ERM-NF) pieces that GPU sittings add (chapters 03 and 04 read the same folder).
+NF_PIECES = "cmnist-erm-nf-h200/fast-fp32"
+
+
+def _nf_pieces(results: Path) -> str:
+    """How much of the ERM-NF column GPU sittings have committed, as a phrase."""
+    from featlib.experiments.table2_pieces import load_pieces
+
+    pieces = load_pieces(results / NF_PIECES) if (results / NF_PIECES).exists() else None
+    runs = None if pieces is None else pieces["runs"].query("learner == 'erm-nf'")
+    if runs is None or runs.empty:
+        return "the whole-network (ERM-NF) runs wait for a GPU"
+    seeds = runs["seed"].nunique()
+    datasets = prose.listing(sorted({"ColoredMNIST-025" if d == "cmnist025" else "ColoredMNIST-01" for d in runs["dataset"]}))
+    return (f"the whole-network (ERM-NF) runs: {prose.count(seeds, 'seed')} on {datasets} from a GPU, shown apart"
+            + (" (too few to rank)" if seeds < 3 else ""))
+
+
 def _fig1b(results: Path, executed: Path | None) -> tuple[str, str]:
     from featlib.experiments.results import load_study
 
     study = load_study(results / "cmnist-pretraining", "frozen-pretraining") if (
         results / "cmnist-pretraining").exists() else None
     if study is None:
-        return ("not yet at full size: the whole-network figure needs a GPU; chapter 03's own run is a CPU test "
+        return (f"not yet at full size in frozen form; {_nf_pieces(results)}; chapter 03's own run is a CPU test "
                 "run"), "-"
     frame = study["frame"]
     seeds = frame["seed"].nunique()
@@ -94,7 +112,7 @@ def _fig1b(results: Path, executed: Path | None) -> tuple[str, str]:
     feat = best[best["learner"] == "ifeat"].set_index("objective")["worst_test_acc"]
     beats = int(sum(feat[o] >= erm.max()[o] for o in penalised))
     scale = (f"reduced form: frozen ERM features after 0-250 epochs and iFeAT's, full data (50,000 images), "
-             f"{prose.count(seeds, 'seed')}; the paper's whole-network figure waits for a GPU")
+             f"{prose.count(seeds, 'seed')}; {_nf_pieces(results)}")
     verdict = (f"the objectives move by up to {prose.points(spread.max(), sign=False)} with ERM's length; FeAT's "
                f"features match or beat every length for {beats} of {len(penalised)} objectives")
     return scale, verdict
@@ -134,7 +152,7 @@ def _table2(results: Path, executed: Path | None) -> tuple[str, str]:
     lo, hi = int(frozen["min_seeds"].min()), int(frozen["max_seeds"].max())
     seeds = f"{lo} seeds" if lo == hi else f"{lo}-{hi} seeds"
     scale = (f"full size, {earlier}the frozen-feature columns, {seeds} a cell (the paper's 10); "
-             "ERM-NF waits for a GPU")
+             f"{_nf_pieces(results)}")
     parts = [f"FeAT's features best in {int(r.feat_best)} of {int(r.objectives)} objectives on "
              f"{'ColoredMNIST-025' if r.dataset == 'cmnist025' else 'ColoredMNIST-01'} (the paper: "
              f"{int(r.paper_feat_best)}); mean distance from the paper's cells: FeAT "
@@ -167,12 +185,14 @@ def _table14(results: Path, executed: Path | None) -> tuple[str, str]:
         loaded = load_cost_results(folder)
         schedule = loaded["schedule"].set_index(["benchmark", "learner"])["time_x_erm"]
         prov = loaded["provenance"]
-        devices.append(f"a {prov.get('cpu_count', '')}-core CPU".replace("a -core", "a")
-                       if prov["device"] == "cpu" else str(prov["device"]))
-        for bench in ("cmnist", "wilds"):
-            if (bench, "ifeat") in schedule.index:
-                parts.append(f"iFeAT {prose.ratio(schedule[(bench, 'ifeat')])} ERM's time on "
-                             f"{'ColoredMNIST' if bench == 'cmnist' else 'Camelyon17'}")
+        device = (f"a {prov.get('cpu_count', '')}-core CPU".replace("a -core", "a") if prov["device"] == "cpu"
+                  else f"one {prov['device'][6:-1]}" if str(prov["device"]).startswith("cuda (") else str(prov["device"]))
+        devices.append(device)
+        ratios = [f"{prose.ratio(schedule[(bench, 'ifeat')])} ERM's time on "
+                  f"{'ColoredMNIST' if bench == 'cmnist' else 'Camelyon17'}"
+                  for bench in ("cmnist", "wilds") if (bench, "ifeat") in schedule.index]
+        if ratios:
+            parts.append(f"on {device}, iFeAT {prose.listing(ratios)}")
     scale = f"measured on {prose.listing(devices)} at the protocol's sizes (the paper's: V100 GPUs)"
     return scale, "; ".join(parts) + " (the paper: 1.80× on Camelyon17)"
 

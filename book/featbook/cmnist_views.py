@@ -431,6 +431,65 @@ def pretraining_figure(nf_results: pd.DataFrame, feat_best: pd.DataFrame | None,
     return fig
 
 
+def nf_pieces_title(nf_runs: pd.DataFrame, records: pd.DataFrame, dataset: str) -> str:
+    """The title of Fig. 1(b) drawn from committed ERM-NF pieces: dataset, seeds, device, precision."""
+    seeds = sorted(int(s) for s in nf_runs["seed"].unique())
+    said = f"seed {seeds[0]} only" if len(seeds) == 1 else f"mean of {prose.count(len(seeds), 'seed')}"
+    kept = records[(records["learner"] == "erm-nf") & (records["dataset"] == dataset)]
+    device = prose.listing(sorted(str(d).replace("cuda (", "").rstrip(")") for d in kept["device"].unique()))
+    return f"{DATASET_LABELS[dataset]}, ERM-NF, {said} ({device}, {prose.listing(sorted(kept['precision'].unique()))})"
+
+
+def _seeds(seeds: Sequence[int]) -> str:
+    return f"seed {seeds[0]} only" if len(seeds) == 1 else f"seeds {prose.listing([str(s) for s in seeds])}"
+
+
+def _devices(devices: pd.Series) -> str:
+    """'cuda (NVIDIA H200)' as 'one NVIDIA H200'; a CPU as it is recorded."""
+    return prose.listing(sorted(f"one {d[6:-1]}" if str(d).startswith("cuda (") else str(d) for d in devices.unique()))
+
+
+def _nf_provenance(nf_runs: pd.DataFrame, records: pd.DataFrame, datasets: Sequence[str], folder: str) -> str:
+    """Which committed ERM-NF pieces these are: count, datasets, objectives, seeds, device,
+    precision, GPU seconds and commit, from their records."""
+    kept = records[(records["learner"] == "erm-nf") & records["dataset"].isin(datasets)]
+    seeds = sorted(int(s) for s in nf_runs["seed"].unique())
+    present = set(nf_runs["objective"])
+    objectives = [label("objective", o) for o in TABLE2[datasets[0]] if o in present]
+    commits = sorted({str(c)[:7] for c in kept["commit"]})
+    return (f"`{folder}`: {prose.count(len(kept), 'piece')} of the ERM-NF column on "
+            f"{prose.listing(DATASET_LABELS[d] for d in datasets)} ({prose.listing(objectives)}), {_seeds(seeds)}, "
+            f"50,000 training images, computed on {_devices(kept['device'])} in "
+            f"{prose.listing(sorted(kept['precision'].unique()))} in {prose.integer(float(kept['wall_time_s'].sum()))} s "
+            f"at commit {prose.listing(commits)}")
+
+
+def nf_pieces_sentence(nf_runs: pd.DataFrame, records: pd.DataFrame, dataset: str, folder: str) -> str:
+    """Chapter 03: what committed ERM-NF pieces (the whole-network runs of Fig. 1(b), from a GPU
+    sitting) are, and what they can carry: at one seed, how the figure looks at full size, not its verdict."""
+    curves = best_over_weights(nf_runs)
+    penalised = curves[curves["objective"] != "erm"].groupby("objective")["mean"]
+    spread = 100 * float((penalised.max() - penalised.min()).mean())
+    text = (f"**Committed: the whole-network runs at full size** ({_nf_provenance(nf_runs, records, [dataset], folder)}). "
+            f"Between an objective's best and worst pre-training length the best penalty weight's accuracy moves by "
+            f"{prose.number(spread, 1)} points on average. ")
+    if nf_runs["seed"].nunique() < 3:
+        text += ("With so few seeds there is no seed-to-seed spread to set that against: the figure below shows "
+                 "what the paper's figure looks like at its size, and ranks nothing.")
+    return text
+
+
+def nf_column_sentence(nf_runs: pd.DataFrame, records: pd.DataFrame, folder: str) -> str:
+    """Chapter 04: the committed ERM-NF pieces shown apart from Table 2 while they hold fewer
+    seeds than a comparison needs (3), or beside it once they do."""
+    datasets = [d for d in DATASET_LABELS if d in set(nf_runs["dataset"])]
+    text = f"**The whole-network column** ({_nf_provenance(nf_runs, records, datasets, folder)}). "
+    if nf_runs.groupby(["dataset", "objective"])["seed"].nunique().min() < 3:
+        text += ("While its cells hold fewer than 3 seeds, the column stands here, apart from Table 2: it shows what "
+                 "the column looks like at full size, ranks nothing and enters no margin.")
+    return text
+
+
 def pretraining_summary(summary: pd.DataFrame) -> Table:
     """Per objective: the best penalty weight's mean OOD accuracy without pre-training, at the
     best and at the worst pre-training length, their difference, and on FeAT's features (%)."""
@@ -495,7 +554,8 @@ def table2_from_pieces(pieces: dict, learners: Sequence[str]) -> tuple[str, Tabl
              else "each cell says over how many seeds it is")
     intro = (f"Table 2 from the pieces committed so far ({prose.count(len(records), 'piece')}, made on {devices}); "
              f"{seeds} (the paper's are over 10). A cell marked *not yet run* has no piece yet at full size")
-    intro += ("; the whole-network ERM-NF column waits for a GPU." if "erm-nf" in learners
+    intro += ("; the whole-network ERM-NF column is not in these pieces: GPU sittings add it, and it is shown "
+              "apart below." if "erm-nf" in learners
               and "erm-nf" not in set(records["learner"]) else ".")
     over = prose.count(counts[0], "seed") if uniform else "n seeds"
     shown = table2(table2_frame(pieces["runs"], pieces["oracle"], with_n=not uniform, learners=learners,
@@ -864,7 +924,7 @@ def frozen_columns_sentence(frozen: pd.DataFrame) -> str:
             f"{labels[worst['dataset']]}, {prose.number(abs(worst['largest_gap']), 1)} points {direction} the paper.")
     text += (f" Over {seeds} (the paper's: 10) the counts describe these seeds: columns within a point or two of "
              "each other can change places with more.")
-    return text + " The whole-network ERM-NF column waits for a GPU."
+    return text + " The whole-network ERM-NF column comes from GPU sittings and is shown apart from this table."
 
 
 def feat_what_we_see(termination: str | None, table2_committed: bool, table2_failed: bool = False,

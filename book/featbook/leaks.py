@@ -51,7 +51,7 @@ TEMPLATE: tuple[tuple[str, re.Pattern], ...] = (
     ("doubled phrase", re.compile(r"\b((?:\w[\w-]*\s+){2,8}\w[\w-]*)\s*[(,:]?\s*\(?\s*\1\b", re.I)),
     ("plural placeholder", re.compile(r"\w\(s\)")),
     ("parameter name", re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w./-])")),
-    ("e-notation", re.compile(r"\d[eE][−+-]?0\d")),
+    ("e-notation", re.compile(r"(?<![a-fA-F])\d[eE][−+-]?0\d")),  # not inside a commit's hex (fcc0a2e4e006)
 )
 
 #: Elements whose text is code or mathematics by nature (CSS selectors for BeautifulSoup).
