@@ -60,6 +60,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -124,7 +125,7 @@ def table_out(precision: str) -> Path:
 
 def plan(seeds: list[int], precisions: list[str], *, size: str = "full", bench_args: list[str] = (),
          cost_args: list[str] = (), steps: list[str] = ("bench", "cost", "frozen", "erm-nf"),
-         chapters_profile: str = "small", chapter_minutes: float = 4.0) -> list[Step]:
+         chapters_profile: str = "small", chapter_minutes: float = 4.0, chapters: Sequence[str] = ()) -> list[Step]:
     """The sitting's commands in order (the module's docstring says why this order)."""
     def table(datasets, learners, precision, seeds):  # one run_cmnist --pieces command
         return ["-m", "featlib.cli.run_cmnist", "--pieces", "--datasets", *datasets, "--size", size, "--cache-dir",
@@ -133,7 +134,7 @@ def plan(seeds: list[int], precisions: list[str], *, size: str = "full", bench_a
 
     out = []
     if "chapters" in steps:
-        out.append(Step(f"chapters-{chapters_profile}", ["benchmarks/gpu_sitting.py", "chapters", "--profile",
+        out.append(Step(f"chapters-{chapters_profile}", ["benchmarks/gpu_sitting.py", "chapters", *chapters, "--profile",
                                                          chapters_profile, "--out", str(SITTING / "chapters")],
                         budgeted=True, cap_minutes=chapter_minutes))
     if "bench" in steps:
@@ -380,7 +381,8 @@ def cmd_start(args) -> int:
     argv = [sys.executable, str(Path(__file__).resolve()), "job", "--minutes", str(args.minutes),
             "--seeds", *map(str, args.seeds), "--precisions", *args.precisions, "--size", args.size,
             "--steps", *args.steps, "--chapters-profile", args.chapters_profile, "--chapter-minutes",
-            str(args.chapter_minutes), "--bench-args", shlex.join(args.bench_args),
+            str(args.chapter_minutes), *(["--chapters", *args.chapters] if args.chapters else []),
+            "--bench-args", shlex.join(args.bench_args),
             "--cost-args", shlex.join(args.cost_args)]
     log = open(ROOT / SITTING / "sitting.log", "ab")
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -523,7 +525,7 @@ def cmd_chapter(args) -> int:
 def cmd_job(args) -> int:
     steps = plan(args.seeds, args.precisions, size=args.size, bench_args=args.bench_args,
                  cost_args=args.cost_args, steps=args.steps, chapters_profile=args.chapters_profile,
-                 chapter_minutes=args.chapter_minutes)
+                 chapter_minutes=args.chapter_minutes, chapters=args.chapters)
     _log(f"plan: {', '.join(s.name for s in steps)}")
     run_job(steps, args.minutes)
     return 0
@@ -619,6 +621,8 @@ def parse_args(argv):
         p.add_argument("--steps", nargs="+", default=list(STEP_NAMES), choices=STEP_NAMES)
         p.add_argument("--chapters-profile", default="small", help="the profile the chapters run at (step chapters)")
         p.add_argument("--chapter-minutes", type=float, default=4.0, help="the chapters' minutes, at most")
+        p.add_argument("--chapters", nargs="+", default=[], metavar="NAME",
+                       help="the chapters to run (file stems, e.g. 04_feat_on_colored_mnist); default: all")
         if name == "start":
             p.add_argument("--wait", action="store_true",
                            help="wait for the job in this call, with snapshots in $OUT (a machine that goes back "
@@ -651,6 +655,13 @@ def parse_args(argv):
             parser.error(f"--precisions {' '.join(args.precisions)}: each once, from {', '.join(PRECISIONS)}")
         if any(not 1 <= s <= MAX_SEED for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
             parser.error(f"--seeds {' '.join(map(str, args.seeds))}: distinct integers from 1 to {MAX_SEED}")
+    if getattr(args, "chapters", None) or getattr(args, "names", None) or getattr(args, "name", None):
+        known = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))  # featbook.notebooks's rule:
+        # featbook is not importable here before `start` has set the steps' PYTHONPATH
+        asked = list(getattr(args, "chapters", None) or getattr(args, "names", None) or [args.name])
+        unknown = [n for n in asked if n not in known]
+        if unknown:
+            parser.error(f"chapter {' '.join(unknown)}: not a chapter; the chapters are {', '.join(known)}")
     return args
 
 

@@ -51,6 +51,8 @@ def test_the_plan_keeps_the_issue_order_and_pairs_precisions_seed_by_seed(sittin
     with_chapters = sitting.plan([1], ["fp32"], steps=sitting.STEP_NAMES, chapter_minutes=3.0)
     assert [s.name for s in with_chapters][:3] == ["chapters-small", "bench", "cost"]
     assert with_chapters[0].budgeted and with_chapters[0].cap_minutes == 3.0
+    one = sitting.plan([1], ["fp32"], steps=["chapters"], chapters_profile="colab", chapters=["04_feat_on_colored_mnist"])
+    assert one[0].name == "chapters-colab" and one[0].argv[2] == "04_feat_on_colored_mnist"
 
 
 def test_every_command_of_the_plan_parses_with_todays_interfaces(sitting, bench):
@@ -158,6 +160,7 @@ def test_collect_leaves_caches_behind_and_never_replaces_a_file(sitting, tmp_pat
     (["start", "--minutes", "0"], "--minutes must be a finite number > 0"),
     (["start", "--precisions", "fp16"], "--precisions fp16"),
     (["job", "--seeds", "1", "1"], "--seeds 1 1"),
+    (["start", "--chapters", "04_feat"], "chapter 04_feat: not a chapter"),
 ])
 def test_bad_arguments_stop_with_one_line_and_exit_2(repo_root, argv, said):
     out = subprocess.run([sys.executable, "benchmarks/gpu_sitting.py", *argv], cwd=repo_root, capture_output=True,
@@ -218,3 +221,19 @@ def test_a_snapshot_replaces_only_the_last_snapshot(sitting, tmp_path, monkeypat
         assert not any(n.startswith("_sitting/cache") for n in tar.getnames())
     assert (out / "sitting.tar.gz").read_text() == "collected" and sorted(p.name for p in out.iterdir()) == [
         "sitting-now.tar.gz", "sitting.tar.gz"]
+
+
+def test_the_chapters_step_runs_a_chapter_through_papermill_and_records_it(sitting, tmp_path):
+    """The chapters step on this CPU, one quick chapter: its record names the device and its
+    exit status, its log and its executed notebook (figures left out) lie beside it."""
+    out = tmp_path / "chapters"
+    done = subprocess.run([sys.executable, "benchmarks/gpu_sitting.py", "chapters", "09_how_the_numbers_were_made",
+                           "--out", str(out), "--budget-minutes", "5"], cwd=sitting.ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = json.loads((out / "chapters.json").read_text())
+    assert record["profile"] == "small" and record["device"] == "cpu" and record["lanes"] == [["09_how_the_numbers_were_made"]]
+    assert record["chapters"]["09_how_the_numbers_were_made"]["rc"] == 0
+    assert "ran in" in (out / "09_how_the_numbers_were_made.log").read_text()
+    executed = json.loads((out / "09_how_the_numbers_were_made.ipynb").read_text())
+    assert not any(k.startswith("image/") for c in executed["cells"] for o in c.get("outputs", [])
+                   for k in o.get("data", {}))
