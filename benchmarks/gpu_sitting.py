@@ -378,6 +378,13 @@ def cmd_start(args) -> int:
               file=sys.stderr)
     os.environ.update(_environment())
     os.environ["FEATLIB_COMMIT"] = commit
+    for precision, source in resume_sources(args.resume_from, args.precisions):
+        merged = subprocess.run([sys.executable, "-m", "featlib.cli.merge_pieces", str(source), "--into",
+                                 str(ROOT / table_out(precision))], cwd=ROOT, capture_output=True, text=True)
+        if merged.returncode:
+            last = (merged.stderr.strip().splitlines() or ["no message"])[-1]
+            raise ValueError(f"--resume-from {args.resume_from}: its {source.name} pieces could not be merged ({last})")
+        print(f"resumed from {source.relative_to(ROOT)}: {merged.stdout.strip()}", flush=True)
     argv = [sys.executable, str(Path(__file__).resolve()), "job", "--minutes", str(args.minutes),
             "--seeds", *map(str, args.seeds), "--precisions", *args.precisions, "--size", args.size,
             "--steps", *args.steps, "--chapters-profile", args.chapters_profile, "--chapter-minutes",
@@ -522,6 +529,16 @@ def cmd_chapter(args) -> int:
     return 0
 
 
+def resume_sources(folder: str | None, precisions: Sequence[str]) -> list[tuple[str, Path]]:
+    """The committed pieces a sitting starts from (``--resume-from``, a results folder holding
+    ``fast-<precision>/pieces`` as ``results/cmnist-erm-nf-h200`` does), per precision of the
+    sitting, fp32 (the frozen columns') included: the job computes only the pieces they lack."""
+    if not folder:
+        return []
+    wanted = dict.fromkeys(["fp32", *precisions])
+    return [(p, ROOT / folder / f"fast-{p}") for p in wanted if (ROOT / folder / f"fast-{p}" / "pieces").is_dir()]
+
+
 def cmd_job(args) -> int:
     steps = plan(args.seeds, args.precisions, size=args.size, bench_args=args.bench_args,
                  cost_args=args.cost_args, steps=args.steps, chapters_profile=args.chapters_profile,
@@ -624,6 +641,9 @@ def parse_args(argv):
         p.add_argument("--chapters", nargs="+", default=[], metavar="NAME",
                        help="the chapters to run (file stems, e.g. 04_feat_on_colored_mnist); default: all")
         if name == "start":
+            p.add_argument("--resume-from", default=None, metavar="FOLDER",
+                           help="a results folder of earlier sittings' pieces (fast-<precision>/pieces): only the "
+                                "pieces it lacks are computed")
             p.add_argument("--wait", action="store_true",
                            help="wait for the job in this call, with snapshots in $OUT (a machine that goes back "
                                 "when idle)")
@@ -655,6 +675,10 @@ def parse_args(argv):
             parser.error(f"--precisions {' '.join(args.precisions)}: each once, from {', '.join(PRECISIONS)}")
         if any(not 1 <= s <= MAX_SEED for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
             parser.error(f"--seeds {' '.join(map(str, args.seeds))}: distinct integers from 1 to {MAX_SEED}")
+    if getattr(args, "resume_from", None) and not resume_sources(args.resume_from, args.precisions):
+        parser.error(f"--resume-from {args.resume_from}: no fast-<precision>/pieces folder there for "
+                     f"{', '.join(dict.fromkeys(['fp32', *args.precisions]))}; name a results folder such as "
+                     "results/cmnist-erm-nf-h200")
     if getattr(args, "chapters", None) or getattr(args, "names", None) or getattr(args, "name", None):
         known = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))  # featbook.notebooks's rule:
         # featbook is not importable here before `start` has set the steps' PYTHONPATH

@@ -408,8 +408,21 @@ def parse_args(argv):
     return args
 
 
+#: The kind of result folder --out is (featlib.store.folders): a later run of this benchmark may
+#: replace it, nothing else may, and it carries a manifest with each file's checksum.
+BENCH_KIND = "benchmarks.stacked_training"
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.out is not None:
+        from featlib.store.folders import check_out
+
+        try:
+            check_out("--out", args.out, BENCH_KIND)  # before any work
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     device = torch.device(args.device) if args.device else get_device()
     args.n_train = args.n_train or (50000 if device.type == "cuda" else 5000)
     started = time.perf_counter()
@@ -481,14 +494,14 @@ def main(argv=None) -> int:
 
 def write_out(args, argv, device, started, rates, bandwidth, frame, alone, prefix, estimate, runs, table, times,
               tiles=None):
-    from featlib.store.atomic import atomic_write
+    from featlib.store.folders import ResultFolder
     from featlib.store.provenance import provenance
 
-    args.out.mkdir(parents=True, exist_ok=True)
+    folder = ResultFolder(args.out, kind=BENCH_KIND)  # written as a whole, with its manifest
     frames = {"variants": frame, "estimate": estimate, "runs": runs, "table2_precisions": table, "cpu_tiles": tiles}
     for name, data in frames.items():
         if data is not None:
-            atomic_write(args.out / f"{name}.csv", lambda tmp, d=data: d.to_csv(tmp, index=False))
+            folder.add_csv(f"{name}.csv", data)
     record = provenance(
         " ".join(["python", "benchmarks/stacked_training.py", *(sys.argv[1:] if argv is None else argv)]), started,
         device, arguments={k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
@@ -496,7 +509,7 @@ def write_out(args, argv, device, started, rates, bandwidth, frame, alone, prefi
         protocol_wall_s={f"{p}/{d}": t for (p, d), t in (times or {}).items()},
         precisions={row.variant: row.precision for row in frame.itertuples()} if not frame.empty else {},
     )
-    atomic_write(args.out / "provenance.json", lambda tmp: tmp.write_text(json.dumps(record, indent=2, default=str)))
+    folder.commit(json.loads(json.dumps(record, default=str)))
     print(f"\nwrote {args.out}")
 
 

@@ -522,4 +522,14 @@ def test_benchmark_runs_end_to_end_on_a_cpu(tmp_path):
 
     variants = pd.read_csv(tmp_path / "variants.csv")
     assert set(variants["variant"]) == {"plain", "closed-form"} and (variants["floor_s"] > 0).all()
-    assert (tmp_path / "provenance.json").exists()
+    from featlib.store.folders import read_folder
+
+    record, files = read_folder(tmp_path)  # a result folder with its manifest, each file's checksum checked
+    assert record["kind"] == "benchmarks.stacked_training" and "variants.csv" in files
+    users = tmp_path / "users"  # a folder of the user's: refused before any work, nothing touched
+    users.mkdir()
+    (users / "mine.txt").write_text("a user's file")
+    again = subprocess.run([sys.executable, "benchmarks/stacked_training.py", "--out", str(users)],
+                           capture_output=True, text=True, timeout=600, check=False)
+    assert again.returncode == 2 and "no stacked_training run wrote" in again.stderr
+    assert (users / "mine.txt").read_text() == "a user's file" and "device:" not in again.stdout

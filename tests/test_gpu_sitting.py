@@ -161,6 +161,7 @@ def test_collect_leaves_caches_behind_and_never_replaces_a_file(sitting, tmp_pat
     (["start", "--precisions", "fp16"], "--precisions fp16"),
     (["job", "--seeds", "1", "1"], "--seeds 1 1"),
     (["start", "--chapters", "04_feat"], "chapter 04_feat: not a chapter"),
+    (["start", "--resume-from", "results/cost"], "--resume-from results/cost: no fast-<precision>/pieces"),
 ])
 def test_bad_arguments_stop_with_one_line_and_exit_2(repo_root, argv, said):
     out = subprocess.run([sys.executable, "benchmarks/gpu_sitting.py", *argv], cwd=repo_root, capture_output=True,
@@ -237,3 +238,12 @@ def test_the_chapters_step_runs_a_chapter_through_papermill_and_records_it(sitti
     executed = json.loads((out / "09_how_the_numbers_were_made.ipynb").read_text())
     assert not any(k.startswith("image/") for c in executed["cells"] for o in c.get("outputs", [])
                    for k in o.get("data", {}))
+
+
+def test_a_sitting_resumes_from_the_committed_pieces(sitting):
+    """--resume-from names the committed pieces of earlier sittings, per precision, so that a new
+    sitting computes only what they lack (merged through featlib.cli.merge_pieces at start)."""
+    found = dict(sitting.resume_sources("results/cmnist-erm-nf-h200", ["fp32", "bf16"]))
+    assert set(found) == {"fp32", "bf16"} and found["bf16"].name == "fast-bf16"
+    assert list(dict(sitting.resume_sources("results/cmnist-erm-nf-h200", ["bf16"]))) == ["fp32", "bf16"]
+    assert sitting.resume_sources(None, ["fp32"]) == []

@@ -1,4 +1,4 @@
-"""Diagnostic studies of the cells where our full-scale Table 2 differs from the paper's.
+"""Full-size studies: the cells where our Table 2 differs from the paper's, and the claims a CPU carries.
 
 The H100 run of 2026-11-22 (seeds 1-3) left three gaps that the termination rule does not
 explain. Each study here trains, at full data size, only what is needed to test one explanation,
@@ -22,6 +22,9 @@ and records per-step histories so that one run answers "what if the reference st
 * ``frozen-pretraining`` -- chapter 03's claim (Fig. 1(b)) in its frozen-feature form, which a CPU
   carries at full size: ERM's featurizer after 0 to 250 epochs, frozen, each objective's head on
   it, beside the same heads on iFeAT's features.
+* ``saliency`` (and ``saliency-20k``, ``-10k``, ``-5k`` on fewer images) -- chapter 06's
+  ColoredMNIST saliency study, per seed: how much of each model's attribution falls on the colour
+  patch, ERM after 150 to 450 epochs against Bonsai and FeAT.
 * ``ood-length-025`` and ``ood-length-01`` -- the OOD stage's length, which the paper never gives
   (featlib 0.5 runs 2,500, decided by these studies; the FeAT authors' ``run_exp.py`` 501), for the
   whole frozen table at once: every objective's grid (5 penalty weights x 6 pre-training lengths)
@@ -245,6 +248,31 @@ def frozen_pretraining(seed: int, device: torch.device, dataset: str = "cmnist02
                              **{k: (int(v[g, c]) if k == "diverged_step" else float(v[g, c])) for k, v in final.items()
                                 if k in ("train_acc", "worst_test_acc", "val_acc", "diverged_step")}})
     return pd.DataFrame(rows)
+
+
+@STUDIES.register("saliency")
+def saliency(seed: int, device: torch.device, dataset: str = "cmnist025-patch", n_train: int = 50000,
+             n_test: int = 10000, n_attribution: int = 1000, epoch_scale: float = 1.0,
+             cache_dir: Path | None = None) -> pd.DataFrame:
+    """Chapter 06's ColoredMNIST study for one seed (the paper's Fig. 4, Figs. 5-12): on the patch
+    variant with the small CNN, ERM after 150, 300 and 450 epochs, Bonsai and FeAT (2 rounds),
+    trained on ``n_train`` images (:class:`featlib.experiments.saliency_cmnist.SaliencyStudy`, the
+    models kept in ``cache_dir``); per model its accuracies, the colour flip rate and the share of
+    attribution on the colour patch (GradCAM, integrated gradients) over ``n_attribution`` OOD test
+    images, mean and std over the images. One row per model. ``saliency-20k``, ``-10k`` and ``-5k``
+    are the same study on fewer training images, to find the largest size a CPU carries at which
+    the direction (FeAT's features on colour less than ERM's) holds over seeds."""
+    from .saliency_cmnist import SaliencyProtocol, SaliencyStudy
+
+    protocol = SaliencyProtocol(dataset=dataset, seed=seed, n_train=n_train, n_test=n_test,
+                                n_attribution=n_attribution, epoch_scale=epoch_scale)
+    models = None if cache_dir is None else Path(cache_dir).parent / "saliency"
+    table = SaliencyStudy(protocol, cache_dir=models, device=device).table()
+    return table.assign(dataset=dataset, seed=seed, n_train=n_train)
+
+
+for _size in (20000, 10000, 5000):
+    STUDIES.register(f"saliency-{_size // 1000}k")(functools.partial(saliency, n_train=_size))
 
 
 def study_key(name: str) -> str:
