@@ -426,9 +426,10 @@ def _lanes(names: list[str]) -> list[list[str]]:
     return lanes + [[n] for n in names if n not in placed]
 
 
-def chapter_parameters(profile: str, names: list[str] | None = None) -> dict[str, dict]:
+def chapter_parameters(profile: str, names: list[str] | None = None, check: bool = True) -> dict[str, dict]:
     """Each chapter's parameters in a sitting: the profile's, then :data:`CHAPTER_CHANGES`; every
-    name checked (ValueError) before anything runs."""
+    name checked (ValueError) before anything runs, and with ``check`` every value too (a chapter's
+    own process leaves that to :func:`featbook.notebooks.execute_notebook`, which checks them)."""
     from featbook.notebooks import NOTEBOOK_DIR, list_notebooks, load_profile
     from featbook.notebook_params import check_parameters
 
@@ -439,8 +440,9 @@ def chapter_parameters(profile: str, names: list[str] | None = None) -> dict[str
     if unknown:
         raise ValueError(f"chapter must be one of {known}; got {unknown}")
     chosen = {n: {**params.get(n, {}), **CHAPTER_CHANGES.get(n, {})} for n in names}
-    for name, values in chosen.items():
-        check_parameters(NOTEBOOK_DIR / f"{name}.ipynb", values, NOTEBOOK_DIR)
+    if check:
+        for name, values in chosen.items():
+            check_parameters(NOTEBOOK_DIR / f"{name}.ipynb", values, NOTEBOOK_DIR)
     return chosen
 
 
@@ -511,7 +513,7 @@ def cmd_chapter(args) -> int:
     """One chapter through papermill (:func:`featbook.notebooks.execute_notebook`), for :func:`cmd_chapters`."""
     from featbook.notebooks import NOTEBOOK_DIR, execute_notebook
 
-    values = chapter_parameters(args.profile, [args.name])[args.name]
+    values = chapter_parameters(args.profile, [args.name], check=False)[args.name]  # checked by execute_notebook
     output = ROOT / args.out / f"{args.name}.ipynb"
     try:
         for attempt in (1, 2):  # a kernel that dies before it answers (ports taken by a kernel beside it) once

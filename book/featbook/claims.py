@@ -186,7 +186,7 @@ def _table14(results: Path, executed: Path | None) -> tuple[str, str]:
         schedule = loaded["schedule"].set_index(["benchmark", "learner"])["time_x_erm"]
         prov = loaded["provenance"]
         device = (f"a {prov.get('cpu_count', '')}-core CPU".replace("a -core", "a") if prov["device"] == "cpu"
-                  else f"one {prov['device'][6:-1]}" if str(prov["device"]).startswith("cuda (") else str(prov["device"]))
+                  else f"one {prose.gpu_name(prov['device'])}" if prose.gpu_name(prov["device"]) else str(prov["device"]))
         devices.append(device)
         ratios = [f"{prose.ratio(schedule[(bench, 'ifeat')])} ERM's time on "
                   f"{'ColoredMNIST' if bench == 'cmnist' else 'Camelyon17'}"

@@ -436,7 +436,7 @@ def nf_pieces_title(nf_runs: pd.DataFrame, records: pd.DataFrame, dataset: str) 
     seeds = sorted(int(s) for s in nf_runs["seed"].unique())
     said = f"seed {seeds[0]} only" if len(seeds) == 1 else f"mean of {prose.count(len(seeds), 'seed')}"
     kept = records[(records["learner"] == "erm-nf") & (records["dataset"] == dataset)]
-    device = prose.listing(sorted(str(d).replace("cuda (", "").rstrip(")") for d in kept["device"].unique()))
+    device = prose.listing(sorted(prose.gpu_name(d) or str(d) for d in kept["device"].unique()))
     return f"{DATASET_LABELS[dataset]}, ERM-NF, {said} ({device}, {prose.listing(sorted(kept['precision'].unique()))})"
 
 
@@ -446,7 +446,7 @@ def _seeds(seeds: Sequence[int]) -> str:
 
 def _devices(devices: pd.Series) -> str:
     """'cuda (NVIDIA H200)' as 'one NVIDIA H200'; a CPU as it is recorded."""
-    return prose.listing(sorted(f"one {d[6:-1]}" if str(d).startswith("cuda (") else str(d) for d in devices.unique()))
+    return prose.listing(sorted(f"one {prose.gpu_name(d)}" if prose.gpu_name(d) else str(d) for d in devices.unique()))
 
 
 def _nf_provenance(nf_runs: pd.DataFrame, records: pd.DataFrame, datasets: Sequence[str], folder: str) -> str:

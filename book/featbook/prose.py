@@ -101,6 +101,12 @@ def minutes(seconds: float | None) -> str:
     return f"{s / 3600:.1f}{NBSP}h"
 
 
+def gpu_name(device: Any) -> str | None:
+    """The GPU's name in a recorded device (``"cuda (NVIDIA H200)"``: ``"NVIDIA H200"``); None for another device."""
+    text = str(device)
+    return text[6:-1] if text.startswith("cuda (") and text.endswith(")") else None
+
+
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """"1 seed", "3 seeds"."""
     return f"{integer(n)}{NBSP}{noun if n == 1 else (plural or noun + 's')}"
