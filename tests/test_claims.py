@@ -4,7 +4,7 @@ import shutil
 from pathlib import Path
 
 from featbook import claims
-from featbook.cmnist_views import frozen_columns
+from featbook.cmnist_views import frozen_columns, table2_pieces_choice
 from featlib.experiments.table2_pieces import load_pieces
 
 REPO = Path(__file__).resolve().parents[1]
@@ -15,8 +15,11 @@ def test_every_claim_of_the_paper_has_a_row_from_the_committed_results():
     assert [r.paper for r in rows] == [p for p, *_ in claims.ROWS]
     table2 = next(r for r in rows if r.paper == "Table 2")
     final = REPO / "results" / "cmnist-table2"
-    folder = final if (final / "pieces").exists() else REPO / "results" / claims.EARLIER_TABLE2
-    frozen = frozen_columns(load_pieces(folder)["runs"])
+    shown, which, apart = table2_pieces_choice(load_pieces(final) if final.exists() else None,
+                                               load_pieces(REPO / "results" / claims.EARLIER_TABLE2))
+    frozen = frozen_columns(shown["runs"])
+    assert ("the earlier protocol's" in table2.scale) == (which == "earlier")
+    assert ("today's protocol (featlib 0.5)" in table2.scale) == (apart is not None)
     for r in frozen.itertuples():
         assert f"best in {int(r.feat_best)} of {int(r.objectives)} objectives" in table2.agrees
     table7 = next(r for r in rows if r.paper == "Table 7")

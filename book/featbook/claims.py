@@ -25,7 +25,8 @@ from featbook import prose
 
 #: Where the page that includes the table finds it (staged beside the introduction).
 CLAIMS_FILE = "claims.md"
-#: Table 2 under the earlier protocol (featlib 0.4), shown until today's has pieces.
+#: Table 2 under the earlier protocol (featlib 0.4), shown until today's has enough seeds
+#: (:func:`featbook.cmnist_views.table2_pieces_choice`).
 EARLIER_TABLE2 = "cmnist-table2-featlib04"
 
 
@@ -139,19 +140,24 @@ def _table7(results: Path, executed: Path | None) -> tuple[str, str]:
 
 
 def _table2(results: Path, executed: Path | None) -> tuple[str, str]:
-    from featbook.cmnist_views import frozen_columns
+    from featbook.cmnist_views import frozen_cell_seeds, frozen_columns, table2_pieces_choice
     from featlib.experiments.table2_pieces import load_pieces
 
-    earlier = ""
-    pieces = load_pieces(results / "cmnist-table2") if (results / "cmnist-table2").exists() else None
-    if (pieces is None or pieces["runs"].empty) and (results / EARLIER_TABLE2).exists():
-        pieces, earlier = load_pieces(results / EARLIER_TABLE2), "the earlier protocol's (featlib 0.4), "
-    if pieces is None or pieces["runs"].empty:
+    def pieces_in(name):
+        return load_pieces(results / name) if (results / name).exists() else None
+
+    pieces, which, apart = table2_pieces_choice(pieces_in("cmnist-table2"), pieces_in(EARLIER_TABLE2))
+    if pieces is None:
         return "not yet", "-"
+    earlier = "the earlier protocol's (featlib 0.4), " if which == "earlier" else ""
+    today = ""
+    if apart is not None:
+        whole = sum(frozen_cell_seeds(part) >= 1 for _, part in apart["runs"].groupby("seed"))
+        today = f"; today's protocol (featlib 0.5): {prose.count(whole, 'whole seed')} so far, shown apart"
     frozen = frozen_columns(pieces["runs"])
     lo, hi = int(frozen["min_seeds"].min()), int(frozen["max_seeds"].max())
     seeds = f"{lo} seeds" if lo == hi else f"{lo}-{hi} seeds"
-    scale = (f"full size, {earlier}the frozen-feature columns, {seeds} a cell (the paper's 10); "
+    scale = (f"full size, {earlier}the frozen-feature columns, {seeds} a cell (the paper's 10){today}; "
              f"{_nf_pieces(results)}")
     parts = [f"FeAT's features best in {int(r.feat_best)} of {int(r.objectives)} objectives on "
              f"{'ColoredMNIST-025' if r.dataset == 'cmnist025' else 'ColoredMNIST-01'} (the paper: "

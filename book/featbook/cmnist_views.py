@@ -19,7 +19,7 @@ import pandas as pd
 from featbook import style
 from featbook import prose
 from featbook.tables import Stacked, Table, Tables, paired, split_by, table
-from featlib.experiments.colored_mnist import format_mean_std, select_best
+from featlib.experiments.colored_mnist import TABLE2_OBJECTIVES, format_mean_std, paper_distance, select_best
 from featlib.experiments.labels import DATASET_LABELS, LEARNER_LABELS, OBJECTIVE_LABELS, label
 from featlib.experiments.paper_values import ORACLE, TABLE2, TABLE7
 from featlib.feature_learning.termination import DEFAULT_TERMINATION_THRESHOLD
@@ -154,6 +154,83 @@ def frozen_columns(results: pd.DataFrame, feat: str = "ifeat", others: Sequence[
             "min_seeds": int(part["n_seeds"].min()), "max_seeds": int(part["n_seeds"].max()),
         })
     return pd.DataFrame(rows)
+
+
+#: Table 2's frozen-feature columns: what the CPU computes as pieces (chapter 04).
+FROZEN_LEARNERS = ("erm", "bonsai", "ifeat")
+#: Seeds every frozen cell needs before chapter 04 shows a protocol's pieces as its Table 2: with fewer,
+#: a cell's std means little and columns a point apart change places (issue 33 asks for 5, goal 10).
+TABLE2_MIN_SEEDS = 3
+
+
+def frozen_cell_seeds(results: pd.DataFrame, datasets: Sequence[str] = tuple(TABLE2),
+                      learners: Sequence[str] = FROZEN_LEARNERS,
+                      objectives: Sequence[str] = TABLE2_OBJECTIVES) -> int:
+    """The fewest seeds behind any frozen-feature cell of Table 2 (every dataset, learner and
+    objective; a cell without runs counts 0): how far a protocol's pieces are from a whole table."""
+    if results is None or results.empty:
+        return 0
+    seeds = results.groupby(["dataset", "learner", "objective"])["seed"].nunique()
+    return int(min(seeds.get((d, l, o), 0) for d in datasets for l in learners for o in objectives))
+
+
+def table2_pieces_choice(today: dict | None, earlier: dict | None, min_seeds: int = TABLE2_MIN_SEEDS
+                         ) -> tuple[dict | None, str | None, dict | None]:
+    """Which committed pieces chapter 04 (and the introduction's claims table) show as Table 2:
+    today's protocol's once every frozen cell has ``min_seeds`` seeds (:func:`frozen_cell_seeds`);
+    until then the earlier protocol's, with today's returned apart, to be shown as what they are
+    (a table in progress, its seeds named). Returns ``(shown, which, apart)``: ``which`` is
+    ``"today"``, ``"earlier"`` or ``None`` (nothing to show)."""
+    def runs(p):
+        return None if p is None or p["runs"].empty else p["runs"]
+    if runs(today) is not None and frozen_cell_seeds(runs(today)) >= min_seeds:
+        return today, "today", None
+    if runs(earlier) is not None:
+        return earlier, "earlier", today if runs(today) is not None else None
+    if runs(today) is not None:
+        return today, "today", None
+    return None, None, None
+
+
+def progress_sentence(runs: pd.DataFrame, min_seeds: int = TABLE2_MIN_SEEDS) -> str:
+    """Where today's protocol's Table 2 stands while it is shown apart: which seeds are complete
+    (every frozen cell of both datasets), how many cells the next seed has, and when the chapter's
+    table switches to it."""
+    complete = [int(s) for s, part in runs.groupby("seed") if frozen_cell_seeds(part) >= 1]
+    cells = len(set(TABLE2)) * len(FROZEN_LEARNERS) * len(TABLE2_OBJECTIVES)
+    partial = {int(s): part.groupby(["dataset", "learner", "objective"]).ngroups
+               for s, part in runs.groupby("seed") if int(s) not in complete}
+    done = (f"{prose.count(len(complete), 'whole seed')} ({prose.listing([str(s) for s in complete])})"
+            if complete else "no whole seed yet")
+    rest = "".join(f"; seed {s}: {n} of {cells} cells" for s, n in sorted(partial.items()))
+    return (f"Today's protocol has {done} of its frozen columns at full size{rest}. The table above "
+            f"switches to it when every cell has {prose.count(min_seeds, 'seed')}; until then these pieces "
+            "rank nothing.")
+
+
+def distance_table(runs: pd.DataFrame, caption: str) -> Table:
+    """Each frozen column's mean distance from the paper's cells in paper standard deviations
+    (:func:`featlib.experiments.colored_mnist.paper_distance`): a column per dataset, a row per
+    feature column and selection rule (the test environments, Table 2's; then the validation
+    environments, where the runs record them), narrow enough for a phone."""
+    frozen = runs[runs["learner"].isin(FROZEN_LEARNERS)]
+    rules = {"test-domain": "worst_test_acc"}
+    if "val_acc" in frozen and frozen["val_acc"].notna().any():
+        rules["training-domain"] = "val_acc"
+    z = {rule: paper_distance(select_best(frozen, score=score)).set_index(["dataset", "learner"])
+         for rule, score in rules.items()}
+    datasets = [d for d in DATASET_LABELS if d in set(frozen["dataset"])]
+    rows = []
+    for rule, frame in z.items():
+        for learner in [l for l in LEARNER_LABELS if l in set(frozen["learner"])]:
+            row = {"features": LEARNER_LABELS[learner], **({"selection": rule} if len(z) > 1 else {})}
+            for d in datasets:
+                value = frame["z"].get((d, learner), np.nan)
+                row[DATASET_LABELS[d]] = "-" if pd.isna(value) else f"{value:+.2f}".replace("-", "−")
+            rows.append(row)
+    return table(pd.DataFrame(rows), caption=caption,
+                 note="Mean over the penalised objectives of (ours − paper) / paper's std; the paper's zero-std cell "
+                      "(ColoredMNIST-025 CLOvE on ERM's features) left out. Negative: below the paper.")
 
 
 def best_over_weights(results: pd.DataFrame) -> pd.DataFrame:

@@ -354,8 +354,7 @@ def ood_length_summary(frame: pd.DataFrame) -> pd.DataFrame:
     distance from the paper's in paper standard deviations (``z``; the paper's zero-std cells left
     out), and the cells' mean (``mean``, %), with the number of cells and seeds. ``score`` is the
     selection rule: ``worst_test_acc`` (the test environments, Table 2's) or ``val_acc``."""
-    from .colored_mnist import select_best
-    from .paper_values import TABLE2
+    from .colored_mnist import paper_distance, select_best
 
     rows = []
     seeds = frame["seed"].nunique()
@@ -363,10 +362,9 @@ def ood_length_summary(frame: pd.DataFrame) -> pd.DataFrame:
         runs = part.drop(columns="step")
         for score in ("worst_test_acc", "val_acc"):
             best = select_best(runs[runs["objective"] != "erm"], score=score)
+            z = paper_distance(best).set_index(["dataset", "learner"])["z"]
             for (dataset, learner), cells in best.groupby(["dataset", "learner"]):
-                z = [(100 * r.mean - TABLE2[dataset][r.objective][learner][0]) / TABLE2[dataset][r.objective][learner][1]
-                     for r in cells.itertuples() if TABLE2[dataset][r.objective][learner][1] > 0]
                 rows.append({"dataset": dataset, "step": int(step), "score": score, "learner": learner,
-                             "z": float(np.mean(z)) if z else np.nan, "mean": 100 * float(cells["mean"].mean()),
+                             "z": float(z.get((dataset, learner), np.nan)), "mean": 100 * float(cells["mean"].mean()),
                              "cells": len(cells), "n_seeds": seeds})
     return pd.DataFrame(rows)
