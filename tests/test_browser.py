@@ -200,6 +200,27 @@ def test_front_page_redirects_to_the_introduction_and_looks_right(visit, repo_ro
     assert not v.problems, "\n".join(v.problems)
 
 
+def test_the_claims_table_is_a_table_at_1280_px_and_a_card_per_claim_at_390_px(visit):
+    """The introduction's claims table (featbook.claims): five columns at 1280 px; on a phone each
+    claim a card, its cells one under the other, each named by its column, none wider than the
+    screen (book/featbook.css)."""
+    from featbook import claims
+
+    v, page = visit("book/intro.html")
+    cells = "div.claims-table td"
+    assert page.locator("div.claims-table tr").count() == len(claims.ROWS) + 1  # the header row too
+    assert page.eval_on_selector(cells, "td => getComputedStyle(td).display") == "table-cell"
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    assert set(page.eval_on_selector_all(cells, "tds => tds.map(td => getComputedStyle(td).display)")) == {"block"}
+    labels = page.eval_on_selector_all("div.claims-table tr:first-of-type td, div.claims-table tbody tr:first-child td",
+                                       "tds => tds.map(td => getComputedStyle(td, '::before').content)")
+    assert '"Shown here at: "' in labels and '"Does ours agree? "' in labels
+    widest = page.eval_on_selector_all(cells, "tds => Math.max(...tds.map(td => td.getBoundingClientRect().right))")
+    assert widest <= 390, f"a claims-table cell reaches {widest} px on a 390 px screen"
+    assert not page.locator("div.claims-table thead").is_visible()
+
+
 def test_search_finds_the_book(visit):
     v, page = visit("search.html?q=FeAT")
     results = page.locator("#search-results ul.search li")
