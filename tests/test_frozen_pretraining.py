@@ -24,21 +24,59 @@ def test_the_snapshot_at_table6s_epochs_is_the_erm_learners_network():
     assert rows["diverged_step"].eq(-1).all() and rows["val_acc"].between(0, 1).all()
 
 
-def test_the_clove_study_changes_only_the_heads_l2_and_scores_every_length():
-    """``clove-01`` (featlib.experiments.gap_studies.clove_01): CLOvE on the three frozen features with
-    the protocol's L2 on the head and without it, scored at every ``eval_every`` steps. Its two
-    variants differ by the L2 alone: with the protocol's L2 at zero they are the same runs."""
-    from featlib.experiments.gap_studies import clove_01
+def test_the_clove_study_changes_one_of_the_authors_choices_at_a_time_and_scores_every_length():
+    """``clove-01`` (featlib.experiments.gap_studies.clove_01): CLOvE on the three frozen features as
+    the protocol trains it, without the head's L2, on one random minibatch per environment each step,
+    and both, scored at every ``eval_every`` steps. Each variant differs by its change alone: with
+    the protocol's L2 at zero, ``no-l2`` is the protocol's runs; with a minibatch as large as an
+    environment, ``minibatch`` is too (every row each step, in another order)."""
+    from featlib.experiments.gap_studies import CLOVE_VARIANTS, clove_01
 
     tiny = {k: v for k, v in TINY.items() if k not in ("ood_steps", "eval_every")}
-    rows = clove_01(1, torch.device("cpu"), steps=20, eval_every=10, **(tiny | {"l2": 0.5}))  # an L2 20 steps feel
-    assert set(rows["head_l2"]) == {"protocol", "none"} and set(rows["learner"]) == {"erm", "bonsai", "ifeat"}
+    # an L2 that 20 steps feel, and environments of 1,200 images, more than the minibatch's 512
+    rows = clove_01(1, torch.device("cpu"), steps=20, eval_every=10, **(tiny | {"l2": 0.5, "n_train": 2400}))
+    assert set(rows["variant"]) == {v for v, _, _ in CLOVE_VARIANTS} and set(rows["learner"]) == {"erm", "bonsai", "ifeat"}
     assert set(rows["objective"]) == {"clove"} and set(rows["step"]) == {0, 10, 20}
-    assert len(rows) == 2 * 3 * 3 * 2 * 6  # variants x learners x evaluations x weights x pre-training lengths
+    assert len(rows) == 4 * 3 * 3 * 2 * 6  # variants x learners x evaluations x weights x pre-training lengths
     key = ["learner", "penalty_weight", "pretrain_epochs", "step"]
-    protocol, none = (rows[rows["head_l2"] == v].set_index(key).sort_index() for v in ("protocol", "none"))
-    assert not protocol["train_acc"].equals(none["train_acc"])  # the L2 changes training
+
+    def variant(frame, name):
+        return frame[frame["variant"] == name].set_index(key).sort_index()
+
+    assert not variant(rows, "protocol")["train_acc"].equals(variant(rows, "no-l2")["train_acc"])
+    assert not variant(rows, "protocol")["train_acc"].equals(variant(rows, "minibatch")["train_acc"])
     rows = clove_01(1, torch.device("cpu"), steps=20, eval_every=10, **(tiny | {"l2": 0.0}))
-    protocol, none = (rows[rows["head_l2"] == v].set_index(key).sort_index() for v in ("protocol", "none"))
     for column in ("train_acc", "worst_test_acc", "val_acc"):
-        assert protocol[column].equals(none[column])
+        assert variant(rows, "protocol")[column].equals(variant(rows, "no-l2")[column])
+
+
+def test_a_minibatch_as_large_as_the_data_trains_as_the_full_batch_and_only_the_plain_path_takes_one():
+    """OODStageConfig(minibatch=b) draws b rows of each training environment per step; with b at
+    least an environment's size every row is drawn, so the step equals the full batch's (float64)."""
+    from dataclasses import replace
+
+    import pytest
+
+    from featlib.models.stacked import StackedHeads
+    from featlib.training.ood_stage import (Environments, LabelledInputs, OODStageConfig, StackRuns,
+                                            train_stack)
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 120, 6, generator=g, dtype=torch.float64)
+    y = (torch.rand(120, generator=g) < 0.5).long()
+    train = LabelledInputs(x, y, [slice(0, 60), slice(60, 120)])
+    tests = [LabelledInputs(x[:, :30], y[:30])]
+    head = torch.nn.Linear(6, 1).double()
+    config = OODStageConfig("clove", steps=15, eval_every=5, path="plain")
+
+    def history(c):
+        stack = StackedHeads([[head] * 2]).double()
+        return train_stack(StackRuns.heads(stack, torch.tensor([[10.0, 1000.0]])), Environments(train, tests), c)
+
+    full, whole = history(config), history(replace(config, minibatch=60))
+    assert torch.allclose(torch.as_tensor(full.train_acc), torch.as_tensor(whole.train_acc))
+    assert torch.allclose(torch.as_tensor(full.penalty), torch.as_tensor(whole.penalty), rtol=1e-9, atol=1e-12)
+    part = history(replace(config, minibatch=10))
+    assert not torch.allclose(torch.as_tensor(full.penalty), torch.as_tensor(part.penalty))
+    with pytest.raises(ValueError, match="plain path only"):
+        replace(config, path="fast", minibatch=10)

@@ -168,7 +168,9 @@ class CMNISTProtocol:
     #: 1 in the Bonsai authors' ERM-NF sweep); 0 is plain ERM.
     warmup_penalty_weight: float = 0.0
     #: Per objective: ``steps`` (instead of ``ood_steps``), ``l2_scope`` (a name of
-    #: featlib.training.ood_stage.L2_SCOPES) and keyword arguments of the objective (e.g.
+    #: featlib.training.ood_stage.L2_SCOPES), ``minibatch`` (one random minibatch of that many
+    #: examples per environment each step, as the authors' CLOvE loop; plain path only:
+    #: featlib.training.ood_stage.OODStageConfig) and keyword arguments of the objective (e.g.
     #: ``risk_reduction``, ``ib_weighting``); see featlib.experiments.cmnist_presets.
     objective_options: dict = field(default_factory=dict)
     precision: str = DEFAULT_PRECISION  # of the OOD stage: a name of featlib.training.PRECISIONS
@@ -329,10 +331,12 @@ class CMNISTProtocol:
         options = dict(self.objective_options.get(objective, {}))
         steps = options.pop("steps", self.nf_ood_steps if kind == "nf" else self.ood_steps)
         l2_scope = options.pop("l2_scope", "all")
+        minibatch = options.pop("minibatch", None)  # the authors' CLOvE loop: one random minibatch a step
         return OODStageConfig(objective, steps=steps, lr=self.lr, l2=self.l2,
                               eval_every=self.eval_every, env_reduction=self.env_reduction,
                               warmup_penalty_weight=self.warmup_penalty_weight, objective_kwargs=options,
-                              l2_scope=l2_scope, path=self.ood_path, precision=self.precision, record="every")
+                              l2_scope=l2_scope, path=self.ood_path, precision=self.precision, record="every",
+                              minibatch=minibatch)
 
     def n_runs(self) -> int:
         """OOD-stage runs of the whole protocol."""

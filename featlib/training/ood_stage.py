@@ -70,6 +70,14 @@ class OODStageConfig:
     path: str = "plain"  # a name of OOD_PATHS
     precision: str = DEFAULT_PRECISION  # a name of featlib.training.precision.PRECISIONS
     record: str = "every"  # a name of RECORDS
+    #: None: every step sees every training example (the protocol). An integer b: each step's risks
+    #: and penalty use b examples of each training environment drawn at random without replacement
+    #: (a generator seeded by ``minibatch_seed``), as the authors' CLOvE loop does (it keeps only the
+    #: last of its shuffled 512-example minibatches: protocol.md, "the CLOvE loop updates on the last
+    #: mini-batch only"; LFhase/FeAT ColoredMNIST ``clove_train``); the plain
+    #: path only. Evaluation always sees every example.
+    minibatch: int | None = None
+    minibatch_seed: int = 0
 
     def __post_init__(self) -> None:
         OBJECTIVES.get(self.objective)
@@ -83,6 +91,12 @@ class OODStageConfig:
         check_int("eval_every", self.eval_every, minimum=1)
         check_choice("env_reduction", self.env_reduction, ("sum", "mean"))
         check_positive("warmup_penalty_weight", self.warmup_penalty_weight, allow_zero=True)
+        if self.minibatch is not None:
+            check_int("minibatch", self.minibatch, minimum=1)
+            if self.path != "plain":
+                raise ValueError(f"minibatch={self.minibatch} runs on the plain path only; got path={self.path!r} "
+                                 "(pass path='plain', or ood_path='plain' to a protocol)")
+        check_int("minibatch_seed", self.minibatch_seed, minimum=0)
 
 
 @dataclass
@@ -284,7 +298,6 @@ def train_stack_plain(runs: StackRuns, envs: Environments, config: OODStageConfi
     precision.check(device)
     objective = make_objective(config.objective, env_reduction=config.env_reduction, **config.objective_kwargs)
     optimizer = torch.optim.Adam(trainable, lr=config.lr)
-    env_targets = [train.y[..., s] for s in train.env_slices]
     warm = torch.full_like(penalty_weights, config.warmup_penalty_weight)
     rescales = objective.has_penalty and objective.rescale
     records: dict[str, list] = {"steps": [], "train_acc": [], "test_acc": [], "penalty": [], "finite": []}
@@ -305,6 +318,15 @@ def train_stack_plain(runs: StackRuns, envs: Environments, config: OODStageConfi
 
     records_at = set(record_steps(config))
     regularised = [p for p, keep in zip(trainable, l2_covered(stack, list(trainable), config.l2_scope)) if keep]
+    draw = torch.Generator().manual_seed(config.minibatch_seed)
+
+    def rows() -> list:
+        """Each training environment's rows this step: all of them, or ``config.minibatch`` at random."""
+        if config.minibatch is None:
+            return list(train.env_slices)
+        return [(s.start or 0) + torch.randperm(len(range(*s.indices(train.y.shape[-1]))), generator=draw)[
+            :config.minibatch].to(device) for s in train.env_slices]
+
     bar = tqdm(range(config.steps), desc=progress if isinstance(progress, str) else config.objective,
                disable=not progress, leave=False)
     with precision.matmul_mode(device):
@@ -313,9 +335,10 @@ def train_stack_plain(runs: StackRuns, envs: Environments, config: OODStageConfi
                 record(step)
             logits, features = forward(train.inputs)
             weight = torch.where(step >= warmup_steps, penalty_weights, warm)
+            env_rows = rows()
             out = objective(
-                [logits[..., s] for s in train.env_slices], env_targets, weight,
-                features=[features[..., s, :] for s in train.env_slices], params=list(trainable),
+                [logits[..., r] for r in env_rows], [train.y[..., r] for r in env_rows], weight,
+                features=[features[..., r, :] for r in env_rows], params=list(trainable),
             )
             l2 = config.l2 * per_run_squared_norm(regularised, batch_shape)
             loss = out.loss + (l2 / torch.clamp(weight, min=1.0) if rescales else l2)
