@@ -377,7 +377,8 @@ def early_stop_consequence(rounds: pd.DataFrame, dataset: str, learner: str = "i
     return {"usual_rounds": usual, "ood_usual": float(ood[usual]), "ood_one_earlier": float(ood[usual - 1]),
             "closest_margin": float(margins.loc[margins["rounds_kept"] == usual, "kept_margin"].min()),
             "closest_seed": int(margins.loc[margins.loc[margins["rounds_kept"] == usual, "kept_margin"].idxmin(), "seed"]),
-            "n_early": int((margins["rounds_kept"] < usual).sum()), "n_seeds": len(margins)}
+            "n_early": int((margins["rounds_kept"] < usual).sum()),
+            "n_later": int((margins["rounds_kept"] > usual).sum()), "n_seeds": len(margins)}
 
 
 def describe_early_stop(consequence: dict | None, threshold: float = DEFAULT_TERMINATION_THRESHOLD) -> str:
@@ -385,17 +386,16 @@ def describe_early_stop(consequence: dict | None, threshold: float = DEFAULT_TER
     :func:`early_stop_consequence`); the closest seed's margin says how likely that is."""
     if consequence is None:
         return "Every seed kept a single round, so no seed could stop earlier."
-    k = consequence["usual_rounds"]
-    text = (f"Most seeds keep {k} rounds. The closest call is seed {consequence['closest_seed']}, whose round {k} "
+    k, n = consequence["usual_rounds"], consequence["n_seeds"]
+    usual = n - consequence["n_early"] - consequence.get("n_later", 0)
+    text = (f"{'All' if usual == n else f'{usual} of'} {n} seeds keep {k} rounds. The closest call is seed "
+            f"{consequence['closest_seed']}, whose round {k} "
             f"scored {consequence['closest_margin']:.2f} points above the {100 * threshold:.0f}% threshold. A seed "
             f"whose round {k} fell under it would hand round {k - 1}'s features to the OOD stage, whose head scores "
             f"{100 * consequence['ood_one_earlier']:.1f}% worst-test accuracy against {100 * consequence['ood_usual']:.1f}% "
             f"after round {k} (means over the seeds here), and Table 2's FeAT column would drop with it.")
-    n = consequence["n_early"]
-    if n:
-        text += f" {n} of {consequence['n_seeds']} seeds here did stop earlier; their rows are in the table above."
-    else:
-        text += f" None of the {consequence['n_seeds']} seeds here did."
+    if consequence["n_early"]:
+        text += f" {consequence['n_early']} of {n} seeds here did stop earlier; their rows are in the table above."
     return text
 
 
