@@ -14,7 +14,8 @@ minutes on the GPU, not on typing, so the whole plan is one job, waited for in o
 2. ``cost``: ``python -m featlib.cli.cost --benchmarks cmnist`` (iFeAT vs ERM step and memory,
    the paper's Table 14; under a minute);
 3. ``frozen``: Table 2's frozen-feature columns (ERM, Bonsai and iFeAT features) for every seed
-   at fp32, as pieces (``run_cmnist --pieces``, minutes on a GPU);
+   at fp32, as pieces (``run_cmnist --pieces``, minutes on a GPU), in ``table2-frozen-fp32``
+   (``--resume-from results/cmnist-table2`` starts it from the CPU's pieces);
 4. ``erm-nf``: the whole-network ERM-NF column seed by seed, dataset by dataset; with
    ``--precisions fp32 bf16`` each (seed, dataset) at each precision before the next, so that
    however early the sitting ends, the precisions have the same cells and seeds to compare at
@@ -119,8 +120,12 @@ class Step:
     record: dict = field(default_factory=dict)
 
 
-def table_out(precision: str) -> Path:
-    return SITTING / f"table2-{precision}"
+def table_out(precision: str, frozen: bool = False) -> Path:
+    """Where a sitting's Table 2 pieces go: the ERM-NF column's per precision, and the frozen
+    columns' apart (``table2-frozen-fp32``), so that each merges back into its own results folder
+    (``results/cmnist-erm-nf-<gpu>``, ``results/cmnist-table2``) and the oracle pieces that both
+    compute never meet a copy made on another device."""
+    return SITTING / (f"table2-frozen-{precision}" if frozen else f"table2-{precision}")
 
 
 def plan(seeds: list[int], precisions: list[str], *, size: str = "full", bench_args: list[str] = (),
@@ -128,8 +133,9 @@ def plan(seeds: list[int], precisions: list[str], *, size: str = "full", bench_a
          chapters_profile: str = "small", chapter_minutes: float = 4.0, chapters: Sequence[str] = ()) -> list[Step]:
     """The sitting's commands in order (the module's docstring says why this order)."""
     def table(datasets, learners, precision, seeds):  # one run_cmnist --pieces command
+        out = table_out(precision, frozen="erm-nf" not in learners)
         return ["-m", "featlib.cli.run_cmnist", "--pieces", "--datasets", *datasets, "--size", size, "--cache-dir",
-                str(SITTING / "cache"), "--out", str(table_out(precision)), "--learners", *learners, "--precision",
+                str(SITTING / "cache"), "--out", str(out), "--learners", *learners, "--precision",
                 precision, "--seeds", *map(str, seeds)]
 
     out = []
@@ -378,12 +384,12 @@ def cmd_start(args) -> int:
               file=sys.stderr)
     os.environ.update(_environment())
     os.environ["FEATLIB_COMMIT"] = commit
-    for precision, source in resume_sources(args.resume_from, args.precisions):
+    for _, source, into in resume_sources(args.resume_from, args.precisions):
         merged = subprocess.run([sys.executable, "-m", "featlib.cli.merge_pieces", str(source), "--into",
-                                 str(ROOT / table_out(precision))], cwd=ROOT, capture_output=True, text=True)
+                                 str(into)], cwd=ROOT, capture_output=True, text=True)
         if merged.returncode:
             last = (merged.stderr.strip().splitlines() or ["no message"])[-1]
-            raise ValueError(f"--resume-from {args.resume_from}: its {source.name} pieces could not be merged ({last})")
+            raise ValueError(f"--resume-from {source.relative_to(ROOT)}: its pieces could not be merged ({last})")
         print(f"resumed from {source.relative_to(ROOT)}: {merged.stdout.strip()}", flush=True)
     argv = [sys.executable, str(Path(__file__).resolve()), "job", "--minutes", str(args.minutes),
             "--seeds", *map(str, args.seeds), "--precisions", *args.precisions, "--size", args.size,
@@ -531,14 +537,26 @@ def cmd_chapter(args) -> int:
     return 0
 
 
-def resume_sources(folder: str | None, precisions: Sequence[str]) -> list[tuple[str, Path]]:
-    """The committed pieces a sitting starts from (``--resume-from``, a results folder holding
-    ``fast-<precision>/pieces`` as ``results/cmnist-erm-nf-h200`` does), per precision of the
-    sitting, fp32 (the frozen columns') included: the job computes only the pieces they lack."""
-    if not folder:
+def resume_sources(folders: str | Sequence[str] | None, precisions: Sequence[str]) -> list[tuple[str, Path, Path]]:
+    """The committed pieces a sitting starts from (``--resume-from``), as (precision, folder, where
+    they go) triples: of a results folder holding ``fast-<precision>/pieces``
+    (``results/cmnist-erm-nf-h200``, the ERM-NF column), each precision of the sitting, fp32
+    included, into :func:`table_out`'s ERM-NF folder; of a folder holding ``pieces/`` itself
+    (``results/cmnist-table2``, the frozen columns), the one precision its pieces record, into the
+    frozen folder. The job then computes only the pieces they lack (a merge refuses pieces of
+    another protocol)."""
+    if not folders:
         return []
     wanted = dict.fromkeys(["fp32", *precisions])
-    return [(p, ROOT / folder / f"fast-{p}") for p in wanted if (ROOT / folder / f"fast-{p}" / "pieces").is_dir()]
+    found = []
+    for folder in [folders] if isinstance(folders, str) else folders:
+        found += [(p, ROOT / folder / f"fast-{p}", ROOT / table_out(p)) for p in wanted
+                  if (ROOT / folder / f"fast-{p}" / "pieces").is_dir()]
+        records = sorted((ROOT / folder / "pieces").glob("*/*/*/seed*.json"))
+        recorded = {json.loads(r.read_text()).get("precision") or "fp32" for r in records}  # the oracle records none
+        if len(recorded) == 1 and (precision := recorded.pop()) in wanted:
+            found.append((precision, ROOT / folder, ROOT / table_out(precision, frozen=True)))
+    return found
 
 
 def cmd_job(args) -> int:
@@ -566,7 +584,7 @@ def cmd_status(args) -> int:
         state = "running"
     except OSError:
         state = "ended"
-    pieces = {p: _pieces(ROOT / table_out(p)) for p in PRECISIONS if (ROOT / table_out(p)).exists()}
+    pieces = {folder.name: _pieces(folder) for folder in sorted((ROOT / SITTING).glob("table2-*")) if folder.is_dir()}
     print(f"sitting {state}, {elapsed:.1f} of {record['minutes']} min; pieces: "
           + (", ".join(f"{p} {n}" for p, n in pieces.items()) or "none yet"))
     log = (ROOT / SITTING / "sitting.log").read_text(errors="replace").splitlines()
@@ -643,9 +661,9 @@ def parse_args(argv):
         p.add_argument("--chapters", nargs="+", default=[], metavar="NAME",
                        help="the chapters to run (file stems, e.g. 04_feat_on_colored_mnist); default: all")
         if name == "start":
-            p.add_argument("--resume-from", default=None, metavar="FOLDER",
-                           help="a results folder of earlier sittings' pieces (fast-<precision>/pieces): only the "
-                                "pieces it lacks are computed")
+            p.add_argument("--resume-from", nargs="+", default=None, metavar="FOLDER",
+                           help="results folders of committed pieces (fast-<precision>/pieces, or pieces/ of one "
+                                "precision, e.g. results/cmnist-table2): only the pieces they lack are computed")
             p.add_argument("--wait", action="store_true",
                            help="wait for the job in this call, with snapshots in $OUT (a machine that goes back "
                                 "when idle)")
@@ -677,10 +695,11 @@ def parse_args(argv):
             parser.error(f"--precisions {' '.join(args.precisions)}: each once, from {', '.join(PRECISIONS)}")
         if any(not 1 <= s <= MAX_SEED for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
             parser.error(f"--seeds {' '.join(map(str, args.seeds))}: distinct integers from 1 to {MAX_SEED}")
-    if getattr(args, "resume_from", None) and not resume_sources(args.resume_from, args.precisions):
-        parser.error(f"--resume-from {args.resume_from}: no fast-<precision>/pieces folder there for "
-                     f"{', '.join(dict.fromkeys(['fp32', *args.precisions]))}; name a results folder such as "
-                     "results/cmnist-erm-nf-h200")
+    for folder in getattr(args, "resume_from", None) or []:
+        if not resume_sources([folder], args.precisions):
+            parser.error(f"--resume-from {folder}: no pieces there for "
+                         f"{', '.join(dict.fromkeys(['fp32', *args.precisions]))}; name a results folder such as "
+                         "results/cmnist-erm-nf-h200 or results/cmnist-table2")
     if getattr(args, "chapters", None) or getattr(args, "names", None) or getattr(args, "name", None):
         known = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))  # featbook.notebooks's rule:
         # featbook is not importable here before `start` has set the steps' PYTHONPATH

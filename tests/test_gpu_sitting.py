@@ -161,7 +161,8 @@ def test_collect_leaves_caches_behind_and_never_replaces_a_file(sitting, tmp_pat
     (["start", "--precisions", "fp16"], "--precisions fp16"),
     (["job", "--seeds", "1", "1"], "--seeds 1 1"),
     (["start", "--chapters", "04_feat"], "chapter 04_feat: not a chapter"),
-    (["start", "--resume-from", "results/cost"], "--resume-from results/cost: no fast-<precision>/pieces"),
+    (["start", "--resume-from", "results/cost"], "--resume-from results/cost: no pieces there"),
+    (["start", "--resume-from", "results/cmnist-table2", "results/cost"], "--resume-from results/cost: no pieces"),
 ])
 def test_bad_arguments_stop_with_one_line_and_exit_2(repo_root, argv, said):
     out = subprocess.run([sys.executable, "benchmarks/gpu_sitting.py", *argv], cwd=repo_root, capture_output=True,
@@ -241,9 +242,23 @@ def test_the_chapters_step_runs_a_chapter_through_papermill_and_records_it(sitti
 
 
 def test_a_sitting_resumes_from_the_committed_pieces(sitting):
-    """--resume-from names the committed pieces of earlier sittings, per precision, so that a new
-    sitting computes only what they lack (merged through featlib.cli.merge_pieces at start)."""
-    found = dict(sitting.resume_sources("results/cmnist-erm-nf-h200", ["fp32", "bf16"]))
-    assert set(found) == {"fp32", "bf16"} and found["bf16"].name == "fast-bf16"
-    assert list(dict(sitting.resume_sources("results/cmnist-erm-nf-h200", ["bf16"]))) == ["fp32", "bf16"]
+    """--resume-from names the committed pieces, per precision, so that a new sitting computes only
+    what they lack (merged through featlib.cli.merge_pieces at start): the GPU's ERM-NF pieces
+    (fast-<precision>/pieces) into the ERM-NF folder, the CPU's frozen columns (pieces/ of one
+    precision) into the frozen folder, where the frozen step writes, so that the oracle pieces both
+    hold (made on different devices) never meet."""
+    def found(folders, precisions):
+        return [(p, f.relative_to(sitting.ROOT).as_posix(), into.as_posix())
+                for p, f, into in sitting.resume_sources(folders, precisions)]
+
+    assert found("results/cmnist-erm-nf-h200", ["fp32", "bf16"]) == [
+        ("fp32", "results/cmnist-erm-nf-h200/fast-fp32", str(sitting.ROOT / "_sitting/table2-fp32")),
+        ("bf16", "results/cmnist-erm-nf-h200/fast-bf16", str(sitting.ROOT / "_sitting/table2-bf16"))]
+    assert [p for p, *_ in found("results/cmnist-erm-nf-h200", ["bf16"])] == ["fp32", "bf16"]
     assert sitting.resume_sources(None, ["fp32"]) == []
+    both = found(["results/cmnist-erm-nf-h200", "results/cmnist-table2"], ["bf16"])
+    assert both[-1] == ("fp32", "results/cmnist-table2", str(sitting.ROOT / "_sitting/table2-frozen-fp32"))
+    steps = {s.name: s for s in sitting.plan([1], ["fp32"], steps=["frozen", "erm-nf"])}
+    frozen_out = steps["frozen-fp32"].argv[steps["frozen-fp32"].argv.index("--out") + 1]
+    nf_out = steps["erm-nf-cmnist025-fp32-seed1"].argv[steps["erm-nf-cmnist025-fp32-seed1"].argv.index("--out") + 1]
+    assert frozen_out == "_sitting/table2-frozen-fp32" and nf_out == "_sitting/table2-fp32"
