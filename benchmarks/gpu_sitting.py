@@ -16,7 +16,10 @@ minutes on the GPU, not on typing, so the whole plan is one job, waited for in o
 3. ``frozen``: Table 2's frozen-feature columns (ERM, Bonsai and iFeAT features) for every seed
    at fp32, as pieces (``run_cmnist --pieces``, minutes on a GPU), in ``table2-frozen-fp32``
    (``--resume-from results/cmnist-table2`` starts it from the CPU's pieces);
-4. ``erm-nf``: the whole-network ERM-NF column seed by seed, dataset by dataset; with
+4. ``saliency`` (only when asked for by ``--steps``): chapter 06's ColoredMNIST saliency study at
+   full size for the sitting's seeds (``gap_studies saliency``, issue 35: about 16 min a seed on a
+   T4); each finished seed is kept in ``studies/`` (collected), the whole study in ``saliency/``;
+5. ``erm-nf``: the whole-network ERM-NF column seed by seed, dataset by dataset; with
    ``--precisions fp32 bf16`` each (seed, dataset) at each precision before the next, so that
    however early the sitting ends, the precisions have the same cells and seeds to compare at
    table level (``featlib.cli.compare_paths``'s rule).
@@ -94,7 +97,7 @@ CHAPTER_CHANGES = {"06_which_features_are_learned": {"wilds_datasets": ["camelyo
 #: Chapters that share a cache folder run one after the other (05 fabricates the WILDS data and
 #: trains the models that 06 explains); every other chapter runs beside them.
 CHAPTER_LANES = (("05_feat_on_wilds", "06_which_features_are_learned"),)
-STEP_NAMES = ("chapters", "bench", "cost", "frozen", "erm-nf")
+STEP_NAMES = ("chapters", "bench", "cost", "frozen", "saliency", "erm-nf")
 STAGGER_S = 1.0  # seconds between the lanes' starts
 GRACE_S = 60.0  # a step still running this long after the sitting's end is stopped
 FROZEN_LEARNERS = ("erm", "bonsai", "ifeat")
@@ -150,6 +153,9 @@ def plan(seeds: list[int], precisions: list[str], *, size: str = "full", bench_a
                                  *cost_args]))
     if "frozen" in steps:
         out.append(Step("frozen-fp32", table(DATASETS, FROZEN_LEARNERS, "fp32", seeds), budgeted=True))
+    if "saliency" in steps:  # chapter 06's study: each seed kept in studies/ (collected) as it finishes
+        out.append(Step("saliency", ["-m", "featlib.cli.gap_studies", "saliency", "--seeds", *map(str, seeds),
+                                     "--out", str(SITTING / "saliency"), "--cache-dir", str(SITTING / "studies")]))
     if "erm-nf" in steps:
         out += [Step(f"erm-nf-{dataset}-{precision}-seed{seed}", table([dataset], ["erm-nf"], precision, [seed]),
                      budgeted=True)
@@ -655,7 +661,8 @@ def parse_args(argv):
         p.add_argument("--seeds", nargs="+", type=int, default=list(range(1, 11)))
         p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], help="of the ERM-NF column, each per seed")
         p.add_argument("--size", default="full", choices=SIZES, help="run_cmnist --size (small: a dry run on a CPU)")
-        p.add_argument("--steps", nargs="+", default=list(STEP_NAMES), choices=STEP_NAMES)
+        p.add_argument("--steps", nargs="+", default=[n for n in STEP_NAMES if n != "saliency"], choices=STEP_NAMES,
+                       help="the steps, in the plan's order (default: all but saliency)")
         p.add_argument("--chapters-profile", default="small", help="the profile the chapters run at (step chapters)")
         p.add_argument("--chapter-minutes", type=float, default=4.0, help="the chapters' minutes, at most")
         p.add_argument("--chapters", nargs="+", default=[], metavar="NAME",

@@ -51,6 +51,10 @@ def test_the_plan_keeps_the_issue_order_and_pairs_precisions_seed_by_seed(sittin
     with_chapters = sitting.plan([1], ["fp32"], steps=sitting.STEP_NAMES, chapter_minutes=3.0)
     assert [s.name for s in with_chapters][:3] == ["chapters-small", "bench", "cost"]
     assert with_chapters[0].budgeted and with_chapters[0].cap_minutes == 3.0
+    # chapter 06's saliency study only when asked for, after the frozen columns and before ERM-NF
+    assert "saliency" not in sitting.parse_args(["start"]).steps
+    asked = [s.name for s in sitting.plan([1], ["fp32"], steps=["frozen", "saliency", "erm-nf"])]
+    assert asked[:2] == ["frozen-fp32", "saliency"] and asked[2].startswith("erm-nf")
     one = sitting.plan([1], ["fp32"], steps=["chapters"], chapters_profile="colab", chapters=["04_feat_on_colored_mnist"])
     assert one[0].name == "chapters-colab" and one[0].argv[2] == "04_feat_on_colored_mnist"
 
@@ -63,6 +67,12 @@ def test_every_command_of_the_plan_parses_with_todays_interfaces(sitting, bench)
     for step in sitting.plan([1, 10], ["fp32", "tf32", "bf16"], steps=sitting.STEP_NAMES):
         argv = step.argv + (["--budget-minutes", "3.5"] if step.budgeted else [])
         target, rest = (argv[1], argv[2:]) if argv[0] == "-m" else (argv[0], argv[1:])
+        if target == "featlib.cli.gap_studies":  # its parser runs inside main(): the names it takes
+            from featlib.experiments.gap_studies import STUDIES
+
+            assert rest[0] in STUDIES.names() and rest[rest.index("--seeds") + 1:rest.index("--out")] == ["1", "10"]
+            assert rest[rest.index("--cache-dir") + 1] == "_sitting/studies" and not step.budgeted
+            continue
         args = parsers[target](rest)
         if target == "featlib.cli.run_cmnist":
             assert args.pieces and args.budget_minutes == 3.5 and args.size == "full"
