@@ -54,3 +54,27 @@ def test_the_gpu_erm_nf_pieces_are_named_with_their_seeds_and_kept_apart(tmp_pat
     assert ("too few to rank" in said) == (runs["seed"].nunique() < 3)
     fig1b = next(r for r in claims.claims(tmp_path) if r.paper == "Fig. 1(b)")
     assert said in fig1b.scale
+
+
+def test_the_saliency_row_reads_the_committed_study_with_its_size_and_seeds(tmp_path):
+    """Chapter 06's row: "not yet" without ``results/saliency``; with a committed study (here a
+    fabricated one in the study folder's format), its size, seeds and the direction's count."""
+    import json
+
+    import pandas as pd
+
+    from featlib.experiments.results import STUDIES_KIND
+    from featlib.store.folders import ResultFolder
+
+    row = next(r for r in claims.claims(tmp_path) if r.paper.startswith("Fig. 4"))
+    assert row.scale.startswith("not yet") and row.agrees == "-"
+    frame = pd.DataFrame([{"model": m, "seed": s, "n_train": 5000, "dataset": "cmnist025-patch",
+                           "colour_share_gradcam": share, "colour_share_ig": share, "colour_flip_rate": share,
+                           "ood_acc": 0.5} for s in (1, 2) for m, share in (("ERM 450 epochs", 0.6), ("FeAT 2 rounds", 0.2))])
+    folder = ResultFolder(tmp_path / "saliency", kind=STUDIES_KIND)
+    folder.add_csv("saliency-5k.csv", frame)
+    folder.add_bytes("saliency-5k-provenance.json", json.dumps({"command": "python -m featlib.cli.gap_studies"}).encode())
+    folder.commit({"studies": ["saliency-5k"]})
+    row = next(r for r in claims.claims(tmp_path) if r.paper.startswith("Fig. 4"))
+    assert row.scale == "reduced size (5,000 training images), 2\xa0seeds, too few to rank"
+    assert row.agrees == "FeAT leans on colour less than ERM after its longest training in 6 of 6 (seed, measure) pairs"

@@ -30,3 +30,40 @@ def test_each_size_is_a_study_of_its_own():
     assert [isinstance(f, functools.partial) and f.keywords["n_train"] for f in list(sizes.values())[1:]] == [
         20000, 10000, 5000]
     assert len({study_key(name) for name in sizes}) == 4
+
+
+def test_the_committed_study_is_summarised_over_seeds_and_its_direction_said_seed_by_seed(tmp_path):
+    """Chapter 06's "Full-size evidence" (featlib.experiments.gap_studies.saliency_summary and
+    saliency_direction, featbook.saliency_views): per model the mean and std over seeds; per seed and
+    measure, FeAT minus ERM's longest-trained snapshot; the sentence counts the seeds where FeAT is
+    below, and says that fewer than 3 seeds rank nothing."""
+    import numpy as np
+    import pandas as pd
+
+    from featbook import saliency_views as views
+    from featlib.experiments.gap_studies import saliency_direction, saliency_summary
+
+    frame = pd.concat([saliency(s, torch.device("cpu"), cache_dir=tmp_path / "cmnist", **TINY) for s in (1, 2)])
+    summary = saliency_summary(frame)
+    assert list(summary["model"]) == SaliencyProtocol(**TINY).model_names()
+    one = frame[frame["model"] == summary["model"].iloc[0]]
+    assert summary["colour_flip_rate"].iloc[0] == np.mean(one["colour_flip_rate"])
+    assert summary["colour_flip_rate_std"].iloc[0] == np.std(one["colour_flip_rate"])
+    assert set(summary["n_seeds"]) == {2} and set(summary["n_train"]) == {200}
+    direction = saliency_direction(frame)
+    assert set(direction["measure"]) == {"colour_share_gradcam", "colour_share_ig", "colour_flip_rate"}
+    assert len(direction) == 2 * 3 and direction["erm_model"].str.startswith("ERM ").all()
+    by = frame.set_index(["seed", "model"])
+    row = direction[(direction["seed"] == 1) & (direction["measure"] == "colour_flip_rate")].iloc[0]
+    feat = next(m for m in summary["model"] if m.startswith("FeAT"))
+    assert row["feat_minus_erm"] == 100 * (by.loc[(1, feat), "colour_flip_rate"] - by.loc[(1, row["erm_model"]), "colour_flip_rate"])
+    said = views.direction_sentence(direction, 200)
+    assert "ranks nothing" in said and f"in {int(direction.loc[direction['measure'] == 'colour_flip_rate', 'holds'].sum())} of 2 seeds" in said
+    assert ("holds in every seed" in said) == bool(direction["holds"].all())
+    shown = views.committed_table(summary)
+    assert "200 training images, 2\xa0seeds" in shown.caption and list(shown.frame["model"]) == list(summary["model"])
+    # the same sentence with every seed one way, and with three seeds: no ranking caveat
+    agree = direction.assign(feat_minus_erm=-1.0, holds=True)
+    three = pd.concat([agree, agree.assign(seed=agree["seed"] + 2)])
+    assert views.direction_sentence(three, 50000).startswith("The direction of the paper's Fig. 4 holds in every seed")
+    assert "ranks nothing" not in views.direction_sentence(three, 50000)

@@ -175,9 +175,22 @@ def _table3(results: Path, executed: Path | None) -> tuple[str, str]:
 
 
 def _saliency(results: Path, executed: Path | None) -> tuple[str, str]:
-    if not (results / "saliency").exists():
+    """Chapter 06's committed study (``results/saliency``, the largest size there): its size and
+    seeds, and in how many (seed, measure) pairs FeAT leans on colour less than ERM."""
+    from featlib.experiments.gap_studies import SALIENCY_STUDIES, saliency_direction
+    from featlib.experiments.results import load_study
+
+    folder = results / "saliency"
+    found = next((f for name in SALIENCY_STUDIES if folder.exists() and (f := load_study(folder, name))), None)
+    if found is None:
         return ("not yet: chapter 06's own run is a CPU test at reduced size, whose direction is not established"), "-"
-    return "committed (results/saliency)", "see chapter 06"
+    frame = found["frame"]
+    n, seeds = int(frame["n_train"].iloc[0]), int(frame["seed"].nunique())
+    scale = (f"{'full size' if n >= 50000 else 'reduced size'} ({prose.integer(n)} training images), "
+             f"{prose.count(seeds, 'seed')}" + ("" if seeds >= 3 else ", too few to rank"))
+    direction = saliency_direction(frame)
+    return scale, (f"FeAT leans on colour less than ERM after its longest training in {int(direction['holds'].sum())} "
+                   f"of {len(direction)} (seed, measure) pairs")
 
 
 def _table14(results: Path, executed: Path | None) -> tuple[str, str]:

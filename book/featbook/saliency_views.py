@@ -384,3 +384,42 @@ def what_we_see(run, map_kind: str, feat_share: float, erm_share: float, feat_fl
                        "does not show FeAT relying less on colour.")
     return text + (", yet neither measure shows the paper's pattern here: FeAT relies on colour at least as much as "
                    "ERM does.")
+
+
+# -- the committed full-size study (results/saliency, gap_studies saliency) ---------------------
+def committed_table(summary: pd.DataFrame) -> Table:
+    """A committed ``saliency`` study (:func:`featlib.experiments.gap_studies.saliency_summary`):
+    per model, each measure's mean ± std over the seeds."""
+    from featlib.experiments.gap_studies import SALIENCY_MEASURES
+
+    shown = pd.DataFrame({"model": summary["model"]})
+    for measure in [m for m in SALIENCY_MEASURES if m in summary]:
+        shown[MEASURES[measure]] = [f"{prose.percent(m)} ± {prose.number(100 * s, 1)}"
+                                    for m, s in zip(summary[measure], summary[f"{measure}_std"])]
+    n, seeds = int(summary["n_train"].iloc[0]), int(summary["n_seeds"].min())
+    from featlib.experiments.labels import DATASET_LABELS
+
+    dataset = DATASET_LABELS.get(summary["dataset"].iloc[0], summary["dataset"].iloc[0]) if "dataset" in summary else ""
+    return table(shown, caption=f"{dataset + ', ' if dataset else ''}{prose.integer(n)} training images, "
+                                f"{prose.count(seeds, 'seed')}",
+                 note="Mean ± std over the seeds (percentage points), each seed's value itself a mean over "
+                      "its OOD test images.")
+
+
+def direction_sentence(direction: pd.DataFrame, n_train: int) -> str:
+    """Whether FeAT's features lean on colour less than ERM's longest-trained snapshot, seed by
+    seed and measure by measure (:func:`featlib.experiments.gap_studies.saliency_direction`):
+    the sentence that says what the committed study shows, and whether it ranks."""
+    if direction.empty:
+        return "The committed study has no FeAT and ERM pair to compare."
+    seeds = direction["seed"].nunique()
+    parts = []
+    for measure, part in direction.groupby("measure", sort=False):
+        held = int(part["holds"].sum())
+        parts.append(f"{MEASURES[measure]}: FeAT below {part['erm_model'].iloc[0]} in {held} of {len(part)} seeds "
+                     f"(FeAT minus ERM {prose.number(part['feat_minus_erm'].mean(), 1, True)} points on average)")
+    verdict = ("The direction of the paper's Fig. 4 holds in every seed and measure"
+               if direction["holds"].all() else "The direction of the paper's Fig. 4 does not hold in every seed and measure")
+    size = f"at {prose.integer(n_train)} training images over {prose.count(seeds, 'seed')}"
+    rank = "" if seeds >= 3 else "; with fewer than 3 seeds it ranks nothing"
+    return f"{verdict} {size}{rank}. " + "; ".join(parts) + "."

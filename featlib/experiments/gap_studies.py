@@ -397,3 +397,44 @@ def ood_length_summary(frame: pd.DataFrame) -> pd.DataFrame:
                              "z": float(z.get((dataset, learner), np.nan)), "mean": 100 * float(cells["mean"].mean()),
                              "cells": len(cells), "n_seeds": seeds})
     return pd.DataFrame(rows)
+
+
+#: The saliency studies by size, largest first (chapter 06 leads with the largest committed).
+SALIENCY_STUDIES = ("saliency", "saliency-20k", "saliency-10k", "saliency-5k")
+SALIENCY_MEASURES = ("colour_share_gradcam", "colour_share_ig", "colour_flip_rate", "ood_acc")
+
+
+def saliency_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """A ``saliency`` study over its seeds: per model (in the study's order), the mean and std over
+    seeds (numpy's, ddof=0) of each of :data:`SALIENCY_MEASURES` it holds (``<measure>`` and
+    ``<measure>_std``), with ``n_seeds``, ``n_train`` and ``dataset``."""
+    measures = [m for m in SALIENCY_MEASURES if m in frame]
+    order = list(dict.fromkeys(frame["model"]))
+    grouped = frame.groupby("model", sort=False)
+    out = grouped[measures].mean()
+    out = out.join(grouped[measures].agg(lambda v: float(np.std(v))).add_suffix("_std"))
+    out["n_seeds"] = grouped["seed"].nunique()
+    out["n_train"] = grouped["n_train"].first()
+    if "dataset" in frame:
+        out["dataset"] = grouped["dataset"].first()
+    return out.reindex(order).reset_index()
+
+
+def saliency_direction(frame: pd.DataFrame) -> pd.DataFrame:
+    """The direction chapter 06 tests (Sec. 6, Fig. 4: FeAT's features lean on colour less than
+    ERM's), per seed and measure: FeAT's share on colour (or flip rate) minus that of the
+    longest-trained ERM snapshot, in points; ``holds`` where it is negative. One row per (seed,
+    measure)."""
+    erm = [m for m in dict.fromkeys(frame["model"]) if m.startswith("ERM ")]
+    feat = [m for m in dict.fromkeys(frame["model"]) if m.startswith("FeAT ")]
+    if not erm or not feat:
+        return pd.DataFrame(columns=["seed", "measure", "feat_minus_erm", "holds", "erm_model"])
+    longest = max(erm, key=lambda m: int(m.split()[1]))
+    rows = []
+    for seed, part in frame.groupby("seed"):
+        by_model = part.set_index("model")
+        for measure in [m for m in SALIENCY_MEASURES if m != "ood_acc" and m in frame]:
+            diff = 100 * (by_model.loc[feat[0], measure] - by_model.loc[longest, measure])
+            rows.append({"seed": int(seed), "measure": measure, "feat_minus_erm": float(diff), "holds": bool(diff < 0),
+                         "erm_model": longest})
+    return pd.DataFrame(rows)
