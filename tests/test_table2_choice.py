@@ -91,3 +91,15 @@ def test_the_distance_table_has_a_row_per_column_and_selection_rule_and_a_column
     assert set(shown.frame.iloc[:, 2:].to_numpy().ravel()) == {"+0.00"}  # every cell on the paper's mean
     plain = views.distance_table(runs([1]).drop(columns="val_acc"), "distance")
     assert list(plain.frame.columns) == ["features", "ColoredMNIST-025", "ColoredMNIST-01"]
+
+
+def test_what_we_see_names_the_earlier_protocols_table_and_todays_seeds_without_ranking():
+    frame = runs([1], accuracy=lambda d, l, o, s: (TABLE2[d][o][l][0] + (1.0 if l == "erm" else -0.5) * TABLE2[d][o][l][1]) / 100)
+    said = views.so_far_sentence(frame)
+    assert "1\xa0whole seed so far" in said and "between -0.50 and +1.00" in said and "ranks nothing" in said
+    assert "ColoredMNIST-025 and ColoredMNIST-01" in said
+    assert "no whole seed" in views.so_far_sentence(frame[frame["dataset"] == "cmnist025"])
+    frozen = views.frozen_columns(runs([1, 2, 3, 4]))
+    text = views.feat_what_we_see(None, table2_committed=False, frozen=frozen, earlier=True, so_far=frame)
+    assert "(the earlier protocol's pieces, 4\xa0seeds per cell" in text and "**Today's protocol**" in text
+    assert "the committed pieces" in views.feat_what_we_see(None, False, frozen=frozen)

@@ -977,10 +977,11 @@ def pretraining_what_we_see(run, findings: tuple, committed: tuple | None = None
                else "once the repository has them."))
 
 
-def frozen_columns_sentence(frozen: pd.DataFrame) -> str:
+def frozen_columns_sentence(frozen: pd.DataFrame, pieces: str = "the committed pieces") -> str:
     """What Table 2's committed frozen-feature columns show beside the paper's, from
     :func:`frozen_columns`: where FeAT's features give the best mean (and where the
-    paper's table says so), how far our cells lie from the paper's per column, and the largest gap."""
+    paper's table says so), how far our cells lie from the paper's per column, and the largest gap.
+    ``pieces`` names them (the earlier protocol's, while today's has too few seeds)."""
     order = {d: i for i, d in enumerate(DATASET_LABELS)}
     frozen = frozen.sort_values("dataset", key=lambda c: c.map(order)).reset_index(drop=True)
     lo, hi = int(frozen["min_seeds"].min()), int(frozen["max_seeds"].max())
@@ -993,7 +994,7 @@ def frozen_columns_sentence(frozen: pd.DataFrame) -> str:
         for r in frozen.itertuples()]
     worst = frozen.loc[frozen["largest_gap"].abs().idxmax()]
     direction = "below" if worst["largest_gap"] < 0 else "above"
-    text = (f"**Table 2's frozen-feature columns at full size** (the committed pieces, {seeds} per cell; the "
+    text = (f"**Table 2's frozen-feature columns at full size** ({pieces}, {seeds} per cell; the "
             f"paper's cells are over 10): {LEARNER_LABELS['ifeat']}'s features give the best mean of the three "
             f"columns for {prose.listing(best)}. Our cells' mean distance from the paper's, in points, per "
             f"column: {'; '.join(gaps)}. The largest difference is {LEARNER_LABELS[worst['largest_learner']]}'s features "
@@ -1005,25 +1006,46 @@ def frozen_columns_sentence(frozen: pd.DataFrame) -> str:
 
 
 def feat_what_we_see(termination: str | None, table2_committed: bool, table2_failed: bool = False,
-                     frozen: pd.DataFrame | None = None) -> str:
+                     frozen: pd.DataFrame | None = None, earlier: bool = False,
+                     so_far: pd.DataFrame | None = None) -> str:
     """Chapter 04's "What we see": what stops FeAT (``termination``, the sentence of
     :func:`featbook.evidence.termination_summary` on the committed rounds, or None when none are
     committed) and where Table 2 is to be read (``table2_committed``; ``table2_failed``: the committed
     Table 2 could not be fetched or read, which is not the same as none committed; ``frozen``: the
     committed pieces' frozen columns, :func:`frozen_columns`, when no whole Table 2 is
-    committed)."""
+    committed; ``earlier``: they are the earlier protocol's; ``so_far``: today's protocol's runs, shown
+    apart while they have too few seeds, said in a sentence that ranks nothing)."""
     parts = []
     if termination is not None:
         parts.append("**What stops FeAT** at full size is the termination check with the paper's retention "
                      "accuracy. " + termination)
     parts.append("**Table 2** is read beside the paper's from the committed full-scale results."
                  if table2_committed else
-                 frozen_columns_sentence(frozen) if frozen is not None and len(frozen) else
+                 frozen_columns_sentence(frozen, "the earlier protocol's pieces" if earlier else "the committed pieces")
+                 if frozen is not None and len(frozen) else
                  "**Table 2** at the paper's scale could not be read in this runtime (the note above Table 2 says what "
                  "to do); this page's own run only shows the protocol working." if table2_failed else
                  "**Table 2** at the paper's scale is not committed yet; this page's own run only shows the protocol "
                  "working.")
+    if so_far is not None and not so_far.empty:
+        parts.append(so_far_sentence(so_far))
     return "\n\n".join(parts)
+
+
+def so_far_sentence(runs: pd.DataFrame) -> str:
+    """Today's protocol's pieces while they are shown apart: how many whole seeds, and each frozen
+    column's mean distance from the paper's cells (:func:`featlib.experiments.colored_mnist.paper_distance`,
+    Table 2's rule) as a range over the columns and datasets, too few seeds to rank anything."""
+    whole = sum(frozen_cell_seeds(part) >= 1 for _, part in runs.groupby("seed"))
+    distance = paper_distance(select_best(runs[runs["learner"].isin(FROZEN_LEARNERS)])).dropna(subset=["z"])
+    z = distance["z"]
+    datasets = prose.listing([label for d, label in DATASET_LABELS.items() if d in set(distance["dataset"])])
+    if not whole or z.empty:
+        return ("**Today's protocol** has no whole seed of its frozen columns yet; its pieces so far are shown "
+                "apart above.")
+    return (f"**Today's protocol** (its pieces apart above, {prose.count(whole, 'whole seed')} so far) puts every "
+            f"frozen column's mean distance from the paper's cells between {z.min():+.2f} and {z.max():+.2f} paper "
+            f"standard deviations on {datasets}; with so few seeds this describes them and ranks nothing.")
 
 
 def path_verdicts(comparison: pd.DataFrame, reference: str) -> str:
