@@ -140,7 +140,7 @@ def _table7(results: Path, executed: Path | None) -> tuple[str, str]:
 
 
 def _table2(results: Path, executed: Path | None) -> tuple[str, str]:
-    from featbook.cmnist_views import frozen_cell_seeds, frozen_columns, table2_pieces_choice
+    from featbook.cmnist_views import frozen_columns, table2_pieces_choice, whole_seeds
     from featlib.experiments.table2_pieces import load_pieces
 
     def pieces_in(name):
@@ -152,7 +152,7 @@ def _table2(results: Path, executed: Path | None) -> tuple[str, str]:
     earlier = "the earlier protocol's (featlib 0.4), " if which == "earlier" else ""
     today = ""
     if apart is not None:
-        whole = sum(frozen_cell_seeds(part) >= 1 for _, part in apart["runs"].groupby("seed"))
+        whole = len(whole_seeds(apart["runs"]))
         today = f"; today's protocol (featlib 0.5): {prose.count(whole, 'whole seed')} so far, shown apart"
     frozen = frozen_columns(pieces["runs"])
     lo, hi = int(frozen["min_seeds"].min()), int(frozen["max_seeds"].max())

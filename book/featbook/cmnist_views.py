@@ -174,6 +174,11 @@ def frozen_cell_seeds(results: pd.DataFrame, datasets: Sequence[str] = tuple(TAB
     return int(min(seeds.get((d, l, o), 0) for d in datasets for l in learners for o in objectives))
 
 
+def whole_seeds(runs: pd.DataFrame) -> list[int]:
+    """The seeds that have every frozen-feature cell of Table 2 (:func:`frozen_cell_seeds`)."""
+    return [int(s) for s, part in runs.groupby("seed") if frozen_cell_seeds(part) >= 1]
+
+
 def table2_pieces_choice(today: dict | None, earlier: dict | None, min_seeds: int = TABLE2_MIN_SEEDS
                          ) -> tuple[dict | None, str | None, dict | None]:
     """Which committed pieces chapter 04 (and the introduction's claims table) show as Table 2:
@@ -196,7 +201,7 @@ def progress_sentence(runs: pd.DataFrame, min_seeds: int = TABLE2_MIN_SEEDS) -> 
     """Where today's protocol's Table 2 stands while it is shown apart: which seeds are complete
     (every frozen cell of both datasets), how many cells the next seed has, and when the chapter's
     table switches to it."""
-    complete = [int(s) for s, part in runs.groupby("seed") if frozen_cell_seeds(part) >= 1]
+    complete = whole_seeds(runs)
     cells = len(set(TABLE2)) * len(FROZEN_LEARNERS) * len(TABLE2_OBJECTIVES)
     partial = {int(s): part.groupby(["dataset", "learner", "objective"]).ngroups
                for s, part in runs.groupby("seed") if int(s) not in complete}
@@ -1036,7 +1041,7 @@ def so_far_sentence(runs: pd.DataFrame) -> str:
     """Today's protocol's pieces while they are shown apart: how many whole seeds, and each frozen
     column's mean distance from the paper's cells (:func:`featlib.experiments.colored_mnist.paper_distance`,
     Table 2's rule) as a range over the columns and datasets, too few seeds to rank anything."""
-    whole = sum(frozen_cell_seeds(part) >= 1 for _, part in runs.groupby("seed"))
+    whole = len(whole_seeds(runs))
     distance = paper_distance(select_best(runs[runs["learner"].isin(FROZEN_LEARNERS)])).dropna(subset=["z"])
     z = distance["z"]
     datasets = prose.listing([label for d, label in DATASET_LABELS.items() if d in set(distance["dataset"])])
