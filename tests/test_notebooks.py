@@ -181,6 +181,8 @@ def test_chapter_04_compares_the_initialisations(executed):
     assert set(r["stop_round"]["ifeat/cmnist025"].values()) == {2}
     assert set(r["stop_round"]["ifeat/cmnist01"].values()) == {3}
     assert len(r["stop_round"]["ifeat/cmnist01"]) >= 5
+    # every frozen cell of the committed pieces beyond two paper stds has a verdict (issue 33)
+    assert all(v in ("study", "seeds", None) for v in r["far_cells"].values())
 
 
 def test_chapter_05_runs_the_wilds_protocol_on_fabricated_camelyon17(executed):

@@ -1197,3 +1197,119 @@ def ood_length_table(summary: pd.DataFrame, dataset: str, score: str = "worst_te
     return table(pd.DataFrame(rows), caption=f"{DATASET_LABELS[dataset]}: each column's mean distance from the paper's "
                                              f"cells (paper standard deviations), selected {rule}",
                  note=f"Penalised objectives; {_over(n)}, full data. 0 is the paper's table.")
+
+
+# -- the cells far from the paper's, and what the gap studies say of each (issue 33) -------------
+#: A frozen cell further than this many of the paper's standard deviations from the paper's value
+#: is listed in chapter 04 with what the committed gap studies measured on it.
+FAR_Z = 2.0
+
+
+def far_cells(runs: pd.DataFrame, threshold: float = FAR_Z) -> pd.DataFrame:
+    """Table 2's frozen-feature cells (Table 2's rule, :func:`select_best`) further than
+    ``threshold`` paper standard deviations from the paper's value: ``dataset``, ``learner``,
+    ``objective``, ``mean``, ``std`` (%, over our seeds), ``n_seeds``, ``paper``, ``paper_std`` and
+    ``z`` = (ours − paper) / paper std, the furthest first. Cells the paper prints with a zero
+    std (ColoredMNIST-025 CLOvE on ERM's features) have no distance in stds and are left out."""
+    columns = ["dataset", "learner", "objective", "mean", "std", "n_seeds", "paper", "paper_std", "z"]
+    frozen = runs[runs["learner"].isin(FROZEN_LEARNERS)] if runs is not None and not runs.empty else None
+    rows = []
+    for r in ([] if frozen is None else select_best(frozen).itertuples()):
+        paper = TABLE2.get(r.dataset, {}).get(r.objective, {}).get(r.learner)
+        if paper is None or not paper[1] > 0 or pd.isna(r.mean):
+            continue
+        z = (100 * r.mean - paper[0]) / paper[1]
+        if abs(z) > threshold:
+            rows.append({"dataset": r.dataset, "learner": r.learner, "objective": r.objective,
+                         "mean": 100 * r.mean, "std": 100 * r.std, "n_seeds": int(r.n_seeds),
+                         "paper": paper[0], "paper_std": paper[1], "z": z})
+    frame = pd.DataFrame(rows, columns=columns)
+    return frame.reindex(frame["z"].abs().sort_values(ascending=False).index).reset_index(drop=True)
+
+
+def _study_value(row) -> str:
+    """A study's cell as a reader reads it: "80.36 ± 2.20 (3 seeds, `frozen-steps`)"."""
+    value = prose.mean_std(row["mean"], row["std"] if row["n_seeds"] > 1 else None, scale=100)
+    return f"{value} ({prose.count(int(row['n_seeds']), 'seed')}, `{row['study']}`)"
+
+
+def far_cell_verdict(cell, evidence: pd.DataFrame, threshold: float = FAR_Z) -> dict:
+    """What the committed gap studies say of one far cell (a row of :func:`far_cells`), given its
+    rows of :func:`featlib.experiments.gap_studies.cell_evidence`: ``explained`` is ``"study"``
+    when a setting other than the protocol's brings the cell within ``threshold`` paper stds of
+    the paper's (the closest such setting is named, with the open choice it tests), ``"seeds"``
+    when the protocol's own setting does so on the study's seeds (the distance is then the spread
+    between seeds), else None; ``sentence`` says which, in one paragraph."""
+    from featlib.experiments.gap_studies import STUDY_CHOICES
+
+    head = (f"**{DATASET_LABELS[cell['dataset']]}, {OBJECTIVE_LABELS[cell['objective']]} on "
+            f"{LEARNER_LABELS[cell['learner']]}'s features**: ours "
+            f"{prose.mean_std(cell['mean'], cell['std'] if cell['n_seeds'] > 1 else None)} "
+            f"({prose.count(int(cell['n_seeds']), 'seed')}), the paper's "
+            f"{prose.mean_std(cell['paper'], cell['paper_std'])}: {prose.number(cell['z'], 1, sign=True)} paper stds.")
+    if evidence is None or evidence.empty:
+        return {"explained": None, "sentence": f"{head} No committed study varies this cell yet: not explained."}
+    gap = (100 * evidence["mean"] - cell["paper"]).abs()
+    scored = evidence.assign(_gap=gap)
+    within = scored[gap <= threshold * cell["paper_std"]]
+    own = within[within["protocol"]].sort_values("_gap")
+    # a changed setting explains the cell when it lands within the band and closer to the paper than
+    # its own study's protocol row by more than a tenth of a paper std (not a tie with the protocol)
+    protocol_gap = scored[scored["protocol"]].groupby("study")["_gap"].min()
+    closer = within["_gap"] < within["study"].map(protocol_gap).fillna(np.inf) - 0.1 * cell["paper_std"]
+    changed = within[~within["protocol"] & closer].sort_values("_gap")
+    band = f"within {prose.number(threshold, 0)} paper stds of the paper's"
+    if not changed.empty:
+        best = changed.iloc[0]
+        also = ""
+        if not own.empty:
+            also = (f" The protocol's own setting already gives {_study_value(own.iloc[0])}, also {band}: part of "
+                    "the distance is the spread between seeds.")
+        return {"explained": "study", "sentence": (
+            f"{head} Explained by {STUDY_CHOICES.get(best['study'], best['study'])}: {best['change']} gives "
+            f"{_study_value(best)}, {band}.{also}")}
+    if not own.empty:
+        return {"explained": "seeds", "sentence": (
+            f"{head} The protocol's own setting gives {_study_value(own.iloc[0])}, {band}, and no setting the "
+            "studies tried comes closer: the distance is the spread between seeds, which more seeds will settle.")}
+    spans = []
+    for study, rows in evidence.groupby("study", sort=False):
+        low, high = 100 * rows["mean"].min(), 100 * rows["mean"].max()
+        seeds = prose.count(int(rows["n_seeds"].max()), "seed")
+        spans.append(f"`{study}` ({STUDY_CHOICES.get(study, study)}) gives {prose.number(low)} to "
+                     f"{prose.number(high)} over its {prose.count(len(rows), 'setting')} ({seeds})")
+    return {"explained": None, "sentence": (
+        f"{head} Not explained yet: {prose.listing(spans)}, none within {prose.number(threshold, 0)} paper stds "
+        "of the paper's.")}
+
+
+def far_cells_section(runs: pd.DataFrame, studies: dict[str, pd.DataFrame], threshold: float = FAR_Z
+                      ) -> tuple[str, list[dict]]:
+    """Chapter 04's "cells far from the paper's": a lead sentence and one verdict per far cell
+    (:func:`far_cells`, :func:`far_cell_verdict`) of ``runs``, read against the committed gap
+    ``studies`` (``{name: frame}``)."""
+    from featlib.experiments.gap_studies import cell_evidence
+
+    cells = far_cells(runs, threshold)
+    n_cells = 0 if runs is None or runs.empty else select_best(runs[runs["learner"].isin(FROZEN_LEARNERS)]).shape[0]
+    verdicts = [far_cell_verdict(c, cell_evidence(studies, c["dataset"], c["learner"], c["objective"]), threshold)
+                | {"dataset": c["dataset"], "learner": c["learner"], "objective": c["objective"], "z": c["z"]}
+                for c in cells.to_dict("records")]
+    seeds = whole_seeds(runs) if runs is not None and not runs.empty else []
+    if not verdicts:
+        lead = (f"None of the {n_cells} frozen cells lies further than {prose.number(threshold, 0)} paper standard "
+                "deviations from the paper's.")
+    else:
+        kinds = [v["explained"] for v in verdicts]
+        traced = [f"{kinds.count('study')} to a choice the paper leaves open" if "study" in kinds else "",
+                  f"{kinds.count('seeds')} to the spread between seeds" if "seeds" in kinds else ""]
+        traced = [t for t in traced if t]
+        said = f"The gap studies (`results/cmnist-gaps`) trace {prose.listing(traced)}" if traced else ""
+        if None in kinds:
+            rest = f"{kinds.count(None)} {'is' if kinds.count(None) == 1 else 'are'} not explained yet"
+            said = f"{said}; {rest}" if said else rest[0].upper() + rest[1:]
+        lead = (f"{prose.count(len(verdicts), 'frozen cell')} of {n_cells} {'lies' if len(verdicts) == 1 else 'lie'} further than "
+                f"{prose.number(threshold, 0)} paper standard deviations from the paper's "
+                f"({prose.count(len(seeds), 'whole seed')} so far). {said}. Each, with what the studies "
+                "measured on it:")
+    return lead, verdicts

@@ -438,3 +438,72 @@ def saliency_direction(frame: pd.DataFrame) -> pd.DataFrame:
             rows.append({"seed": int(seed), "measure": measure, "feat_minus_erm": float(diff), "holds": bool(diff < 0),
                          "erm_model": longest})
     return pd.DataFrame(rows)
+
+
+#: What each study that can explain a frozen cell of Table 2 varies, as a reader reads it: the
+#: choice and where the paper leaves it open (chapter 04, "Cells far from the paper's").
+STUDY_CHOICES = {
+    "ood-length-025": "the OOD stage's length, which the paper never gives",
+    "ood-length-01": "the OOD stage's length, which the paper never gives",
+    "frozen-steps": "the OOD stage's length and the head's L2, neither of which the paper gives for this stage",
+    "bonsai-dro-length": "Bonsai's DRO round, 150 epochs in Table 6 and 500 in Appendix F.1's text",
+    "clove-01": "the authors' CLOvE code (one 512-example minibatch per environment and step, no L2, 501 steps)",
+}
+
+
+def _best_cell(rows: pd.DataFrame) -> pd.Series | None:
+    """Table 2's rule on one cell's runs: the configuration with the best mean worst-test accuracy."""
+    from .colored_mnist import select_best
+
+    best = select_best(rows)
+    return None if best.empty or pd.isna(best["mean"].iloc[0]) else best.iloc[0]
+
+
+def cell_evidence(studies: dict[str, pd.DataFrame], dataset: str, learner: str, objective: str,
+                  protocol: CMNISTProtocol | None = None) -> pd.DataFrame:
+    """What the committed gap studies (``{study name: frame}``, as :func:`run_study` writes them)
+    measured on one frozen cell of Table 2, each cell chosen by Table 2's rule (the configuration
+    with the best mean worst-test accuracy over the study's seeds): one row per setting a study
+    tried, with ``study``, ``change`` (the setting, in words), ``protocol`` (True where the
+    setting is the protocol's own, ``protocol``: the default :class:`CMNISTProtocol`), ``mean``,
+    ``std`` (fractions, over seeds) and ``n_seeds``. Frozen IB-IRM trains as IRMv1 (see the module
+    docstring), so its cell reads IRMv1's rows. Studies that do not cover the cell add no rows."""
+    protocol = protocol or CMNISTProtocol()
+    trained_as = "irmv1" if objective == "ib_irm" else objective
+    rows = []
+
+    def add(study, change, is_protocol, best):
+        if best is not None:
+            rows.append({"study": study, "change": change, "protocol": bool(is_protocol), "mean": float(best["mean"]),
+                         "std": float(best["std"]), "n_seeds": int(best["n_seeds"])})
+
+    for study, frame in studies.items():
+        if frame is None or frame.empty or "dataset" not in frame or dataset not in set(frame["dataset"]):
+            continue
+        part = frame[frame["dataset"] == dataset]
+        if study.startswith("ood-length") or study == "clove-01":
+            part = part[(part["learner"] == learner) & (part["objective"] == trained_as) & (part["step"] > 0)]
+            variants = part.groupby("variant") if "variant" in part else [("protocol", part)]
+            steps = (500, protocol.ood_steps) if study == "clove-01" else sorted(part["step"].unique())
+            for variant, runs in variants:
+                for step in steps:
+                    at = runs[runs["step"] == step].drop(columns=["step", "variant"], errors="ignore")
+                    if at.empty:
+                        continue
+                    change = f"{int(step):,} OOD steps" if variant == "protocol" else f"{variant} at {int(step):,} steps"
+                    if study == "clove-01" and variant == "protocol":
+                        change = f"the protocol's CLOvE at {int(step):,} steps"
+                    add(study, change, variant == "protocol" and step == protocol.ood_steps, _best_cell(at))
+        elif study == "frozen-steps" and learner == "erm":
+            part = part[part["objective"] == trained_as]
+            if part.empty:
+                continue
+            for best in frozen_steps_summary(part, steps=(1000, protocol.ood_steps, 5000)).to_dict("records"):
+                add(study, f"{int(best['step']):,} OOD steps, head L2 {best['head_l2']:g}",
+                    best["step"] == protocol.ood_steps and np.isclose(best["head_l2"], protocol.l2), best)
+        elif study == "bonsai-dro-length" and learner == "bonsai":
+            part = part[part["objective"] == trained_as]
+            for length, runs in part.groupby("dro_epochs"):
+                add(study, f"a DRO round of {int(length)} epochs (1,000 OOD steps)", False,
+                    _best_cell(runs.drop(columns="dro_epochs")))
+    return pd.DataFrame(rows, columns=["study", "change", "protocol", "mean", "std", "n_seeds"])
