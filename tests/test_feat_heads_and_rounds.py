@@ -143,6 +143,9 @@ def test_the_stop_seed_by_seed_gives_each_seeds_margins_and_what_an_early_stop_h
                                          "cmnist01")
     assert consequence["usual_rounds"] == 3 and consequence["n_early"] == 1 and consequence["closest_seed"] == 1
     assert consequence["ood_one_earlier"] < 0.25 < 0.8 < consequence["ood_usual"]
+    # the other close call: among the seeds that kept 3 rounds, the discarded round 4 nearest 130%
+    assert consequence["discarded_seed"] == 1 and consequence["discarded_margin"] == pytest.approx(-25.0)
+    assert consequence["ood_one_later"] == pytest.approx(0.105)  # round 4's mean over seeds 1 and 3
 
 
 def test_table7_cells_under_each_choice_are_measured_against_the_papers_std():
@@ -172,6 +175,11 @@ def test_the_early_stop_sentence_names_the_closest_seed_and_what_it_would_hand_o
                                 "closest_seed": 4, "n_early": 2, "n_later": 1, "n_seeds": 10})
     assert some.startswith("7 of 10 seeds keep 3 rounds.") and "2 of 10 seeds here did stop earlier" in some
     assert "single round" in describe_early_stop(None)
+    other = describe_early_stop({"usual_rounds": 2, "ood_usual": 0.70, "ood_one_earlier": 0.11, "closest_margin": 23.4,
+                                 "closest_seed": 7, "n_early": 0, "n_seeds": 10, "discarded_seed": 3,
+                                 "discarded_margin": -0.16, "ood_one_later": 0.62})
+    assert "the closest call is seed 3's round 3, 0.16 points under the threshold" in other
+    assert "round 3's features, whose head scores 62.0%" in other
 
 
 def test_the_choices_table_shows_no_spread_for_one_seed_and_rounds_in_table_7s_order():

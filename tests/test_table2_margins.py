@@ -40,3 +40,20 @@ def test_the_oracle_carries_what_validation_would_not_have_picked():
     old = runs(values).drop(columns="val_acc")
     assert selection_gaps(old).empty  # pieces made before featlib 0.5 record no validation accuracy
     assert feat_margins(old[old["learner"] == "none"]).empty
+
+
+def test_the_agreement_counts_rows_whose_best_column_validation_keeps():
+    from featbook.cmnist_views import selection_agreement, selection_sentence
+
+    # IRMv1: FeAT best under both rules; V-REx: FeAT best on the test environments, but validation picks
+    # FeAT's weaker configuration (0.50) while Bonsai's single one (0.60) stays: the best column changes
+    values = {("ifeat", "irmv1"): {(1e2, 0): 0.70}, ("bonsai", "irmv1"): {(1e2, 0): 0.65},
+              ("ifeat", "vrex"): {(1e2, 0): 0.70, (1e4, 0): 0.50}, ("bonsai", "vrex"): {(1e2, 0): 0.60}}
+    val = {("ifeat", "irmv1"): {(1e2, 0): 0.9}, ("bonsai", "irmv1"): {(1e2, 0): 0.9},
+           ("ifeat", "vrex"): {(1e2, 0): 0.8, (1e4, 0): 0.9}, ("bonsai", "vrex"): {(1e2, 0): 0.9}}
+    frame = runs(values, val)
+    agreement = selection_agreement(frame)
+    assert agreement.to_dict("records") == [{"dataset": "cmnist025", "same": 1, "rows": 2}]
+    text = selection_sentence(selection_gaps(frame), agreement)
+    assert "the one Table 2's rule picks in 1 of 2 rows on ColoredMNIST-025" in text
+    assert selection_agreement(frame.drop(columns="val_acc")).empty

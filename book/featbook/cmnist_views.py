@@ -67,8 +67,9 @@ def table2_frame(results: pd.DataFrame, oracle: pd.DataFrame | None = None, with
             if dataset not in set(best["dataset"]):  # no run of this dataset yet: no column to put it in
                 continue
             values = frame["worst_test_acc"].to_numpy()
-            shown = [*best.loc[best["dataset"] == dataset, "learner"].unique(), *learners]
-            for learner in dict.fromkeys(shown):
+            # the oracle (one model per seed, the same for every column) in the columns with runs only:
+            # a column of ``learners`` not yet run reads "not yet run" in every row
+            for learner in best.loc[best["dataset"] == dataset, "learner"].unique():
                 col = (DATASET_LABELS[dataset], LEARNER_LABELS[learner])
                 cells.setdefault(col + ("ours",), {})["Oracle"] = _table2_cell(values.mean(), values.std(), len(values),
                                                                                with_n)
@@ -383,7 +384,19 @@ def early_stop_consequence(rounds: pd.DataFrame, dataset: str, learner: str = "i
             "closest_margin": float(margins.loc[margins["rounds_kept"] == usual, "kept_margin"].min()),
             "closest_seed": int(margins.loc[margins.loc[margins["rounds_kept"] == usual, "kept_margin"].idxmin(), "seed"]),
             "n_early": int((margins["rounds_kept"] < usual).sum()),
-            "n_later": int((margins["rounds_kept"] > usual).sum()), "n_seeds": len(margins)}
+            "n_later": int((margins["rounds_kept"] > usual).sum()), "n_seeds": len(margins),
+            **_closest_discarded(margins[margins["rounds_kept"] == usual], ood, usual)}
+
+
+def _closest_discarded(margins: pd.DataFrame, ood: pd.Series, usual: int) -> dict:
+    """The other close call: the usual seeds' discarded round nearest the threshold (its seed and
+    margin), and the mean worst-test accuracy of that round's features (what passing would hand on)."""
+    discarded = margins.dropna(subset=["discarded_margin"])
+    if discarded.empty:
+        return {}
+    row = discarded.loc[discarded["discarded_margin"].idxmax()]
+    return {"discarded_seed": int(row["seed"]), "discarded_margin": float(row["discarded_margin"]),
+            "ood_one_later": float(ood[usual + 1]) if usual + 1 in ood.index else np.nan}
 
 
 def describe_early_stop(consequence: dict | None, threshold: float = DEFAULT_TERMINATION_THRESHOLD) -> str:
@@ -399,6 +412,16 @@ def describe_early_stop(consequence: dict | None, threshold: float = DEFAULT_TER
             f"whose round {k} fell under it would hand round {k - 1}'s features to the OOD stage, whose head scores "
             f"{100 * consequence['ood_one_earlier']:.1f}% worst-test accuracy against {100 * consequence['ood_usual']:.1f}% "
             f"after round {k} (means over the seeds here), and Table 2's FeAT column would drop with it.")
+    if consequence.get("discarded_seed") is not None:
+        later = consequence.get("ood_one_later", np.nan)
+        near = -consequence["discarded_margin"] < 5  # points: a call as close as the kept rounds' usual margins
+        text += (((f" The other way, the closest call is seed {consequence['discarded_seed']}'s round {k + 1}, "
+                  f"{-consequence['discarded_margin']:.2f} points under the threshold: had it passed, the OOD stage "
+                  f"would have had round {k + 1}'s features") if near else
+                 (f" The other way, no discarded round came close: the nearest, seed {consequence['discarded_seed']}'s "
+                  f"round {k + 1}, scored {-consequence['discarded_margin']:.2f} points under the threshold; passing, it "
+                  f"would have handed on round {k + 1}'s features"))
+                 + ("." if pd.isna(later) else f", whose head scores {100 * later:.1f}% (the mean over the seeds here)."))
     if consequence["n_early"]:
         text += f" {consequence['n_early']} of {n} seeds here did stop earlier; their rows are in the table above."
     return text
@@ -643,7 +666,10 @@ def table2_from_pieces(pieces: dict, learners: Sequence[str]) -> tuple[str, Tabl
     shown = table2(table2_frame(pieces["runs"], pieces["oracle"], with_n=not uniform, learners=learners,
                                  missing="not yet run"),
                    "Table 2, committed pieces",
-                   note=f"Each cell: ours (mean ± std over {over}, %), the paper's value under it in grey.")
+                   note=f"Each cell: ours (mean ± std over {over}, %), the paper's value under it in grey. On frozen "
+                        "features IB-IRM's bottleneck term is a constant, so it trains as IRMv1 and its cells repeat "
+                        "IRMv1's, as in the paper's table; counts of rows below include it. The oracle is one model "
+                        "per seed, trained on images without colour, the same in every column.")
     return intro, shown
 
 
@@ -723,7 +749,7 @@ def set_sizes_figure(rounds: pd.DataFrame, datasets, learner: str = "ifeat"):
     return fig
 
 
-def table2_against_paper_figure(runs: pd.DataFrame, learners=("erm", "bonsai", "ifeat")):
+def table2_against_paper_figure(runs: pd.DataFrame, learners=("erm", "bonsai", "ifeat"), title: str | None = None):
     """Table 2 cell by cell, ours against the paper's: one panel per dataset, each cell (objective x
     learner, best configuration) a point at (the paper's mean, our mean) with the
     two standard deviations as bars, coloured by learner; on the diagonal ours equals the
@@ -742,13 +768,16 @@ def table2_against_paper_figure(runs: pd.DataFrame, learners=("erm", "bonsai", "
             y, yerr = 100 * rows["mean"].to_numpy(), 100 * rows["std"].to_numpy()
             ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", ms=4, capsize=0, lw=0.8,
                         color=style.colour(learner), label=LEARNER_LABELS[learner])
-            values += [*x[np.isfinite(x)], *y]
+            ok = np.isfinite(x)  # the limits hold every point with its bars
+            values += [*(x - xerr)[ok], *(x + xerr)[ok], *(y - np.nan_to_num(yerr)), *(y + np.nan_to_num(yerr))]
         lo, hi = (min(values) - 2, max(values) + 2) if values else (0, 100)
         ax.plot([lo, hi], [lo, hi], color="#999999", lw=0.8, ls="--", zorder=0)
         ax.set(xlim=(lo, hi), ylim=(lo, hi), xlabel="the paper's Table 2 (%)", ylabel="ours (%)",
                title=DATASET_LABELS[dataset])
         ax.set_aspect("equal", adjustable="box")
     style.legend_below(fig, axes, ncol=len(learners))
+    if title:
+        fig.suptitle(title, fontsize="medium")
     return fig
 
 
@@ -1143,9 +1172,9 @@ def margin_table(margins: pd.DataFrame) -> Tables:
     for dataset, part in margins.groupby("dataset", sort=False):
         rows = [{"objective": OBJECTIVE_LABELS.get(r.objective, r.objective),
                  "FeAT minus the best baseline": Stacked(
-                     f"{prose.points(r.margin / 100)} (vs {LEARNER_LABELS[r.best_other]})",
+                     f"{prose.points(r.margin / 100, digits=2)} (vs {LEARNER_LABELS[r.best_other]})",
                      "" if pd.isna(r.paper_margin) else
-                     f"paper {prose.points(r.paper_margin / 100)} (vs {LEARNER_LABELS[r.paper_best_other]})",
+                     f"paper {prose.points(r.paper_margin / 100, digits=2)} (vs {LEARNER_LABELS[r.paper_best_other]})",
                      paper=True)}
                 for r in part.itertuples()]
         out.append(table(pd.DataFrame(rows), caption=f"FeAT's margin, {DATASET_LABELS[dataset]}"))
@@ -1170,15 +1199,37 @@ def margin_sentence(margins: pd.DataFrame) -> str:
                    " Ours is the smaller margin: the paper's lead of FeAT's features is not fully reproduced here.")
 
 
-def selection_sentence(gaps: pd.DataFrame) -> str:
-    """What test-domain selection carries per column (:func:`selection_gaps`)."""
+def selection_agreement(results: pd.DataFrame, learners: Sequence[str] = FROZEN_LEARNERS) -> pd.DataFrame:
+    """Per dataset: in how many penalised rows of Table 2 the best of the frozen columns is the same
+    under training-domain validation (``val_acc``) as under Table 2's test-domain rule (``same`` of
+    ``rows``). Runs without ``val_acc`` give no row."""
+    if "val_acc" not in results or results["val_acc"].isna().all():
+        return pd.DataFrame(columns=["dataset", "same", "rows"])
+    part = results[results["learner"].isin(learners) & (results["objective"] != "erm")]
+    rows = []
+    for dataset, runs in part.groupby("dataset", sort=False):
+        best = {rule: select_best(runs, score=score).dropna(subset=["mean"]).sort_values("mean")
+                .groupby("objective")["learner"].last() for rule, score in (("test", "worst_test_acc"), ("val", "val_acc"))}
+        shared = best["test"].index.intersection(best["val"].index)
+        rows.append({"dataset": dataset, "same": int((best["test"][shared] == best["val"][shared]).sum()),
+                     "rows": len(shared)})
+    return pd.DataFrame(rows, columns=["dataset", "same", "rows"])
+
+
+def selection_sentence(gaps: pd.DataFrame, agreement: pd.DataFrame | None = None) -> str:
+    """What test-domain selection carries per column (:func:`selection_gaps`) and, with
+    ``agreement`` (:func:`selection_agreement`), whether it changes which column is best."""
     parts = []
     for dataset, part in gaps.groupby("dataset", sort=False):
         cols = ", ".join(f"{LEARNER_LABELS[r.learner]} {prose.points(r.gap / 100, sign=False)}" for r in part.itertuples())
         parts.append(f"{DATASET_LABELS[dataset]}: {cols}")
-    return ("Selecting on the test environments instead of the validation environments adds, on average over the "
-            "penalised objectives, " + "; ".join(parts) + " to each column's cells. Where the columns gain alike, "
-            "the oracle rule does not change which features serve the objectives best.")
+    text = ("Selecting on the test environments instead of the validation environments adds, on average over the "
+            "penalised objectives, " + "; ".join(parts) + " to each column's cells.")
+    if agreement is not None and not agreement.empty:
+        same = prose.listing([f"in {r.same} of {r.rows} rows on {DATASET_LABELS[r.dataset]}" for r in agreement.itertuples()])
+        text += (" The best of the three columns under training-domain validation is the one Table 2's rule picks "
+                 f"{same}: where it differs, the oracle rule decides which features look best.")
+    return text
 
 
 def ood_length_table(summary: pd.DataFrame, dataset: str, score: str = "worst_test_acc") -> Table:

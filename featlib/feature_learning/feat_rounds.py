@@ -186,7 +186,7 @@ class FeATRounds:
 
     def accept(self, head: nn.Module) -> nn.Module:
         """Store the round's head; returns the classifier that splits the training set (the new
-        head for FeAT, the combination of all heads for iFeAT: their average by default)."""
+        head for FeAT, the combination of all heads for iFeAT: their sum by default, :data:`HEAD_COMBINATIONS`)."""
         self.heads.append(frozen(head))
         return self.heads[-1] if self.variant == "feat" else frozen(self.combine(self.heads))
 
