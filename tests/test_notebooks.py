@@ -194,6 +194,20 @@ def test_chapter_05_runs_the_wilds_protocol_on_fabricated_camelyon17(executed):
     assert r["committed_full_scale"] is False
 
 
+def test_chapter_05_defaults_run_table_3s_columns_with_the_papers_feat():
+    """The paper's FeAT column is iFeAT (Sec. 5): chapter 05's defaults run it, as the WILDS
+    protocol's do, and chapter 06's WILDS learners are among them, so 06 explains 05's models."""
+    from featbook.notebook_params import parameter_defaults
+    from featlib.experiments.wilds_experiment import WildsProtocol
+
+    notebooks = {p.stem: p for p in list_notebooks()}
+    ch05 = parameter_defaults(notebooks["05_feat_on_wilds"])
+    assert ch05["learners"] == ["erm", "bonsai", "ifeat"] == list(WildsProtocol("camelyon17").learners)
+    assert set(parameter_defaults(notebooks["06_which_features_are_learned"])["wilds_methods"]) <= set(ch05["learners"])
+    for profile in ("small", "colab"):
+        assert "ifeat" in load_profile(profile)["05_feat_on_wilds"].get("learners", ch05["learners"]), profile
+
+
 def test_chapter_05_stops_on_a_missing_dataset_directory(tmp_path):
     from featlib.data.wilds_data import WildsDatasetNotFoundError
 
@@ -237,6 +251,13 @@ def test_chapter_07_prints_the_cost_table_and_the_schedule(executed):
     assert all(1.0 <= v <= 1.5 for v in r["ifeat_memory_x_erm"].values())
     assert set(r["schedule_x_erm"]) == {f"{b}/{m}" for b in ("cmnist", "wilds") for m in ("erm", "bonsai", "feat", "ifeat")}
     assert r["schedule_x_erm"]["cmnist/bonsai"] > r["schedule_x_erm"]["cmnist/ifeat"]  # 700 steps against 300
+    # every table over Camelyon17 (fabricated: the committed CPU folder and this run) says so in its caption
+    nb = json.loads((executed / "07_cost_of_feature_learning.ipynb").read_text())
+    shown = "".join("".join(o.get("data", {}).get("text/html", "")) for c in nb["cells"] if c["cell_type"] == "code"
+                    for o in c.get("outputs", []))
+    captions = re.findall(r'class="feat-table-caption"[^>]*>(.*?)</p>', shown)
+    assert any("Camelyon17" in c for c in captions)
+    assert all("fabricated" in c for c in captions if "Camelyon17" in c), captions
 
 
 def test_chapter_08_runs_feat_on_a_dataset_of_ones_own(executed):

@@ -125,3 +125,35 @@ def test_text_explanations_show_as_one_captioned_figure_of_coloured_tokens():
     assert one.count("token-attributions") == 2 and f"{ifeat}: 1" in one and "bad" in one and "good" not in one
     shown = token_figures(result, "CivilComments <test>").html
     assert shown.count("token-attributions") == 4 and "token-scale" in shown and "CivilComments &lt;test&gt;" in shown
+    # in a notebook cell whose figure options give the caption: no figure (and no caption) of its own
+    block = token_figures(result, title="CivilComments (fabricated data), this run").html
+    assert "<figure" not in block and "<figcaption" not in block and block.count("token-attributions") == 4
+    assert "CivilComments (fabricated data), this run" in block
+
+
+def test_chapter_06_names_its_own_run_and_its_size_in_captions_and_titles():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from featbook import saliency_views as views
+    from featlib.experiments.saliency_cmnist import SaliencyProtocol
+    from featlib.experiments.wilds_experiment import WildsProtocol
+
+    size = views.run_size(SaliencyProtocol(n_train=1000, epoch_scale=0.1))
+    assert size == "1,000 training images, epochs x 0.1"
+    frame = pd.DataFrame({"model": ["ERM 45 epochs", "FeAT 2 rounds"], "epochs": [45, 30], "rounds_kept": [1, 2],
+                          "train_acc": [0.8, 0.7], "ood_acc": [0.2, 0.3], "colour_flip_rate": [0.99, 0.95],
+                          "colour_share_ig": [0.2, 0.1], "colour_share_ig_std": [0.01, 0.02]})
+    assert views.measures_table(frame, size).caption.startswith("This run (1,000 training images, epochs x 0.1)")
+    assert views.history_table(frame[["model", "epochs"]], size).caption == (
+        "The models of this run (1,000 training images, epochs x 0.1)")
+    figure = views.shares_figure(frame, title=f"This run: {size}")
+    assert figure.get_suptitle() == "This run: 1,000 training images, epochs x 0.1"
+    label = views.wilds_run_label("Camelyon17 (fabricated data)", "Small CNN (4 conv layers, 64 features), random "
+                                  "initialisation", WildsProtocol("camelyon17", seeds=(3,), epoch_scale=0.00001))
+    assert label.startswith("Camelyon17 (fabricated data), this run (Small CNN, feature-learning steps x 1.0")
+    assert label.endswith("seed 3)") and "e-05" not in label
+    plt.close(figure)
+    grid = views.overlay_figure(np.zeros((2, 3, 8, 8)), {"ERM": np.ones((2, 8, 8))},
+                                pd.DataFrame({"label": [0, 1], "ERM": [0, 1]}), title=label + ", " + label)
+    assert "\n" in grid.get_suptitle() and grid.get_size_inches()[0] <= 6.5  # wrapped: never wider than the column

@@ -211,6 +211,32 @@ def test_civilcomments_with_the_offline_text_backbone(wilds_root, tmp_path):
     assert results.ood.val_metric.between(0, 1).all()
 
 
+def test_captions_and_titles_over_the_data_say_whether_it_is_fabricated(wilds_root, tmp_path):
+    """Chapter 05's data section names the data a run read, from the folder on disk (its
+    fabrication marker), not from a notebook's parameters: a copy without the marker reads as real."""
+    import shutil
+
+    import matplotlib.pyplot as plt
+
+    from featbook import wilds_views
+    from featlib.data.wilds_data import load_wilds
+    from featlib.data.wilds_fabricate import MARKER
+
+    data = load_wilds("camelyon17", wilds_root, resolution=32)
+    assert wilds_views.is_fabricated(data) and wilds_views.data_kind(data) == "fabricated"
+    assert "Camelyon17 (fabricated data), this run" in wilds_views.split_summary(data).caption
+    figure = wilds_views.examples(data, per_group=2)
+    assert figure.get_suptitle().startswith("Camelyon17 (fabricated data)")
+    plt.close(figure)
+    texts = load_wilds("civilcomments", wilds_root)
+    assert "CivilComments (fabricated data)" in wilds_views.examples(texts, per_group=1).caption
+    copy = tmp_path / "copy"
+    shutil.copytree(wilds_root / "camelyon17_v1.0", copy / "camelyon17_v1.0")
+    (copy / "camelyon17_v1.0" / MARKER).unlink()
+    real = load_wilds("camelyon17", copy, resolution=32)
+    assert not wilds_views.is_fabricated(real) and "Camelyon17 (real data)" in wilds_views.split_summary(real).caption
+
+
 def test_bad_protocol_parameters_name_the_parameter():
     with pytest.raises(ValueError, match="dataset must be one of"):
         WildsProtocol("imagenet")

@@ -2,6 +2,10 @@
 style. The numbers come from :mod:`featlib.cost.report`; this module formats, labels and draws them."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -16,11 +20,17 @@ BENCHMARK_LABELS = {"cmnist": "ColoredMNIST", "wilds": "WILDS"}
 LEARNER_LABELS_BY_NAME = {"erm": "ERM", "bonsai": "Bonsai", "feat": "FeAT", "ifeat": "iFeAT"}
 
 
-def summary_table(summary: pd.DataFrame, caption: str) -> Tables:
+def summary_table(summary: pd.DataFrame, caption: str, sources: dict[str, "CostSource"] | None = None) -> Tables:
     """One table per benchmark: per learner and round, the median step time (its min-max over
-    repeats under it), the ratio to ERM, the peak memory and its ratio to ERM."""
-    return Tables([_summary_table(part, f"{caption}: {BENCHMARK_LABELS.get(bench, bench)}")
+    repeats under it), the ratio to ERM, the peak memory and its ratio to ERM. ``sources``
+    (benchmark -> :class:`CostSource`) names what each benchmark measured in its caption
+    (fabricated data, the backbone's weights, the device); without it, the benchmark's name."""
+    return Tables([_summary_table(part, f"{caption}: {_benchmark_label(bench, sources)}")
                    for bench, part in summary.groupby("benchmark", sort=False)])
+
+
+def _benchmark_label(bench: str, sources: dict | None) -> str:
+    return sources[bench].label if sources and bench in sources else BENCHMARK_LABELS.get(bench, bench)
 
 
 def _summary_table(summary: pd.DataFrame, caption: str) -> Table:
@@ -49,10 +59,15 @@ def targets_table(targets: pd.DataFrame, caption: str) -> Table:
     return table(frame, caption=caption, wrap=["target"])
 
 
-def schedule_table(estimate: pd.DataFrame, caption: str) -> Table:
-    """The paper's schedule at our measured step times."""
+def schedule_table(estimate: pd.DataFrame, caption: str, sources: dict[str, "CostSource"] | None = None) -> Tables:
+    """The paper's schedule at our measured step times, one table per benchmark, its caption
+    naming what the benchmark measured (``sources``, as in :func:`summary_table`)."""
+    return Tables([_schedule_table(part, f"{caption}: {_benchmark_label(bench, sources)}")
+                   for bench, part in estimate.groupby("benchmark", sort=False)])
+
+
+def _schedule_table(estimate: pd.DataFrame, caption: str) -> Table:
     frame = pd.DataFrame({
-        "benchmark": [BENCHMARK_LABELS.get(b, b) for b in estimate["benchmark"]],
         "learner": [LEARNER_LABELS_BY_NAME.get(m, m) for m in estimate["learner"]],
         "steps (Tables 6, 12)": [prose.integer(v) for v in estimate["paper_steps"]],
         "rounds": estimate["rounds"],
@@ -62,28 +77,367 @@ def schedule_table(estimate: pd.DataFrame, caption: str) -> Table:
     return table(frame, caption=caption)
 
 
-def table14(paper: pd.DataFrame, ours_time: pd.Series, ours_memory: pd.Series, ours_dataset: str) -> Table:
-    """The paper's Table 14 with its ratios to ERM, ours (the schedule estimated at the committed
-    full-size step times, and their peak memory) on the first line where they measured the same
-    dataset."""
+# --- What a measurement measured: read from its provenance (committed) or its cases (this run) ---
+
+#: The fields of each case that make its size; the paper's sizes are the cases' defaults
+#: (:class:`featlib.cost.CMNISTCost`, :class:`featlib.cost.WildsCost`: ColoredMNIST's 50,000
+#: images per full-batch step and the 256-unit MLP; Camelyon17's DenseNet-121 at 96 px, batch 32).
+SIZE_FIELDS = {"cmnist": ("n_train", "hidden_dim"), "wilds": ("dataset", "backbone", "resolution", "batch_size")}
+#: The CLI option of each field (:func:`featlib.cli.cost.parse_args`), where it differs.
+_OPTION_OF = {"cmnist": {"dataset": "cmnist_dataset"}, "wilds": {"dataset": "wilds_dataset"}}
+
+
+def paper_sizes(benchmark: str) -> dict:
+    """The paper's sizes of a benchmark's case: its :data:`SIZE_FIELDS` at the case's defaults."""
+    import dataclasses
+
+    from featlib.cost import COST_CASES
+
+    defaults = {f.name: f.default for f in dataclasses.fields(COST_CASES.get(benchmark))}
+    return {k: defaults[k] for k in SIZE_FIELDS.get(benchmark, ())}
+
+
+def device_phrase(device: str, cpu_count: int | None = None) -> str:
+    """A recorded device as a sentence names it: "one NVIDIA H200", "a 2-core CPU"."""
+    gpu = prose.gpu_name(device)
+    if gpu:
+        return f"one {gpu}"
+    if device == "cpu":
+        return f"a {int(cpu_count)}-core CPU" if cpu_count else "a CPU"
+    return str(device)
+
+
+@dataclass(frozen=True)
+class CostSource:
+    """What one benchmark of a cost measurement measured: the dataset, the sizes, whether the data
+    were fabricated and the backbone pretrained (WILDS), and the device. ``fabricated`` is None
+    where the record does not say (then it is never set beside the paper's numbers)."""
+
+    benchmark: str
+    dataset: str
+    sizes: dict
+    device: str
+    fabricated: bool | None = False
+    pretrained: Any = None
+
+    @property
+    def at_paper_sizes(self) -> bool:
+        return all(self.sizes.get(k) == v for k, v in paper_sizes(self.benchmark).items())
+
+    @property
+    def beside_paper(self) -> bool:
+        """Real data at the paper's sizes: a measurement of what Table 14 measures, at a stated scale."""
+        return self.fabricated is False and self.at_paper_sizes
+
+    @property
+    def data(self) -> str:
+        """"ColoredMNIST-025", "fabricated Camelyon17"."""
+        name = DATASET_LABELS.get(self.dataset, self.dataset)
+        if self.fabricated is None:
+            return f"{name} (whether real or fabricated is not recorded)"
+        return f"fabricated {name}" if self.fabricated else name
+
+    @property
+    def model(self) -> str:
+        """"50,000 images per full-batch step, MLP of width 256", "untrained DenseNet-121 at 96 px, batch 32"."""
+        s = self.sizes
+        if self.benchmark == "cmnist":
+            return f"{prose.integer(s['n_train'])} images per full-batch step, MLP of width {s['hidden_dim']}"
+        from featlib.cost.benchmark import BACKBONE_NAMES
+        from featlib.data.wilds_data import WILDS_DATASETS
+
+        known = isinstance(self.pretrained, bool) or self.pretrained is None
+        weights = {False: "untrained ", True: "pretrained ", None: ""}[self.pretrained] if known else ""
+        loaded = "" if known else f" (weights: {self.pretrained})"
+        try:
+            image = WILDS_DATASETS.get(s["dataset"]).modality == "image"
+        except (KeyError, ValueError):
+            image = True
+        side = f" at {s['resolution']}{prose.NBSP}px" if image and s.get("resolution") else ""
+        return f"{weights}{BACKBONE_NAMES.get(s['backbone'], s['backbone'])}{loaded}{side}, batch {s['batch_size']}"
+
+    @property
+    def label(self) -> str:
+        """"fabricated Camelyon17 (untrained DenseNet-121 at 96 px, batch 32) on a 2-core CPU"."""
+        return f"{self.data} ({self.model}) on {self.device}"
+
+    @property
+    def apart_because(self) -> str:
+        """Why it is not set beside the paper's numbers ("" when it is)."""
+        reasons = []
+        if self.fabricated is None:
+            reasons.append("its data are not recorded")
+        elif self.fabricated:
+            reasons.append("fabricated data")
+        if not self.at_paper_sizes:
+            reasons.append("smaller than the paper's sizes")
+        return prose.listing(reasons, empty="")
+
+
+def recorded_options(prov: Mapping[str, Any]) -> dict | None:
+    """The options of the command a committed cost folder records (``python -m featlib.cli.cost
+    ...``, or the earlier ``featlib.cost``), read by the command's own parser, so that an option
+    left out takes the default it had; None when the command cannot be read."""
+    import contextlib
+    import io
+    import shlex
+
+    from featlib.cli.cost import parse_args
+
+    try:
+        tokens = shlex.split(str(prov.get("command", "")))
+        args = tokens[tokens.index("-m") + 2:]
+        with contextlib.redirect_stderr(io.StringIO()):
+            return vars(parse_args(args))
+    except (ValueError, SystemExit):
+        return None
+
+
+def committed_sources(prov: Mapping[str, Any]) -> dict[str, CostSource]:
+    """Benchmark -> :class:`CostSource` of a committed cost folder, from its provenance: the
+    benchmarks it recorded (``cases``), the sizes, data and weights of its command, the device."""
+    options = recorded_options(prov)
+    device = device_phrase(prov.get("device", ""), prov.get("cpu_count"))
+    out = {}
+    for bench in prov.get("cases", {}):
+        if options is None:
+            out[bench] = CostSource(bench, "", {}, device, fabricated=None)
+            continue
+        rename = _OPTION_OF.get(bench, {})
+        sizes = {k: options.get(rename.get(k, k)) for k in SIZE_FIELDS.get(bench, ())}
+        dataset = options.get(rename.get("dataset", "dataset"))
+        if bench == "wilds":
+            out[bench] = CostSource(bench, dataset, sizes, device, fabricated=not options.get("real_data", False),
+                                    pretrained=options.get("pretrained"))
+        else:
+            out[bench] = CostSource(bench, dataset, sizes, device)
+    return out
+
+
+def case_sources(cases, device: str, cpu_count: int | None = None) -> dict[str, CostSource]:
+    """Benchmark -> :class:`CostSource` of this run's cases (:class:`featlib.cost.CMNISTCost`,
+    :class:`featlib.cost.WildsCost`) on ``device`` (as :func:`featlib.device.describe_device` names it)."""
+    import os
+
+    where = device_phrase(device, cpu_count or os.cpu_count())
+    out = {}
+    for case in cases:
+        sizes = {k: getattr(case, k, None) for k in SIZE_FIELDS.get(case.name, ())}
+        out[case.name] = CostSource(case.name, case.dataset, sizes, where, fabricated=bool(getattr(case, "fabricate", False)),
+                                    pretrained=getattr(case, "pretrained", None) if case.name == "wilds" else None)
+    return out
+
+
+def show_committed(name: str, prov: Mapping[str, Any], sources: dict[str, CostSource]) -> None:
+    """A committed folder's provenance as the chapter shows it: one line with what it measured
+    (fabricated data named as such), the device and the wall time; the commit goes with the
+    command in the folded block, out of the sentence."""
+    from IPython.display import HTML, Markdown, display
+
+    from featbook import evidence
+
+    shown = {k: v for k, v in prov.items() if k != "commit"}
+    if shown.get("device"):  # "on one NVIDIA H200", "on a 2-core CPU"
+        shown["device"] = device_phrase(shown["device"], shown.get("cpu_count"))
+    line = evidence.provenance_line(f"Committed measurements ({name})", shown,
+                                    size="; ".join(s.data + " (" + s.model + ")" for s in sources.values()))
+    commit = str(prov.get("commit", ""))[:12]
+    display(Markdown(line))
+    display(HTML(evidence.command_block(prov, f"The command that made them{f' (commit {commit})' if commit else ''}")))
+
+
+# --- Table 14: the paper's ratios, and ours where they measure the same at a stated scale ---
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One benchmark of a committed folder, as Table 14 counts: the whole training by the paper's
+    schedule at the measured step times, and the peak memory of a step (worst round), each as a
+    multiple of ERM's; ``steps_x_erm``: iFeAT's schedule's steps over ERM's, ``step_x_erm``:
+    iFeAT's step time in its worst round over ERM's."""
+
+    folder: str
+    source: CostSource
+    time_x_erm: dict      # learner -> total training time / ERM's
+    memory_x_erm: dict    # learner -> peak memory of a step (worst round) / ERM's
+    steps_x_erm: float
+    step_x_erm: float
+
+
+def measured(committed: Mapping) -> list[Measured]:
+    """Every (committed folder, benchmark) with its :class:`Measured` ratios, in folder order."""
+    from pathlib import Path
+
+    out = []
+    for folder, results in committed.items():
+        sources = committed_sources(results["provenance"])
+        schedule, summary = results["schedule"], results["summary"]
+        for bench, source in sources.items():
+            sched = schedule[schedule["benchmark"] == bench].set_index("learner")
+            summ = summary[summary["benchmark"] == bench]
+            if "erm" not in sched.index or "ifeat" not in sched.index:
+                continue
+            out.append(Measured(
+                Path(folder).name, source, sched["time_x_erm"].to_dict(),
+                summ.groupby("learner")["memory_x_erm"].max().to_dict(),
+                float(sched.loc["ifeat", "paper_steps"] / sched.loc["erm", "paper_steps"]),
+                float(summ.loc[summ["learner"] == "ifeat", "time_x_erm"].max())))
+    return out
+
+
+def _paper_ratios(paper: pd.DataFrame, learner: str, column: str = "time_x_erm") -> dict[str, float]:
+    rows = paper[paper["learner"] == learner]
+    return dict(zip(rows["dataset"], rows[column]))
+
+
+def table14(paper: pd.DataFrame, committed: Mapping) -> Table:
+    """The paper's Table 14 as multiples of ERM's (training time and memory of FeAT, which is
+    iFeAT, and of Bonsai), and under it ours where it measures the same at a stated scale: real
+    data at the paper's sizes (:attr:`CostSource.beside_paper`), the device and sizes in the row.
+    Ours is the paper's schedule at the committed step times; the rest is left to
+    :func:`kept_apart`."""
+    columns = {"time": "time_x_erm", "memory": "memory_x_erm"}
     rows = []
-    for r in paper.itertuples():
-        ours = "ifeat" if r.learner == "feat" else r.learner
-        same = r.dataset == ours_dataset and ours in ours_time.index
-        unit = TABLE14_TIME_UNIT.get(r.dataset, "")
-        rows.append({
-            "dataset": DATASET_LABELS.get(r.dataset, r.dataset),
-            "learner": "FeAT (iFeAT)" if r.learner == "feat" else LEARNER_LABELS.get(r.learner, r.learner),
-            "time / ERM": Stacked(prose.ratio(ours_time[ours]) if same else prose.MISSING, f"paper {prose.ratio(r.time_x_erm)}",
-                                  paper=True),
-            "memory / ERM": Stacked(prose.ratio(ours_memory[ours]) if same else prose.MISSING,
-                                    f"paper {prose.ratio(r.memory_x_erm)}", paper=True),
-            "paper: time": f"{prose.number(r.time, 2)} {unit}".strip(),
-            "paper: memory": f"{prose.number(r.memory_pct, 2)}% of the GPU",
-        })
-    return table(pd.DataFrame(rows), caption="Table 14 of the paper beside the committed full-size measurements",
-                 note="Ratios to ERM: ours (committed, full size) on the first line, a dash where no committed "
-                      "measurement is of that dataset; the paper's under it.")
+    for dataset in dict.fromkeys(paper["dataset"]):
+        part = paper[paper["dataset"] == dataset].set_index("learner")
+        rows.append({"dataset": DATASET_LABELS.get(dataset, dataset), "measured": "the paper, V100 GPUs",
+                     **{f"{LEARNER_LABELS['ifeat' if m == 'feat' else m]} {what} / ERM": prose.ratio(part.loc[m, col])
+                        for what, col in columns.items() for m in ("feat", "bonsai")}})
+    ours = [m for m in measured(committed) if m.source.beside_paper]
+    for m in ours:
+        rows.append({"dataset": DATASET_LABELS.get(m.source.dataset, m.source.dataset),
+                     "measured": f"ours, {m.source.device}",
+                     **{f"{LEARNER_LABELS[learner]} {what} / ERM": prose.ratio(getattr(m, f"{what}_x_erm").get(learner))
+                        for what in columns for learner in ("ifeat", "bonsai")}})
+    erm = paper[paper["learner"] == "erm"]
+    absolute = ", ".join(f"{prose.number(r.time, 2)} {TABLE14_TIME_UNIT.get(r.dataset, '')} and "
+                         f"{prose.number(r.memory_pct, 2)}%{' of the GPU' if k == 0 else ''} on "
+                         f"{DATASET_LABELS.get(r.dataset, r.dataset)}" for k, r in enumerate(erm.itertuples()))
+    note = ("The paper's rows: its Table 14, whole training runs (evaluation included) on V100 GPUs with the authors' "
+            f"implementation, memory as a share of the GPU's (ERM: {absolute}); its FeAT is iFeAT. ")
+    if ours:
+        sizes = "; ".join(dict.fromkeys(f"{DATASET_LABELS.get(m.source.dataset, m.source.dataset)}: {m.source.model}"
+                                        for m in ours))
+        note += ("Ours: the paper's schedule (Tables 6, 12) at the step times measured on the device named, on real "
+                 f"data at the paper's sizes ({sizes}), evaluation left out; memory: the peak of one step, worst round. "
+                 "Different datasets and devices: compare the ratios, not the absolute numbers.")
+        caption = "Training time and memory as multiples of ERM's: the paper's Table 14, and ours at full size"
+    else:
+        note += "Nothing committed measures real data at the paper's sizes yet, so no row of ours stands beside them."
+        caption = "Training time and memory as multiples of ERM's: the paper's Table 14"
+    return table(pd.DataFrame(rows), caption=caption, note=note, wrap=["measured"])
+
+
+def kept_apart(committed: Mapping, numbers: bool = True) -> str:
+    """The sentence on the committed measurements not set beside the paper's numbers (fabricated
+    data, smaller sizes), with why (and, with ``numbers``, their ratios); "" when there are none."""
+    apart = [m for m in measured(committed) if not m.source.beside_paper]
+    if not apart:
+        return ""
+    if not numbers:
+        return (f"Kept apart from the paper's numbers, as above: "
+                f"{prose.listing(f'{m.source.label} ({m.source.apart_because})' for m in apart)}.")
+    parts = [f"{m.source.label} ({m.folder}: {m.source.apart_because}; iFeAT {prose.ratio(m.time_x_erm['ifeat'])} "
+             f"ERM's time by the schedule{_bonsai(m)})" for m in apart]
+    return (f"Not set beside the paper's numbers: {prose.listing(parts)}. A step costs the same on fabricated images, "
+            "but these are not the measurement the paper's Table 14 reports; their tables are above.")
+
+
+def _bonsai(m: Measured) -> str:
+    return f", Bonsai {prose.ratio(m.time_x_erm['bonsai'])}" if "bonsai" in m.time_x_erm else ""
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Does ours agree with Table 14? ``verdict`` "yes", "partly", "no" or "not yet", and the
+    sentences of it: ``ours`` (our ratios and where), ``paper`` (the paper's), ``why``."""
+
+    verdict: str
+    ours: str
+    paper: str
+    why: str
+    scale: str
+
+
+def agreement(paper: pd.DataFrame, committed: Mapping) -> Agreement:
+    """Table 14's claim, FeAT costs little more than ERM and less than Bonsai, on the committed
+    measurements that stand beside it (real data at the paper's sizes). The quantity is the
+    paper's: the whole training time as a multiple of ERM's (ours by the paper's schedule).
+
+    Per measurement: "yes" when iFeAT's ratio is within the paper's largest FeAT ratio and below
+    Bonsai's, "partly" when below Bonsai's only, "no" when not below Bonsai's (or above the
+    paper's without a Bonsai to compare with); over several, their common verdict or "partly"."""
+    feat, bonsai = _paper_ratios(paper, "feat"), _paper_ratios(paper, "bonsai")
+    names = prose.listing(DATASET_LABELS.get(d, d) for d in feat)
+    paper_text = (f"the paper's FeAT {prose.listing(prose.ratio(v) for v in feat.values())} ERM's time, Bonsai "
+                  f"{prose.listing(prose.ratio(v) for v in bonsai.values())} ({names}; V100 GPUs)")
+    everything = measured(committed)
+    ours = [m for m in everything if m.source.beside_paper]
+    apart = prose.listing(f"{m.source.data} on {m.source.device}" for m in everything if not m.source.beside_paper)
+    apart_text = f"; {apart} kept apart" if apart else ""
+    if not ours:
+        scale = ("not yet at full size on real data" + (f": only {apart}" if apart else "")) if everything else "not yet"
+        return Agreement("not yet", "", paper_text, "", scale)
+    limit = max(feat.values())
+    verdicts, cheaper, within = [], [], []
+    for m in ours:
+        i, b = m.time_x_erm["ifeat"], m.time_x_erm.get("bonsai")
+        cheaper.append(None if b is None else i < b)
+        within.append(i <= limit)
+        verdicts.append("yes" if within[-1] and cheaper[-1] is not False else "partly" if cheaper[-1] else "no")
+    verdict = verdicts[0] if len(set(verdicts)) == 1 else "partly"
+    bonsai_part = ("cheaper than Bonsai, as in the paper" if all(c is not False for c in cheaper) and any(cheaper)
+                   else "not cheaper than Bonsai" if not any(cheaper) and any(c is False for c in cheaper)
+                   else "cheaper than Bonsai on some devices only" if any(cheaper) else "")
+    feat_part = ("within the paper's FeAT ratios" if all(within) else "above the paper's FeAT ratios" if not any(within)
+                 else "within the paper's FeAT ratios on some devices only")
+    if not all(within):
+        steps = sorted({prose.ratio(m.steps_x_erm) for m in ours})
+        feat_part += f" (iFeAT's schedule has {prose.listing(steps)} ERM's steps)"
+    why_text = (f"{bonsai_part}, but {feat_part}" if bonsai_part and verdict != "yes" and "as in the paper" in bonsai_part
+                else prose.listing([p for p in (bonsai_part, feat_part) if p]))
+    by_dataset = {}
+    for m in ours:
+        by_dataset.setdefault(m.source.dataset, []).append(m)
+
+    def each(ms):
+        return ", ".join(
+            f"{prose.ratio(m.time_x_erm['ifeat'])}{' ERM' + chr(39) + 's time' if k == 0 else ''}"
+            + (f" and{' Bonsai' if k == 0 else ''} {prose.ratio(m.time_x_erm['bonsai'])}" if "bonsai" in m.time_x_erm else "")
+            + f" on {m.source.device}" for k, m in enumerate(ms))
+
+    ours_text = "; ".join(f"on {DATASET_LABELS.get(d, d)}, iFeAT {each(ms)}" for d, ms in by_dataset.items())
+    scale = ("whole training time by the paper's schedule at step times measured at full size: "
+             + "; ".join(f"{DATASET_LABELS.get(d, d)} ({ms[0].source.model}) on {prose.listing(m.source.device for m in ms)}"
+                         for d, ms in by_dataset.items())
+             + f"{apart_text} (the paper's Table 14: whole runs on V100 GPUs)")
+    return Agreement(verdict, ours_text, paper_text, why_text, scale)
+
+
+def table14_claim(paper: pd.DataFrame, committed: Mapping) -> tuple[str, str]:
+    """The introduction's claims row for Table 14: (scale, does ours agree), from :func:`agreement`."""
+    a = agreement(paper, committed)
+    if a.verdict == "not yet":
+        return a.scale, "-"
+    return a.scale, f"{a.verdict}: by the paper's schedule, {a.ours}; {a.paper}: {a.why}"
+
+
+def what_we_see(paper: pd.DataFrame, committed: Mapping) -> str:
+    """Chapter 07's "What we see" on the committed measurements: the same quantity and numbers
+    as the claims row (:func:`table14_claim`), then per step and memory, then what is kept apart."""
+    a = agreement(paper, committed)
+    if a.verdict == "not yet":
+        return ("No committed measurement of real data at the paper's sizes stands beside the paper's Table 14 yet. "
+                + kept_apart(committed, numbers=False)).strip()
+    ours = [m for m in measured(committed) if m.source.beside_paper]
+    per_step = "; ".join(f"{prose.ratio(m.step_x_erm)}{' ERM' + chr(39) + 's step time' if k == 0 else ''} and "
+                         f"{prose.ratio(m.memory_x_erm['ifeat'])}{' its peak memory' if k == 0 else ''} "
+                         f"({m.source.data}, {m.source.device})" for k, m in enumerate(ours))
+    text = (f"**Does ours agree with Table 14? {a.verdict.capitalize()}.** The paper's Table 14 reports whole training "
+            f"times as multiples of ERM's. Ours, by the paper's schedule at the committed full-size step times: "
+            f"{a.ours}; {a.paper}: {a.why}. Per step, iFeAT's worst round costs {per_step}.")
+    apart = kept_apart(committed, numbers=False)
+    return text + (" " + apart if apart else "")
 
 
 #: Colour and marker of each learner's line in :func:`cost_figure`.
@@ -91,9 +445,10 @@ COST_LINE_STYLES = {"erm": ("k", "o"), "bonsai": ("tab:orange", "s"), "feat": ("
                     "ifeat": ("tab:green", "v")}
 
 
-def cost_figure(summary: pd.DataFrame):
+def cost_figure(summary: pd.DataFrame, sources: dict[str, CostSource] | None = None):
     """Step time and peak memory per round as multiples of ERM's, one row of two panels per benchmark
-    (ERM's step a dashed line at 1, the iFeAT targets dotted), one legend under the panels."""
+    (ERM's step a dashed line at 1, the iFeAT targets dotted), one legend under the panels; each
+    panel's title names its data (``sources``: "fabricated Camelyon17" where it is), else the benchmark."""
     benches = list(dict.fromkeys(summary["benchmark"]))
     fig, axes = style.subplots(len(benches), 2, extra_height=0.8)
     for row, bench in zip(axes, benches):
@@ -111,18 +466,11 @@ def cost_figure(summary: pd.DataFrame):
             ax.axhline(limit, color="tab:green", lw=0.8, ls=":", label=f"iFeAT target ({limit}x)")
             ax.set_xlabel("round k")
             ax.set_ylabel(f"{title} / ERM")
-            ax.set_title(f"{BENCHMARK_LABELS.get(bench, bench)}: {title} per round")
+            name = sources[bench].data if sources and bench in sources else BENCHMARK_LABELS.get(bench, bench)
+            ax.set_title(f"{name}: {title}")  # the x axis says "per round"
             ax.grid(alpha=0.3)
     style.legend_below(fig, axes.flat, ncol=5)
     return fig
-
-
-def phrase(values: dict[str, float], what: str = "", fmt=prose.ratio) -> str:
-    """``{"cmnist": 1.43, "wilds": 1.2}``, "ERM's step time" -> "1.43× ERM's step time on
-    ColoredMNIST and 1.20× on WILDS"."""
-    parts = [f"{fmt(v)}{' ' + what if i == 0 and what else ''} on {BENCHMARK_LABELS.get(b, b)}"
-             for i, (b, v) in enumerate(values.items())]
-    return prose.listing(parts)
 
 
 def load_committed(root) -> dict:
@@ -146,11 +494,13 @@ def memory_from_round_2(committed: dict, failed: bool = False) -> str:
 
     parts = []
     for folder, results in committed.items():
+        sources = committed_sources(results["provenance"])
         frame = results["summary"].astype({"round": str})
         later = frame[(frame["learner"] == "feat") & (frame["round"] != "1") & (frame["round"] != "synthesis")]
         ratios = later.groupby("benchmark")["memory_x_erm"].max().to_dict()
         if ratios:
-            each = prose.listing(f"{prose.ratio(v)} on {BENCHMARK_LABELS.get(b, b)}" for b, v in ratios.items())
+            each = prose.listing(f"{prose.ratio(v)} on {sources[b].data if b in sources else BENCHMARK_LABELS.get(b, b)}"
+                                 for b, v in ratios.items())
             parts.append(f"the committed full-size measurements {Path(folder).name}, FeAT's step from round 2 on "
                          f"needs {each} (ERM's peak memory = 1)")
     if failed:

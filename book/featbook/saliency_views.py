@@ -249,27 +249,70 @@ def token_scale() -> str:
 
 
 # -- the chapter's tables and figures ---------------------------------------------------------
-def history_table(history: pd.DataFrame) -> Table:
-    """The trained models: epochs (and FeAT's rounds) and accuracies, formatted."""
+def _scale(x: float) -> str:
+    """A multiplier as a reader writes it: "0.1", "0.001" (never "1e-05": then "1.0 × 10⁻⁵")."""
+    text = f"{float(x):g}"
+    return prose.scientific(x) if "e" in text else text
+
+
+def run_size(protocol) -> str:
+    """The size of chapter 06's own ColoredMNIST run as its captions and titles give it:
+    "1,000 training images, epochs x 0.1" (a :class:`~featlib.experiments.saliency_cmnist.SaliencyProtocol`)."""
+    return f"{prose.integer(protocol.n_train)} training images, epochs x {_scale(protocol.epoch_scale)}"
+
+
+def wilds_run_label(data_title: str, backbone: str, protocol) -> str:
+    """How chapter 06's captions and titles name its own run on a WILDS dataset: the dataset with
+    its kind of data (``data_title``: "Camelyon17 (fabricated data)"), then "this run" and its size:
+    the backbone's name (the first words of its description, ``backbone``), the multiplier of
+    Table 12's steps and the seed explained, from a
+    :class:`~featlib.experiments.wilds_experiment.WildsProtocol`."""
+    name = backbone.split(" (")[0].split(", ")[0].strip() if backbone else ""
+    size = ([name] if name else []) + [f"feature-learning steps x {_scale(protocol.epoch_scale)}",
+                                       f"seed {protocol.seed_list[0]}"]
+    return f"{data_title}, this run ({', '.join(size)})"
+
+
+def _title(figure: Figure, title: str, fontsize: float = 9) -> None:
+    """``title`` over ``figure``, wrapped to its width (about 14 characters an inch at 9 pt), the
+    figure made taller by the lines it takes."""
+    import textwrap
+
+    width, height = figure.get_size_inches()
+    lines = textwrap.wrap(title, max(20, int(width * 14 * 9 / fontsize)))
+    figure.set_size_inches(width, height + 0.2 * len(lines))
+    figure.suptitle("\n".join(lines), fontsize=fontsize)
+
+
+def history_table(history: pd.DataFrame, size: str | None = None) -> Table:
+    """The trained models: epochs (and FeAT's rounds) and accuracies, formatted; ``size``
+    (:func:`run_size`) names the run in the caption."""
     formats = {c: prose.percent for c in history.columns if c.endswith("acc") or "_acc" in c}
     formats |= {c: (lambda v: prose.integer(int(v))) for c in ("epochs", "rounds_kept") if c in history}
-    return table(history, caption="The models of this study", formats=formats,
+    caption = f"The models of this run ({size})" if size else "The models of this study"
+    return table(history, caption=caption, formats=formats,
                  columns={c: c.replace("_", " ") for c in history.columns})
 
 
-def measures_table(frame: pd.DataFrame) -> Table:
-    """Per model: accuracies, the colour-swap flip rate and the shares of attribution on colour."""
+def measures_table(frame: pd.DataFrame, size: str | None = None) -> Table:
+    """Per model: accuracies, the colour-swap flip rate and the shares of attribution on colour;
+    ``size`` (:func:`run_size`) names the run in the caption."""
     shown = frame[[c for c in MEASURES if c in frame]]
     formats = {c: prose.percent for c in shown.columns if c not in ("model", "epochs", "rounds_kept")}
     formats |= {c: (lambda v: prose.integer(int(v))) for c in ("epochs", "rounds_kept") if c in shown}
-    return table(shown, caption="Measured over the OOD test images", formats=formats, columns=MEASURES)
+    caption = f"This run ({size}): measured over the OOD test images" if size else "Measured over the OOD test images"
+    return table(shown, caption=caption, formats=formats, columns=MEASURES)
 
 
-def triples_figure(images, maps: dict, predictions: pd.DataFrame, pair: list[str], n_show: int):
-    """The paper's triple (image, map, overlay) for two models side by side, one colour bar."""
+def triples_figure(images, maps: dict, predictions: pd.DataFrame, pair: list[str], n_show: int,
+                   title: str | None = None):
+    """The triple of the paper's Fig. 4 (image, map, overlay) for two models side by side, one
+    colour bar; ``title`` over both (the run and its size)."""
     import matplotlib.pyplot as plt
 
     figure = plt.figure(figsize=(style.COLUMN_WIDTH, 1.0 * n_show + 0.7), layout="constrained")
+    if title:
+        _title(figure, title)
     blocks = figure.subfigures(1, 2)
     all_axes = []
     for block, name in zip(blocks, pair):
@@ -286,29 +329,36 @@ def short_name(model: str) -> str:
     return model.replace(" epochs", "").replace(" rounds", " r.").replace("FeAT 2 r.", "FeAT")
 
 
-def overlay_figure(images, maps: dict, predictions: pd.DataFrame, head=short_name):
+def overlay_figure(images, maps: dict, predictions: pd.DataFrame, head=short_name, title: str | None = None):
     """Every model's map over the same images: one column per model (its name, shortened by
     ``head``, over the first row), each cell titled by the model's prediction (``predictions``: a
-    column per model, and ``label``); the true label labels the row."""
+    column per model, and ``label``); the true label labels the row; ``title`` over the grid."""
     titles = {name: [(f"{head(name)}\n" if i == 0 else "") + f"pred {p}"
                      for i, p in enumerate(predictions[name])] for name in maps}
-    return plot_overlay_grid(images, maps, cell_titles=titles, row_labels=[f"label {y}" for y in predictions["label"]])
+    figure = plot_overlay_grid(images, maps, cell_titles=titles, row_labels=[f"label {y}" for y in predictions["label"]])
+    if title:
+        _title(figure, title)
+    return figure
 
 
-def wilds_overlay_figure(result):
+def wilds_overlay_figure(result, title: str | None = None):
     """A WILDS image dataset's explanations (:func:`featlib.experiments.saliency_wilds.explain_wilds`):
     rows the examples, columns the input, then each learner's GradCAM overlaid (the learner named
-    over the first row), each cell titled by the learner's prediction."""
+    over the first row), each cell titled by the learner's prediction; ``title`` over the grid."""
     maps = {LEARNER_LABELS_BY_NAME[m]: result.maps[m] for m in result.learners}
-    return overlay_figure(result.images, maps, result.table, head=lambda name: name.replace(" (all sets)", ""))
+    return overlay_figure(result.images, maps, result.table, head=lambda name: name.replace(" (all sets)", ""),
+                          title=title)
 
 
-def shares_figure(frame: pd.DataFrame):
-    """Share of attribution on colour (top), colour-swap flip rate and OOD accuracy (bottom)."""
+def shares_figure(frame: pd.DataFrame, title: str | None = None):
+    """Share of attribution on colour (top), colour-swap flip rate and OOD accuracy (bottom);
+    ``title`` over the panels (the run and its size)."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplot_mosaic([["share", "share"], ["flip", "ood"]], figsize=(style.COLUMN_WIDTH, 5.6),
                                    layout="constrained")
+    if title:
+        _title(fig, title, fontsize=10)
     measures = [("colour_share_ig", "integrated gradients")]
     if "colour_share_gradcam" in frame:
         measures.append(("colour_share_gradcam", "GradCAM"))
@@ -346,21 +396,42 @@ def highlighted_example(result, i: int) -> HighlightedText:
         for m in result.learners])
 
 
-def token_figures(result, caption: str) -> HighlightedText:
-    """Every explained text example as coloured tokens, one line per model, as one captioned figure
-    with the colour scale."""
+def token_figures(result, caption: str | None = None, title: str | None = None) -> HighlightedText:
+    """Every explained text example as coloured tokens, one line per model, with the colour scale
+    and ``title`` over them: one captioned figure of its own when ``caption`` is given, else a block
+    for a notebook cell whose figure options give the caption (and the figure's number)."""
     blocks = HighlightedText.join([highlighted_example(result, i) for i in range(len(result.table))])
-    return HighlightedText(f'<figure class="feat-html-figure">{token_scale()}{blocks.html}'
+    head = f'<div class="token-title" style="font-weight: 600">{html.escape(title)}</div>' if title else ""
+    if caption is None:
+        return HighlightedText(f'<div class="feat-html-figure">{head}{token_scale()}{blocks.html}</div>')
+    return HighlightedText(f'<figure class="feat-html-figure">{head}{token_scale()}{blocks.html}'
                            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
 
 
-def what_we_see(run, map_kind: str, feat_share: float, erm_share: float, feat_flip: float, erm_flip: float) -> str:
+def committed_lead(committed: str | None, fetch_failed: bool = False) -> str:
+    """The first sentence of chapter 06's "What we see": the committed full-size study
+    (``committed``: :func:`direction_sentence` of the largest one) when there is one, else why there is
+    none (``fetch_failed``: it could not be read in this runtime), so that the page's own run, which
+    follows, never reads as the result."""
+    if committed:
+        return f"**From the committed full-size study** (above): {committed}"
+    if fetch_failed:
+        return ("**The committed full-size study could not be read in this runtime** (the note above says what to "
+                "do): the paper's Fig. 4 and Figs. 5-12 are the reference, and what follows is this page's own run.")
+    return ("**No full-size study is committed yet**: the paper's Fig. 4 and Figs. 5-12 are the reference, and what "
+            "follows is this page's own run.")
+
+
+def what_we_see(run, map_kind: str, feat_share: float, erm_share: float, feat_flip: float, erm_flip: float,
+                committed: str | None = None, fetch_failed: bool = False) -> str:
     """Chapter 06's "What we see" from the measures of FeAT and of ERM after its longest training:
     the share of attribution on colour and the colour-swap flip rate. ``run`` is the
-    :class:`featbook.run_scale.RunScale` of the study. A small run claims nothing about which model
-    looks where; a run on the paper's data says "ERM reads the colour, FeAT the digit" only when
-    both measures put FeAT below ERM, and says which measure disagrees otherwise."""
-    text = (f"In this run ({run.summary}), the maps are {map_kind} maps. On the test images, FeAT's share of "
+    :class:`featbook.run_scale.RunScale` of the study. It leads with :func:`committed_lead` (the
+    committed full-size study, ``committed``, or why there is none). A small run claims nothing
+    about which model looks where; a run on the paper's data says "ERM reads the colour, FeAT the
+    digit" only when both measures put FeAT below ERM, and says which measure disagrees otherwise."""
+    text = committed_lead(committed, fetch_failed) + "\n\n"
+    text += (f"In this run ({run.summary}), the maps are {map_kind} maps. On the test images, FeAT's share of "
             f"attribution on colour was {prose.percent(feat_share)}, against {prose.percent(erm_share)} for ERM after "
             f"its longest training, and a colour swap flipped {prose.percent(feat_flip)} of FeAT's predictions against "
             f"{prose.percent(erm_flip)} of ERM's.")

@@ -22,9 +22,32 @@ SPLIT_LABELS = {"train": "training", "val": "OOD validation", "test": "OOD test"
                 "id_test": "ID test"}
 
 
+def is_fabricated(data) -> bool:
+    """Whether ``data`` (a loaded :class:`~featlib.data.wilds_data.WildsData`) was read from a folder
+    that :func:`featlib.data.wilds_fabricate.fabricate_wilds` wrote: its marker file lies beside the
+    data. Read from the data on disk, not from a notebook's parameters, so a fabricated folder
+    passed as ``data_root`` is labelled fabricated even with ``fabricate=False``."""
+    from pathlib import Path
+
+    from featlib.data.wilds_fabricate import MARKER
+
+    folder = getattr(data.dataset, "data_dir", None)
+    return folder is not None and (Path(folder) / MARKER).is_file()
+
+
+def data_kind(data) -> str:
+    """"fabricated" or "real": how captions and titles name the data a run read (:func:`is_fabricated`)."""
+    return "fabricated" if is_fabricated(data) else "real"
+
+
+def data_title(data) -> str:
+    """"Camelyon17 (fabricated data)": the dataset as every caption and title over it names it."""
+    return f"{data.spec.title} ({data_kind(data)} data)"
+
+
 def split_summary(data) -> Table:
     """Per split (named as a reader reads it): examples, training domains present (the grouper's
-    groups) and label shares."""
+    groups) and label shares; the caption names the dataset and whether its data are fabricated."""
     rows = []
     for split in data.splits:
         y = data.labels(split).numpy()
@@ -34,8 +57,8 @@ def split_summary(data) -> Table:
                      **{f"share of class {c}": round(float((y == c).mean()), 3) for c in range(min(data.n_classes, 4))}})
     frame = pd.DataFrame(rows)
     shares = [c for c in frame.columns if c.startswith("share of class")]
-    return table(frame, caption="The WILDS splits", formats={c: lambda v: prose.percent(v, 1) for c in shares}
-                 | {"examples": prose.integer})
+    return table(frame, caption=f"The WILDS splits of {data_title(data)}, this run",
+                 formats={c: lambda v: prose.percent(v, 1) for c in shares} | {"examples": prose.integer})
 
 
 def _stack(ours: str, paper: str) -> Stacked:
@@ -115,7 +138,7 @@ def committed_table3(frame: pd.DataFrame, caption: str) -> Table:
 
 def examples(data, per_group: int = 4, split: str = "train"):
     """A few raw inputs of ``split`` per domain (at most six domains): a grid of images, or a
-    table of texts."""
+    table of texts, titled (captioned) with the dataset and whether its data are fabricated."""
     subset = data.splits[split]
     groups = data.groups(split).numpy()
     labels = data.labels(split).numpy()
@@ -124,9 +147,9 @@ def examples(data, per_group: int = 4, split: str = "train"):
     if data.spec.modality == "text":
         rows = [{"domain": names[g], "label": int(labels[i]), "text": data.dataset.get_input(subset.indices[i])}
                 for g, idx in picks for i in idx]
-        return table(pd.DataFrame(rows), caption="Training comments of a few domains", wrap=["text"])
+        return table(pd.DataFrame(rows), caption=f"Training comments of a few domains, {data_title(data)}", wrap=["text"])
     fig, axes = style.subplots(len(picks), per_group, panel_height=1.25, width=min(style.COLUMN_WIDTH, 1.5 * per_group + 1.6),
-                               extra_height=0.2)
+                               extra_height=0.45)
     for row, (g, idx) in zip(axes, picks):
         for ax, i in zip(row, list(idx) + [None] * (per_group - len(idx))):
             ax.axis("off")
@@ -134,6 +157,7 @@ def examples(data, per_group: int = 4, split: str = "train"):
                 ax.imshow(data.dataset.get_input(subset.indices[i]))
                 ax.set_title(f"y = {labels[i]}", fontsize=style.MIN_TEXT_PT)
         row[0].text(-0.1, 0.5, names[g], transform=row[0].transAxes, ha="right", va="center", fontsize=style.MIN_TEXT_PT)
+    fig.suptitle(f"{data_title(data)}: training inputs per domain", fontsize=9)
     return fig
 
 

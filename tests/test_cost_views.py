@@ -1,0 +1,160 @@
+"""Chapter 07's views of the cost measurements (featbook.cost_views): what a committed folder
+measured is read from its provenance, fabricated data are named in every caption and never set
+beside the paper's Table 14, and the chapter's "What we see" and the introduction's claims row
+compare the same quantity as the paper (whole training time as a multiple of ERM's) with the same
+numbers."""
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from featbook import claims, cost_views as views, leaks, tables
+from featlib.cost import paper_table14
+
+REPO = Path(__file__).resolve().parents[1]
+PAPER = paper_table14()
+
+
+def _prov(command: str, device: str = "cuda (NVIDIA H200)", cases=("cmnist", "wilds")) -> dict:
+    return {"command": command, "device": device, "cpu_count": 2, "threads": 2, "commit": "0123456789abcdef" * 2,
+            "cases": {c: "whatever the case said" for c in cases}}
+
+
+def _run(prov: dict, ifeat: float, bonsai: float | None, *, step: float = 1.1, memory: float = 1.2,
+         benches=("cmnist",)) -> dict:
+    """A committed folder as views.load_committed returns it, with made-up ratios."""
+    schedule, summary = [], []
+    for bench in benches:
+        learners = {"erm": (150, 1.0), "ifeat": (300, ifeat), **({"bonsai": (700, bonsai)} if bonsai else {})}
+        for learner, (steps, ratio) in learners.items():
+            schedule.append({"benchmark": bench, "learner": learner, "paper_steps": steps, "rounds": 1,
+                             "estimated_s": ratio, "time_x_erm": ratio})
+            summary.append({"benchmark": bench, "learner": learner, "round": "1", "step_ms": 1.0, "step_ms_min": 0.9,
+                            "step_ms_max": 1.1, "peak_mb": 100.0,
+                            "time_x_erm": 1.0 if learner == "erm" else step,
+                            "memory_x_erm": 1.0 if learner == "erm" else memory})
+    return {"provenance": prov, "schedule": pd.DataFrame(schedule), "summary": pd.DataFrame(summary)}
+
+
+FULL = "python -m featlib.cli.cost --out results/cost/x"
+REAL = "python -m featlib.cli.cost --real-data --pretrained true --out results/cost/x"
+
+
+def test_what_a_committed_folder_measured_comes_from_its_provenance():
+    committed = views.load_committed(REPO / "results" / "cost")
+    for folder, run in committed.items():
+        sources = views.committed_sources(run["provenance"])
+        assert set(sources) == set(run["provenance"]["cases"])
+        for bench, source in sources.items():
+            # the CLI fabricates WILDS unless told --real-data; ColoredMNIST is MNIST itself
+            assert source.fabricated == (bench == "wilds" and "--real-data" not in run["provenance"]["command"])
+            assert ("fabricated" in source.label) == bool(source.fabricated)
+            assert source.beside_paper == (not source.fabricated and source.at_paper_sizes)
+    wilds = views.committed_sources(_prov(FULL))["wilds"]
+    assert wilds.fabricated and wilds.pretrained is False and wilds.at_paper_sizes and not wilds.beside_paper
+    assert wilds.label == "fabricated Camelyon17 (untrained DenseNet-121 at 96\xa0px, batch 32) on one NVIDIA H200"
+    real = views.committed_sources(_prov(REAL))["wilds"]
+    assert real.beside_paper and real.label.startswith("Camelyon17 (pretrained DenseNet-121")
+    small = views.committed_sources(_prov("python -m featlib.cost --n-train 5000 --hidden-dim 64", device="cpu"))
+    assert not small["cmnist"].beside_paper and small["cmnist"].apart_because == "smaller than the paper's sizes"
+    assert small["cmnist"].device == "a 2-core CPU"
+    unreadable = views.committed_sources(_prov("python -m featlib.cli.cost --no-such-option"))
+    assert all(s.fabricated is None and not s.beside_paper for s in unreadable.values())
+
+
+def test_captions_over_fabricated_data_say_so():
+    committed = {Path("x"): _run(_prov(FULL), 2.0, 4.0, benches=("cmnist", "wilds"))}
+    sources = views.committed_sources(_prov(FULL))
+    run = committed[Path("x")]
+    for shown in (views.summary_table(run["summary"], "Step time", sources),
+                   views.schedule_table(run["schedule"], "Schedule", sources)):
+        captions = {t.caption for t in shown.tables}
+        assert any("fabricated Camelyon17" in c for c in captions)
+        assert all(("Camelyon17" in c) <= ("fabricated" in c) for c in captions)
+    import matplotlib.pyplot as plt
+
+    fig = views.cost_figure(run["summary"], sources)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    plt.close(fig)
+    assert "fabricated Camelyon17: step time" in titles and all(
+        ("Camelyon17" in t) <= ("fabricated" in t) for t in titles)
+    from featlib.cost import CMNISTCost, WildsCost
+
+    cases = [CMNISTCost(n_train=200, hidden_dim=8), WildsCost(backbone="small_cnn", resolution=32, batch_size=4)]
+    run_sources = views.case_sources(cases, "cpu", cpu_count=2)
+    assert run_sources["wilds"].label == "fabricated Camelyon17 (untrained small CNN at 32\xa0px, batch 4) on a 2-core CPU"
+    assert not any(s.at_paper_sizes for s in run_sources.values())
+
+
+def test_table14_sets_only_real_full_size_measurements_beside_the_paper():
+    committed = {Path("cpu"): _run(_prov(FULL, device="cpu"), 2.1, 4.6, benches=("cmnist", "wilds")),
+                 Path("gpu"): _run(_prov(FULL, cases=("cmnist",)), 2.2, 7.4)}
+    table = views.table14(PAPER, committed)
+    ours = table.frame[table.frame["measured"].str.startswith("ours")]
+    assert list(ours["dataset"]) == ["ColoredMNIST-025", "ColoredMNIST-025"]
+    assert list(ours["measured"]) == ["ours, a 2-core CPU", "ours, one NVIDIA H200"]
+    assert set(table.frame.loc[~table.frame.index.isin(ours.index), "measured"]) == {"the paper, V100 GPUs"}
+    assert "50,000 images per full-batch step, MLP of width 256" in table.note
+    assert tables.fits(table.frame), table.frame
+    apart = views.kept_apart(committed)
+    assert apart.startswith("Not set beside the paper's numbers: fabricated Camelyon17") and "a 2-core CPU" in apart
+    only_fabricated = {Path("cpu"): _run(_prov(FULL, device="cpu", cases=("wilds",)), 1.02, 1.56, benches=("wilds",))}
+    table = views.table14(PAPER, only_fabricated)
+    assert set(table.frame["measured"]) == {"the paper, V100 GPUs"} and "ours" not in table.caption
+    assert views.kept_apart({Path("gpu"): _run(_prov(FULL, cases=("cmnist",)), 2.2, 7.4)}) == ""
+
+
+@pytest.mark.parametrize("ifeat, bonsai, verdict", [
+    (1.5, 3.0, "yes"),      # within the paper's FeAT ratios (up to 1.80x) and cheaper than Bonsai
+    (2.2, 7.4, "partly"),   # cheaper than Bonsai, above the paper's FeAT
+    (2.2, 2.0, "no"),       # not cheaper than Bonsai
+    (1.5, None, "yes"),     # no Bonsai measured: within the paper's FeAT
+    (2.5, None, "no"),
+])
+def test_the_verdict_on_table14_follows_the_numbers(ifeat, bonsai, verdict):
+    committed = {Path("gpu"): _run(_prov(FULL, cases=("cmnist",)), ifeat, bonsai)}
+    agreed = views.agreement(PAPER, committed)
+    assert agreed.verdict == verdict
+    scale, agrees = views.table14_claim(PAPER, committed)
+    assert agrees.startswith(f"{verdict}: ") and f"iFeAT {ifeat:.2f}× ERM's time" in agrees
+    assert "whole training time" in scale and "one NVIDIA H200" in scale
+    assert ("schedule has 2.00× ERM's steps" in agrees) == (ifeat > 1.80)
+    text = views.what_we_see(PAPER, committed)
+    assert text.startswith(f"**Does ours agree with Table 14? {verdict.capitalize()}.**") and agreed.ours in text
+    assert not leaks.scan_text(text) and not leaks.scan_text(agrees)
+
+
+def test_devices_that_disagree_read_partly_and_fabricated_numbers_stay_out_of_the_claim():
+    committed = {Path("a"): _run(_prov(FULL, cases=("cmnist",)), 1.5, 3.0),
+                 Path("b"): _run(_prov(FULL, device="cpu", cases=("cmnist", "wilds")), 2.2, 7.4,
+                                 benches=("cmnist", "wilds"))}
+    assert views.agreement(PAPER, committed).verdict == "partly"
+    scale, agrees = views.table14_claim(PAPER, committed)
+    assert "fabricated Camelyon17 on a 2-core CPU kept apart" in scale and "Camelyon17" not in agrees.split(";")[0]
+    fabricated = {Path("b"): _run(_prov(FULL, device="cpu", cases=("wilds",)), 1.02, 1.56, benches=("wilds",))}
+    scale, agrees = views.table14_claim(PAPER, fabricated)
+    assert scale.startswith("not yet at full size on real data: only fabricated Camelyon17") and agrees == "-"
+    assert "1.02" not in views.what_we_see(PAPER, fabricated)
+    assert views.table14_claim(PAPER, {}) == ("not yet", "-")
+
+
+def test_the_claims_row_and_chapter_07_say_the_same_on_the_committed_measurements():
+    committed = views.load_committed(REPO / "results" / "cost")
+    row = next(r for r in claims.claims(REPO / "results") if r.paper == "Table 14")
+    agreed = views.agreement(PAPER, committed)
+    assert (row.scale, row.agrees) == views.table14_claim(PAPER, committed)
+    assert agreed.ours in row.agrees and agreed.ours in views.what_we_see(PAPER, committed)
+    for m in views.measured(committed):  # only real full-size measurements stand beside the paper's numbers
+        assert (f"{m.time_x_erm['ifeat']:.2f}×" in agreed.ours) == m.source.beside_paper, m
+
+
+def test_the_commit_goes_in_the_folded_block_not_the_provenance_sentence(monkeypatch):
+    shown = []
+    import IPython.display
+
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    prov = _prov(FULL, device="cpu")
+    views.show_committed("cpu-2core", prov, views.committed_sources(prov))
+    line, block = shown[0].data, shown[1].data
+    assert "0123456789ab" not in line and "commit 0123456789ab" in block and "<details" in block
+    assert "fabricated Camelyon17" in line and "a 2-core CPU" in line
