@@ -35,8 +35,22 @@ def test_chapter_03_reads_a_run_that_can_compare_methods_and_says_nothing_is_com
 
 def test_chapter_03_ranks_nothing_on_a_small_run():
     text = clean(cmnist_views.pretraining_what_we_see(SMALL, (6.5, 3.0, 6, 7)))
-    assert text.startswith(f"**This run is {SMALL.summary}.**") and "6.5 points" in text
-    assert "are not readable here" in text and "6 of the 7" not in text
+    assert text.startswith(f"**This run is {SMALL.summary}.**")
+    assert "ranks nothing" in text and "6 of the 7" not in text
+    assert "6.5" not in text  # no effect size is read off a run this small
+
+
+def test_chapter_03_leads_with_the_committed_full_size_evidence_before_its_own_small_run():
+    text = clean(cmnist_views.pretraining_what_we_see(SMALL, (6.5, 3.0, 6, 7), frozen=(14.7, 0.0, 5, 6), frozen_seeds=1,
+                                                      nf=(15.3, 0.0, None, 7), nf_seeds=1))
+    frozen, nf, own = text.split("\n\n")
+    assert frozen.startswith("**At full data size, on frozen features** (`results/cmnist-pretraining`, 1\u00a0seed)")
+    assert "14.7 points" in frozen and "one seed, so no seed-to-seed spread" in frozen
+    assert "5 of the 6\u00a0penalised objectives (IB-IRM is left out" in frozen
+    assert nf.startswith("**At full data size, the whole network**") and "15.3 points" in nf
+    assert own.startswith("(One seed so far: the direction of the effect") and "**This page's own run**" in own and "6.5" not in own
+    three = clean(cmnist_views.pretraining_what_we_see(SMALL, (6.5, 3.0, 6, 7), frozen=(14.7, 2.1, 5, 6), frozen_seeds=3))
+    assert "against a seed-to-seed standard deviation of 2.1 points" in three and "One seed" not in three
 
 
 def test_feat_epochs_are_the_accepted_rounds_summed_per_seed_and_averaged():
@@ -125,6 +139,17 @@ def test_chapter_06_full_size_claims_the_paper_s_pattern_only_when_both_measures
     assert "neither measure shows the paper's pattern" in neither
     for text in (flips_only, share_only, neither):
         assert "FeAT keeps more of the digit" not in text and "FeAT keeping the digit" not in text
+
+
+def test_chapter_06_leads_with_the_committed_study_or_says_there_is_none():
+    none = saliency(SMALL, 0.1, 0.6, 0.05, 0.9)
+    assert none.startswith("**No full-size study is committed yet**") and "this page's own run" in none
+    failed = clean(saliency_views.what_we_see(SMALL, "GradCAM", 0.1, 0.6, 0.05, 0.9, fetch_failed=True))
+    assert failed.startswith("**The committed full-size study could not be read") and "committed yet" not in failed
+    found = clean(saliency_views.what_we_see(SMALL, "GradCAM", 0.1, 0.6, 0.05, 0.9,
+                                             committed="The direction of the paper's Fig. 4 holds in every seed."))
+    assert found.startswith("**From the committed full-size study** (above): The direction of the paper's Fig. 4 holds")
+    assert found.index("From the committed") < found.index("In this run (")  # the run never comes first
 
 
 def test_the_stop_sentence_gives_a_range_only_when_there_is_one():

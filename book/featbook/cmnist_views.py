@@ -256,10 +256,13 @@ def plot_pretraining_curves(ax, nf_results: pd.DataFrame, feat_best: pd.DataFram
         line, = ax.plot(frame["pretrain_epochs"], 100 * frame["mean"], "o-", label=label("objective", objective))
         colours[objective] = line.get_color()
     if feat_best is not None and feat_epochs is not None:
-        for row in feat_best.itertuples():
-            if row.objective in colours:
-                ax.plot([feat_epochs], [100 * row.mean], marker="*", markersize=14, color=colours[row.objective],
-                        markeredgecolor="black", linestyle="none")
+        starred = [row for row in feat_best.itertuples() if row.objective in colours]
+        # side by side around FeAT's epochs, so that stars of equal height do not hide one another
+        width = float(np.ptp(curves["pretrain_epochs"])) or 1.0
+        for i, row in enumerate(starred):
+            x = feat_epochs + (i - (len(starred) - 1) / 2) * 0.03 * width
+            ax.plot([x], [100 * row.mean], marker="*", markersize=14, color=colours[row.objective],
+                    markeredgecolor="black", linestyle="none")
         ax.plot([], [], marker="*", color="grey", markeredgecolor="black", linestyle="none", markersize=12,
                 label=f"FeAT features ({feat_epochs} epochs)")
     ax.set(xlabel="ERM pre-training epochs", ylabel="OOD accuracy (%), worst test env.")
@@ -902,7 +905,11 @@ def frozen_steps_table(summary: pd.DataFrame, n_seeds: int) -> Table:
 def bonsai_dro_length_table(summary: pd.DataFrame, n_seeds: int) -> Table:
     """Bonsai's frozen-feature cells of ColoredMNIST-025 with a 150- and a 500-epoch DRO round
     (:func:`.gap_studies.bonsai_dro_length_summary`), the paper's Bonsai cell beside each."""
-    lengths = {150: "150 (Table 6; our default)", 500: "500 (Appendix F.1's text, the Bonsai authors' script)"}
+    from featlib.hparams import TABLE6
+
+    default = TABLE6["cmnist025"]["bonsai"]["round_epochs"][1]
+    lengths = {150: "150 (Table 6)", 500: "500 (Appendix F.1's text, the Bonsai authors' script)"}
+    lengths = {n: f"{text}; the book's default" if n == default else text for n, text in lengths.items()}
     rows = [{"objective": OBJECTIVE_LABELS.get(r.objective, r.objective),
              "DRO round (epochs)": lengths.get(int(r.dro_epochs), str(int(r.dro_epochs))),
              "best penalty weight": _grid_weight(r.penalty_weight), "pre-training": f"{int(r.pretrain_epochs)} epochs",
@@ -966,47 +973,68 @@ def feat_epochs(rounds: pd.DataFrame, learner: str = "feat", dataset: str | None
     return int(round(picked.groupby("seed")["epochs"].sum().mean()))
 
 
-def _fig1b_sentence(spread: float, noise: float) -> str:
+def _fig1b_sentence(spread: float, noise: float, n_seeds: int | None = None) -> str:
+    against = ("one seed, so no seed-to-seed spread to set it against" if n_seeds == 1 else
+               f"against a seed-to-seed standard deviation of {prose.number(noise, 1)} points")
     return (f"across the pre-training lengths, an objective's OOD accuracy moves by {prose.number(spread, 1)} points "
-            f"on average (best minus worst length, each at its best penalty weight), against a seed-to-seed standard "
-            f"deviation of {prose.number(noise, 1)} points.")
+            f"on average (best minus worst length, each at its best penalty weight), {against}.")
 
 
-def _feat_sentence(beats: int | None, n_objectives: int) -> str:
+def _feat_sentence(beats: int | None, n_objectives: int, frozen: bool = False) -> str:
     if beats is None:
         return " These results hold no run on FeAT's features."
-    return (f" On FeAT's features {beats} of the {prose.count(n_objectives, 'penalised objective')} beat their best "
-            "pre-training length.")
+    left_out = (" (IB-IRM is left out: on frozen features it trains as IRMv1)" if frozen else "")
+    return (f" On FeAT's features {beats} of the {prose.count(n_objectives, 'penalised objective')}{left_out} beat "
+            "their best pre-training length.")
 
 
 def pretraining_what_we_see(run, findings: tuple, committed: tuple | None = None,
-                            committed_note: str | None = None, fetch_failed: bool = False) -> str:
-    """Chapter 03's "What we see", from the numbers of :func:`pretraining_findings`: the
-    committed full-scale results when there are some (``committed``, with ``committed_note``
-    saying where they come from); else this run's, ranked only when ``run`` (a
-    :class:`featbook.run_scale.RunScale`) is large enough to compare methods; else what a small
-    run can and cannot show. ``fetch_failed``: the committed results could not be fetched or read
-    (:attr:`featbook.committed.Located.failed`), so the text does not claim that none are committed."""
+                            committed_note: str | None = None, fetch_failed: bool = False,
+                            frozen: tuple | None = None, frozen_seeds: int = 0,
+                            nf: tuple | None = None, nf_seeds: int = 0) -> str:
+    """Chapter 03's "What we see", from the numbers of :func:`pretraining_findings`, the largest
+    evidence first: the committed full-scale whole-network results (``committed``, with
+    ``committed_note`` saying where they come from); else the committed full-size evidence there
+    is, the frozen-feature study (``frozen``, over ``frozen_seeds``) and the whole-network pieces
+    of GPU sittings (``nf``, over ``nf_seeds``); then this run's, ranked only when ``run`` (a
+    :class:`featbook.run_scale.RunScale`) is large enough to compare methods, else described as a
+    check of the pipeline that measures nothing. ``fetch_failed``: the committed results could
+    not be fetched or read (:attr:`featbook.committed.Located.failed`), so the text does not claim
+    that none are committed."""
     spread, noise, beats, n_objectives = findings
     if committed is not None:
         f_spread, f_noise, f_beats, f_n = committed
         where = f" ({committed_note.rstrip('.')})" if committed_note else ""
         return (f"**From the committed full-scale results**{where}: " + _fig1b_sentence(f_spread, f_noise)
                 + _feat_sentence(f_beats, f_n))
+    parts = []
+    if frozen is not None:
+        f_spread, f_noise, f_beats, f_n = frozen
+        parts.append(f"**At full data size, on frozen features** (`results/cmnist-pretraining`, "
+                     f"{prose.count(frozen_seeds, 'seed')}): " + _fig1b_sentence(f_spread, f_noise, frozen_seeds)
+                     + _feat_sentence(f_beats, f_n, frozen=True))
+    if nf is not None:
+        n_spread, n_noise, _, _ = nf
+        parts.append(f"**At full data size, the whole network** (the GPU pieces above, {prose.count(nf_seeds, 'seed')}): "
+                     + _fig1b_sentence(n_spread, n_noise, nf_seeds))
+    if parts and not run.can_compare_methods:
+        scale = ("one seed so far: the direction of the effect, not its size over seeds"
+                 if max(frozen_seeds, nf_seeds) < 3 else "")
+        parts.append((f"({scale[0].upper()}{scale[1:]}.) " if scale else "")
+                     + f"**This page's own run** ({run.summary}) is a check that every step runs; at its size the "
+                     "accuracies are far from the full-size ones, so it measures no effect and ranks nothing.")
+        return "\n\n".join(parts)
     if run.can_compare_methods:
-        return (f"**This run** ({run.summary}): " + _fig1b_sentence(spread, noise) + _feat_sentence(beats, n_objectives)
-                + (" The committed full-scale results could not be read in this runtime (the note in the full-scale "
-                   "section says what to do)." if fetch_failed else " No full-scale results are committed yet."))
-    return (f"**This run is {run.summary}.** What it can show: every objective trains at every pre-training length "
-            f"and the curves are drawn. The pre-training length moves an objective's accuracy by "
-            f"{prose.number(spread, 1)} points on average, against a seed-to-seed standard deviation of "
-            f"{prose.number(noise, 1)} points, so even at this size *when* the penalty is switched on matters. What "
-            "it cannot show: with this few images and steps most cells sit near chance on the worst test "
-            "environment, so the order of the objectives, and whether FeAT's features beat the best pre-training "
-            "length, are not readable here. The colab profile (`from featbook import profiles; "
+        return "\n\n".join(parts + [
+            f"**This run** ({run.summary}): " + _fig1b_sentence(spread, noise) + _feat_sentence(beats, n_objectives)
+            + (" The committed full-scale results could not be read in this runtime (the note in the full-scale "
+               "section says what to do)." if fetch_failed else "" if parts else
+               " No full-scale results are committed yet.")])
+    return (f"**This run is {run.summary}.** It shows that every objective trains at every pre-training length "
+            "and that the curves are drawn; at its size the accuracies are far from the full-size ones, so it "
+            "measures no effect and ranks nothing. The colab profile (`from featbook import profiles; "
             "profiles.apply(\"colab\", globals())` at the end of the parameters cell) or the full protocol shows "
-            "them, and the full-scale "
-            "section at the top of this page shows the committed results "
+            "the effect, and the full-scale section at the top of this page shows the committed results "
             + ("once they can be fetched (its note says what to do)." if fetch_failed
                else "once the repository has them."))
 

@@ -54,7 +54,7 @@ def describe_cmnist(protocol) -> str:
 
     return (f"{prose.count(len(protocol.seeds), 'seed')}, {prose.integer(protocol.n_train)} training images, "
             f"{prose.count(len(protocol.objectives), 'objective')}, {len(protocol.penalty_weights)} penalty "
-            f"weight{'s' if len(protocol.penalty_weights) != 1 else ''} x {len(protocol.pretrain_epochs)} warm-up "
+            f"weight{'s' if len(protocol.penalty_weights) != 1 else ''} x {len(protocol.pretrain_epochs)} pre-training "
             f"length{'s' if len(protocol.pretrain_epochs) != 1 else ''}, {prose.integer(protocol.ood_steps)} OOD "
             f"steps, hidden width {protocol.hidden_dim}, feature-learning epochs x {prose.number(protocol.epoch_scale, 1)}")
 

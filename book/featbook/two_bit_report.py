@@ -26,6 +26,12 @@ def alpha_sweep_table(sweep: pd.DataFrame, probe_step: int, sweep_steps: int) ->
     return table(frame, caption="ERM for each alpha")
 
 
+def lead_phrase(share: float) -> str:
+    """How often the spurious increment leads, as a reader says it: "every step", or "93.5% of the
+    steps" (chapter 01)."""
+    return "every step" if share >= 1.0 else f"{prose.percent(share)} of the steps"
+
+
 def lead_table(leads: dict[str, float]) -> Table:
     """Per activation psi: the share of steps where the spurious increment leads."""
     frame = pd.DataFrame({"activation psi": [n.replace("_", " ") for n in leads],
