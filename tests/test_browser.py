@@ -221,6 +221,25 @@ def test_the_claims_table_is_a_table_at_1280_px_and_a_card_per_claim_at_390_px(v
     assert not page.locator("div.claims-table thead").is_visible()
 
 
+def test_a_table_of_long_text_is_a_card_per_row_on_a_phone(visit):
+    """Chapter 09's decisions table (featbook.tables.table(..., cards=True)): a table at 1280 px; at
+    390 px each decision a card, each cell named by its column (its data-label), none wider than
+    the screen, the header hidden."""
+    v, page = visit("notebooks/09_how_the_numbers_were_made.html")
+    cells = "table.feat-cards td"
+    assert page.locator("table.feat-cards tr").count() >= 4
+    assert page.eval_on_selector(cells, "td => getComputedStyle(td).display") == "table-cell"
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    assert set(page.eval_on_selector_all(cells, "tds => tds.map(td => getComputedStyle(td).display)")) == {"block"}
+    labels = page.eval_on_selector_all("table.feat-cards tbody tr:first-child td",
+                                       "tds => tds.map(td => getComputedStyle(td, '::before').content)")
+    assert labels[0] == '"choice: "' and '"why (source and evidence): "' in labels
+    widest = page.eval_on_selector_all(cells, "tds => Math.max(...tds.map(td => td.getBoundingClientRect().right))")
+    assert widest <= 390, f"a card's cell reaches {widest} px on a 390 px screen"
+    assert not page.locator("table.feat-cards thead").first.is_visible()
+
+
 def test_search_finds_the_book(visit):
     v, page = visit("search.html?q=FeAT")
     results = page.locator("#search-results ul.search li")

@@ -947,7 +947,7 @@ def decisions_table(decisions, evidence: bool = True) -> Table:
             for name, h in decisions.items()]
     caption = ("Where the paper leaves ColoredMNIST's protocol open, and what decided it" if evidence else
                "Where the paper leaves ColoredMNIST's protocol open: what this book runs")
-    return table(pd.DataFrame(rows), caption=caption, wrap=list(rows[0]))
+    return table(pd.DataFrame(rows), caption=caption, wrap=list(rows[0]), cards=evidence)
 
 
 def presets_table(presets) -> Table:

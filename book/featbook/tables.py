@@ -98,6 +98,10 @@ class Table:
     note: str | None = None
     digits: int = 2
     wrap_columns: tuple[str, ...] = ()
+    #: on a phone (book/featbook.css, below 600 px), each row a card, its cells one under the
+    #: other and each named by its column: for tables of long text, which a narrow column would
+    #: squeeze to a word per line
+    cards: bool = False
 
     def _repr_html_(self) -> str:
         frame = self.frame
@@ -109,7 +113,8 @@ class Table:
                 numeric = isinstance(value, numbers.Number) and not isinstance(value, bool)
                 align = "text-align: right; " if numeric else "text-align: left; "
                 nowrap = column not in self.wrap_columns
-                cells.append(f'<td style="{align}{_CELL_STYLE}">{_cell_html(value, self.digits, nowrap)}</td>')
+                label = f' data-label="{html.escape(str(column), quote=True)}"' if self.cards else ""
+                cells.append(f'<td{label} style="{align}{_CELL_STYLE}">{_cell_html(value, self.digits, nowrap)}</td>')
             rows.append("<tr>" + "".join(cells) + "</tr>")
         # the caption and the note outside the table, so that they wrap in the column while a table
         # too wide for a phone scrolls in its own box (book/featbook.css)
@@ -118,7 +123,7 @@ class Table:
         note = (f'<p class="feat-table-note" style="font-size: 0.85em; color: #555; margin-top: -0.6em">'
                 f"{html.escape(self.note)}</p>") if self.note else ""
         return (f'<div class="feat-table-wrap">{caption}<div class="feat-table-scroll" style="overflow-x: auto">'
-                f'<table class="feat-table" style="{_TABLE_STYLE}">'
+                f'<table class="feat-table{" feat-cards" if self.cards else ""}" style="{_TABLE_STYLE}">'
                 f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>{note}</div>")
 
     def __str__(self) -> str:
@@ -143,13 +148,14 @@ class Tables:
 
 def table(frame: pd.DataFrame, *, caption: str | None = None, note: str | None = None, index: bool = False,
           columns: Mapping[str, str] | None = None, formats: Mapping[str, Callable[[Any], Any]] | None = None,
-          digits: int = 2, wrap: Sequence[str] = ()) -> Table:
+          digits: int = 2, wrap: Sequence[str] = (), cards: bool = False) -> Table:
     """``frame`` as a book table.
 
     ``index``: keep the index as the first column(s); ``formats``: column -> function applied
     to each value (e.g. :func:`featbook.prose.percent`); ``columns``: renames for the header
     (applied after ``formats``); ``digits``: decimals of numbers not otherwise formatted;
-    ``wrap``: columns whose text may wrap (long text), every other value stays on one line."""
+    ``wrap``: columns whose text may wrap (long text), every other value stays on one line;
+    ``cards``: on a phone each row is a card, its cells named by their columns (:class:`Table`)."""
     shown = frame.reset_index() if index else frame.copy()
     if isinstance(shown.columns, pd.MultiIndex):
         shown.columns = [" ".join(str(p) for p in c if str(p)) for c in shown.columns]
@@ -159,7 +165,8 @@ def table(frame: pd.DataFrame, *, caption: str | None = None, note: str | None =
     if columns:
         shown = shown.rename(columns=dict(columns))
         wrap = [columns.get(c, c) for c in wrap]
-    return Table(shown.reset_index(drop=True), caption=caption, note=note, digits=digits, wrap_columns=tuple(wrap))
+    return Table(shown.reset_index(drop=True), caption=caption, note=note, digits=digits, wrap_columns=tuple(wrap),
+                 cards=cards)
 
 
 def _missing(value: Any) -> bool:

@@ -2,7 +2,7 @@
 
     python -m featlib.cli.run_wilds --dataset camelyon17 --root /data/wilds \\
         --out results/wilds/camelyon17 [--cache-dir _cache/wilds] [--download] [--seeds 0 1 2]
-        [--learners erm bonsai feat] [--epoch-scale 1.0] [--backbone densenet121] [--fabricate]
+        [--learners erm bonsai ifeat] [--epoch-scale 1.0] [--backbone densenet121] [--fabricate]
 
 writes ``ood.csv`` (every OOD-stage head, per epoch), ``dfr.csv``, ``rounds.csv``,
 ``table3.csv`` / ``dfr_table.csv`` (ours beside the paper's) and ``provenance.json`` (command,
@@ -50,7 +50,7 @@ def parse_args(argv):
     parser.add_argument("--cache-dir", default="_cache/wilds", type=Path)
     parser.add_argument("--download", action="store_true")
     parser.add_argument("--fabricate", action="store_true", help="write the fabricated dataset into --root first")
-    parser.add_argument("--learners", "--methods", nargs="+", default=["erm", "bonsai", "feat"], choices=LEARNERS)
+    parser.add_argument("--learners", "--methods", nargs="+", default=["erm", "bonsai", "ifeat"], choices=LEARNERS)
     parser.add_argument("--seeds", nargs="+", type=int, default=None)
     parser.add_argument("--epoch-scale", "--scale", type=float, default=1.0, help="multiplies Table 12's steps")
     parser.add_argument("--backbone", default=None)
