@@ -8,10 +8,11 @@ PROV = {"command": "python -m featlib.cli.run_rounds --out /tmp/runs/cmnist-roun
         "wall_time_s": 471.8, "seeds": [1, 2, 3, 4, 5], "datasets": ["cmnist025", "cmnist01"]}
 
 
-def test_the_provenance_line_says_size_seeds_device_commit_and_time_once():
+def test_the_provenance_line_says_size_seeds_device_and_time_once_and_folds_the_commit():
     line = evidence.provenance_line("Committed full-size rounds", PROV, size="50,000 training images")
     assert line == ("Committed full-size rounds: 50,000 training images, 5\u00a0seeds per dataset, on a CPU "
-                    "(2\u00a0threads), commit 1152ffb3e5be (8\u00a0min of wall time).")
+                    "(2\u00a0threads), 8\u00a0min of wall time.")
+    assert "<summary>The command that made them (commit 1152ffb3e5be)</summary>" in evidence.command_block(PROV)
     assert not leaks.scan_text(line)
     assert evidence.provenance_line("Cost", {"device": "NVIDIA H100"}) == "Cost: on NVIDIA H100."
 
@@ -46,6 +47,7 @@ def test_a_folder_that_runs_added_to_names_every_run_commit_and_the_summed_wall_
             "runs": [{"command": "python -m featlib.cli.run_rounds --seeds 1", "commit": "a" * 40, "wall_time_s": 600.0},
                      {"command": "python -m featlib.cli.run_rounds --seeds 2", "commit": "b" * 40, "wall_time_s": 60.0}]}
     line = evidence.provenance_line("Rounds", prov).replace("\xa0", " ")
-    assert "2 seeds" in line and "aaaaaaaaaaaa and bbbbbbbbbbbb" in line and "2 runs, 11 min of wall time in all" in line
+    assert "2 seeds" in line and "aaaa" not in line and "2 runs, 11 min of wall time in all" in line
     block = evidence.command_block(prov)
+    assert "(commits aaaaaaaaaaaa and bbbbbbbbbbbb)</summary>" in block
     assert "--seeds 1" in block and "--seeds 2" in block

@@ -559,17 +559,16 @@ def _devices(devices: pd.Series) -> str:
 
 def _nf_provenance(nf_runs: pd.DataFrame, records: pd.DataFrame, datasets: Sequence[str], folder: str) -> str:
     """Which committed ERM-NF pieces these are: count, datasets, objectives, seeds, device,
-    precision, GPU seconds and commit, from their records."""
+    precision and GPU seconds, from their records (the commits are in the folder's records and
+    chapter 09, not in the narrative)."""
     kept = records[(records["learner"] == "erm-nf") & records["dataset"].isin(datasets)]
     seeds = sorted(int(s) for s in nf_runs["seed"].unique())
     present = set(nf_runs["objective"])
     objectives = [label("objective", o) for o in TABLE2[datasets[0]] if o in present]
-    commits = sorted({str(c)[:7] for c in kept["commit"]})
     return (f"`{folder}`: {prose.count(len(kept), 'piece')} of the ERM-NF column on "
             f"{prose.listing(DATASET_LABELS[d] for d in datasets)} ({prose.listing(objectives)}), {_seeds(seeds)}, "
             f"50,000 training images, computed on {_devices(kept['device'])} in "
-            f"{prose.listing(sorted(kept['precision'].unique()))} in {prose.integer(float(kept['wall_time_s'].sum()))} s "
-            f"at commit {prose.listing(commits)}")
+            f"{prose.listing(sorted(kept['precision'].unique()))} in {prose.integer(float(kept['wall_time_s'].sum()))} s")
 
 
 def nf_pieces_sentence(nf_runs: pd.DataFrame, records: pd.DataFrame, dataset: str, folder: str) -> str:

@@ -21,10 +21,11 @@ from featbook import prose
 
 
 def provenance_line(what: str, prov: Mapping[str, Any], size: str | None = None) -> str:
-    """"<what>: <size>, <n> seeds, on <device>, commit <12 hex> (<wall time>)." in one line.
+    """"<what>: <size>, <n> seeds, on <device> (<wall time>)." in one line of the narrative.
 
-    ``size`` is the data size in words ("50,000 training images"); seeds, device, commit and wall
-    time come from the provenance record ``prov`` (each left out when it does not record it)."""
+    ``size`` is the data size in words ("50,000 training images"); seeds, device and wall time come
+    from the provenance record ``prov`` (each left out when it does not record it). The commit
+    stays out of the narrative: :func:`command_block` names it beside the folded command."""
     parts = [size] if size else []
     seeds = prov.get("seeds")
     if seeds:
@@ -35,28 +36,27 @@ def provenance_line(what: str, prov: Mapping[str, Any], size: str | None = None)
         threads = f" ({prose.count(int(prov['threads']), 'thread')})" if prov.get("threads") and prov["device"] == "cpu" else ""
         parts.append(f"on {'a CPU' if prov['device'] == 'cpu' else prov['device']}{threads}")
     runs = prov.get("runs") if isinstance(prov.get("runs"), list) and len(prov.get("runs")) > 1 else None
-    if runs:  # a folder several runs added to (run_rounds): every commit, and their summed wall time
-        commits = sorted({str(r.get("commit", ""))[:12] for r in runs if r.get("commit")})
-        if commits:
-            parts.append(f"commit{'s' if len(commits) > 1 else ''} {prose.listing(commits)}")
+    if runs:  # a folder several runs added to (run_rounds): their number and summed wall time
         seconds = sum(float(r["wall_time_s"]) for r in runs if r.get("wall_time_s") is not None)
         line = f"{what}: {', '.join(parts)}" if parts else what
         return line + f" ({prose.count(len(runs), 'run')}, {prose.minutes(seconds)} of wall time in all)."
-    if prov.get("commit"):
-        parts.append(f"commit {str(prov['commit'])[:12]}")
     line = f"{what}: {', '.join(parts)}" if parts else what
     if prov.get("wall_time_s") is not None:
-        line += f" ({prose.minutes(float(prov['wall_time_s']))} of wall time)"
+        line += f"{', ' if parts else ': '}{prose.minutes(float(prov['wall_time_s']))} of wall time"
     return line + "."
 
 
 def command_block(prov: Mapping[str, Any], summary: str = "The command that made them") -> str:
     """HTML: the recorded command (machine folders cut, :func:`featbook.prose.command`) in a
-    collapsed ``<details>`` block, shown as a shell command; a folder several runs added to shows
-    each run's command, one per line."""
+    collapsed ``<details>`` block, shown as a shell command, its summary naming the commit(s); a
+    folder several runs added to shows each run's command, one per line."""
     runs = prov.get("runs") if isinstance(prov.get("runs"), list) and len(prov.get("runs")) > 1 else None
     commands = [str(r.get("command", "")) for r in runs] if runs else [str(prov.get("command", ""))]
     command = "\n".join(html.escape(prose.command(c)) for c in commands)
+    commits = sorted({str(r.get("commit", ""))[:12] for r in runs if r.get("commit")}) if runs else (
+        [str(prov["commit"])[:12]] if prov.get("commit") else [])
+    if commits:
+        summary += f" (commit{'s' if len(commits) > 1 else ''} {prose.listing(commits)})"
     return (f'<details class="feat-provenance"><summary>{html.escape(summary)}</summary>'
             f'<div class="highlight-bash notranslate"><div class="highlight"><pre>{command}</pre></div></div></details>')
 
