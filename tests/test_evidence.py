@@ -24,8 +24,13 @@ def test_the_command_is_folded_and_loses_the_machines_folders():
 
 
 def test_run_it_yourself_and_nothing_committed_claim_no_ranking():
+    from featbook.run_scale import RunScale
+
     text = evidence.run_it_yourself("a small check of the pipeline: 2\u00a0seeds")
     assert "ranks nothing" in text and "beat" not in text and not leaks.scan_text(text)
+    assert evidence.run_it_yourself(RunScale("small", "2 seeds")) == evidence.run_it_yourself(RunScale("small", "2 seeds").summary)
+    paper = evidence.run_it_yourself(RunScale("paper", "10 seeds, 50,000 training images"))
+    assert "reduced size" not in paper and "the paper's full protocol: 10 seeds" in paper and not leaks.scan_text(paper)
     assert evidence.nothing_committed("Table 2", "python -m x").startswith("No full-scale Table 2 is committed yet")
 
 

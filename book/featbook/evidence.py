@@ -85,9 +85,14 @@ def missing(located, what: str, command: str) -> str:
     return nothing_committed(what, command)
 
 
-def run_it_yourself(run_summary: str) -> str:
+def run_it_yourself(run) -> str:
     """The sentence that introduces a chapter's own run: its size, and what a run that size can
-    and cannot show."""
+    and cannot show. ``run``: a :class:`featbook.run_scale.RunScale`, or its summary (a small run)."""
+    run_summary = run if isinstance(run, str) else run.summary
+    if not isinstance(run, str) and run.can_compare_methods:
+        return (f"**This page's own run: {run_summary}.** Its outputs are folded (\"Show code cell outputs\"); at "
+                "this size the methods' differences can be read against its seeds' spread, and its numbers are "
+                "this run's, beside the committed evidence above rather than in place of it.")
     return (f"**This page's own run, at reduced size: {run_summary}.** It shows that every step of the "
             "protocol runs and what each table looks like; its outputs are folded (\"Show code cell "
             "outputs\") so that none is read as the result. At this size differences of a few points "
