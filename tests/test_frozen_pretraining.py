@@ -80,3 +80,29 @@ def test_a_minibatch_as_large_as_the_data_trains_as_the_full_batch_and_only_the_
     assert not torch.allclose(torch.as_tensor(full.penalty), torch.as_tensor(part.penalty))
     with pytest.raises(ValueError, match="plain path only"):
         replace(config, path="fast", minibatch=10)
+
+
+def test_a_study_stopped_between_objectives_resumes_from_the_parts_it_finished(tmp_path, monkeypatch):
+    """``ood_length`` (and so ``clove-01``, one call per variant) keeps each objective as a verified
+    part in ``cache_dir/study-parts`` (gap_studies.study_part): run again after losing one part, it
+    trains that objective only and returns the same rows, to the bit."""
+    import pandas as pd
+
+    from featlib.experiments import gap_studies
+
+    tiny = {k: v for k, v in TINY.items() if k not in ("ood_steps", "eval_every")}
+    cpu = torch.device("cpu")
+    args = dict(steps=20, eval_every=10, objectives=("erm", "irmv1", "vrex"), cache_dir=tmp_path, **tiny)
+    whole = gap_studies.ood_length(1, cpu, "cmnist025", **args)
+    parts = sorted((tmp_path / "study-parts").glob("*.csv"))
+    assert [p.name.split("-")[4] for p in parts] == ["erm", "irmv1", "vrex"]
+    next(p for p in parts if "-irmv1-" in p.name).unlink()  # as if killed while training IRMv1
+    trained = []
+    real = gap_studies.train_stack
+    monkeypatch.setattr(gap_studies, "train_stack", lambda runs, envs, config: trained.append(config.objective)
+                        or real(runs, envs, config))
+    again = gap_studies.ood_length(1, cpu, "cmnist025", **args)
+    assert trained == ["irmv1"]
+    pd.testing.assert_frame_equal(again, whole, check_exact=True)
+    other = gap_studies.ood_length(1, cpu, "cmnist025", **(args | {"steps": 10}))  # another study: its own parts
+    assert trained == ["irmv1", "erm", "irmv1", "vrex"] and set(other["step"]) == {0, 10}

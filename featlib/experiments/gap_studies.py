@@ -176,8 +176,7 @@ def ood_length(seed: int, device: torch.device, dataset: str, steps: int = 3000,
         train = LabelledInputs(features(data.train_x), data.train_y.expand(len(learned), 1, -1), data.env_slices)
         tests = [LabelledInputs(features(env.x), env.y.expand(len(learned), 1, -1)) for env in data.test]
         vals = [LabelledInputs(features(env.x), env.y.expand(len(learned), 1, -1)) for env in data.val]
-    frames = []
-    for objective in objectives:
+    def fit(objective: str) -> pd.DataFrame:
         configs = p.configurations(objective)
         stack = StackedHeads([[lf.model.classifier] * len(configs) for lf in learned]).to(device)
         config = replace_config(p.ood_config(objective), steps=steps, eval_every=eval_every, record="every")
@@ -185,15 +184,34 @@ def ood_length(seed: int, device: torch.device, dataset: str, steps: int = 3000,
                                torch.tensor([[k for _, k in configs]] * len(learned)))
         history = train_stack(runs, Environments(train, tests, vals), config)
         val = history.mean_val_acc
-        for t, step in enumerate(history.steps):
-            for g, learner in enumerate(learners):
-                for c, (weight, pretrain) in enumerate(configs):
-                    frames.append({"dataset": dataset, "seed": seed, "learner": learner, "objective": objective,
-                                   "penalty_weight": weight, "pretrain_epochs": pretrain, "step": step,
-                                   "train_acc": float(history.train_acc[t, g, c]),
-                                   "worst_test_acc": float(history.worst_test_acc[t, g, c]),
-                                   "val_acc": float(val[t, g, c])})
-    return pd.DataFrame(frames)
+        return pd.DataFrame([{"dataset": dataset, "seed": seed, "learner": learner, "objective": objective,
+                              "penalty_weight": weight, "pretrain_epochs": pretrain, "step": step,
+                              "train_acc": float(history.train_acc[t, g, c]),
+                              "worst_test_acc": float(history.worst_test_acc[t, g, c]), "val_acc": float(val[t, g, c])}
+                             for t, step in enumerate(history.steps) for g, learner in enumerate(learners)
+                             for c, (weight, pretrain) in enumerate(configs)])
+
+    # each objective is a part of its own in the cache folder, so a study stopped after an hour keeps
+    # the objectives (clove-01: the variants) it finished and resumes from them
+    what = {"dataset": dataset, "seed": seed, "steps": steps, "eval_every": eval_every, "learners": list(learners),
+            "overrides": overrides, "featlib": __version__}
+    return pd.concat([study_part(cache_dir, f"ood-length-{dataset}", seed, objective, what | {"objective": objective},
+                                 functools.partial(fit, objective)) for objective in objectives], ignore_index=True)
+
+
+def study_part(cache_dir: Path | None, name: str, seed: int, part: str, what: dict,
+               compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """One part of a long study (an objective, a variant), read from ``cache_dir/study-parts`` when
+    a finished, sound copy made for the same ``what`` (everything the part depends on, hashed into
+    its key) is there, else computed and written verified (:func:`featlib.store.files.cached`):
+    a study killed in its second hour resumes from the parts it finished. ``cache_dir`` None:
+    computed, nothing kept."""
+    part_key = store_key(what)
+    path = None if cache_dir is None else Path(cache_dir) / "study-parts" / f"{name}-seed{seed}-{part}-{part_key}.csv"
+    expect = {"key": part_key, "seed": seed, "study": name, "part": part}
+    return cached(path, lambda p: read_verified_csv(p, expect=expect), compute,
+                  lambda p, frame: write_verified_csv(p, frame, cached_meta(part_key, seed, study=name, part=part)),
+                  what=f"cached {name} part")
 
 
 STUDIES.register("ood-length-025")(functools.partial(ood_length, dataset="cmnist025"))
