@@ -97,6 +97,7 @@ def test_a_changed_setting_within_two_paper_stds_and_closer_than_the_protocol_ex
                                                     ("frozen-steps", "1,000 OOD steps, head L2 0", False, 0.7658, 0.016, 3)))
     assert verdict["explained"] == "study"
     assert "5,000 OOD steps, head L2 0 gives 80.36 ± 2.20 (3 seeds, `frozen-steps`)" in plain(verdict["sentence"])
+    assert "where the protocol's own setting does not come near" in plain(verdict["sentence"])
     assert STUDY_CHOICES["frozen-steps"] in plain(verdict["sentence"])
     assert plain(verdict["sentence"]).startswith("**ColoredMNIST-01, Fishr on ERM's features**: ours 79.00 ± 0.50 (2 seeds)")
 
@@ -107,6 +108,18 @@ def test_a_setting_no_closer_than_the_protocols_own_is_the_seeds_not_the_setting
                                                     ("ood-length-01", "1,000 OOD steps", False, 0.7995, 0.0, 1)))
     assert verdict["explained"] == "seeds"
     assert "spread between seeds" in plain(verdict["sentence"]) and "80.00 (1 seed, `ood-length-01`)" in plain(verdict["sentence"])
+
+
+def test_where_the_protocol_itself_lands_near_the_paper_the_seeds_come_first_and_a_closer_setting_beside():
+    verdict = views.far_cell_verdict(CELL, evidence(("ood-length-01", "2,500 OOD steps", True, 0.7964, 0.0, 1),
+                                                    ("frozen-steps", "5,000 OOD steps, head L2 0", False, 0.8036, 0.022, 3),
+                                                    ("ood-length-01", "3,000 OOD steps", False, 0.7990, 0.0, 1)))
+    assert verdict["explained"] == "seeds"
+    text = plain(verdict["sentence"])
+    assert "The protocol's own setting gives 79.64 (1 seed, `ood-length-01`)" in text and "spread between seeds" in text
+    # 5,000 steps without L2 is 0.72 points (0.53 paper stds) closer: named; 3,000 steps (0.26 closer) is not
+    assert "5,000 OOD steps, head L2 0 gives 80.36 ± 2.20 (3 seeds, `frozen-steps`), closer still" in text
+    assert "3,000" not in text
 
 
 def test_a_cell_no_study_brings_near_the_paper_is_not_explained_and_says_what_was_tried():
