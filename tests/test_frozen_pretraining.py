@@ -106,3 +106,24 @@ def test_a_study_stopped_between_objectives_resumes_from_the_parts_it_finished(t
     pd.testing.assert_frame_equal(again, whole, check_exact=True)
     other = gap_studies.ood_length(1, cpu, "cmnist025", **(args | {"steps": 10}))  # another study: its own parts
     assert trained == ["irmv1", "erm", "irmv1", "vrex"] and set(other["step"]) == {0, 10}
+
+
+def test_the_frozen_pretraining_study_resumes_from_its_finished_objectives(tmp_path, monkeypatch):
+    """frozen_pretraining keeps each objective as a part too: losing one retrains that one only."""
+    import pandas as pd
+
+    from featlib.experiments import gap_studies
+
+    args = dict(erm_epochs=(0, 6), objectives=("erm", "irmv1"), cache_dir=tmp_path, **TINY)
+    whole = gap_studies.frozen_pretraining(1, torch.device("cpu"), **args)
+    parts = sorted((tmp_path / "study-parts").glob("frozen-pretraining-*.csv"))
+    assert len(parts) == 2
+    next(p for p in parts if "-irmv1-" in p.name).unlink()
+    trained = []
+    real = gap_studies.train_stack
+    monkeypatch.setattr(gap_studies, "train_stack", lambda runs, envs, config: trained.append(config.objective)
+                        or real(runs, envs, config))
+    again = gap_studies.frozen_pretraining(1, torch.device("cpu"), **args)
+    assert trained == ["irmv1"]
+    pd.testing.assert_frame_equal(again, whole, check_exact=True)
+

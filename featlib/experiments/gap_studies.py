@@ -280,21 +280,25 @@ def frozen_pretraining(seed: int, device: torch.device, dataset: str = "cmnist02
         train = LabelledInputs(features(data.train_x), data.train_y.expand(n, 1, -1), data.env_slices)
         tests = [LabelledInputs(features(env.x), env.y.expand(n, 1, -1)) for env in data.test]
         vals = [LabelledInputs(features(env.x), env.y.expand(n, 1, -1)) for env in data.val]
-    rows = []
-    for objective in objectives:
+    def fit(objective: str) -> pd.DataFrame:
         weights = [w for w, _ in p.configurations(objective)]
         weights = list(dict.fromkeys(weights))  # one per weight: no warm-up on frozen snapshots
         stack = StackedHeads([[net.classifier] * len(weights) for _, _, net in groups]).to(device)
         history = train_stack(StackRuns.heads(stack, torch.tensor([weights] * n)), Environments(train, tests, vals),
                               p.ood_config(objective))
         final = history.final()
-        for g, (learner, epochs, _) in enumerate(groups):
-            for c, weight in enumerate(weights):
-                rows.append({"dataset": dataset, "seed": seed, "learner": learner, "erm_epochs": epochs,
-                             "objective": objective, "penalty_weight": weight,
-                             **{k: (int(v[g, c]) if k == "diverged_step" else float(v[g, c])) for k, v in final.items()
-                                if k in ("train_acc", "worst_test_acc", "val_acc", "diverged_step")}})
-    return pd.DataFrame(rows)
+        return pd.DataFrame([{"dataset": dataset, "seed": seed, "learner": learner, "erm_epochs": epochs,
+                              "objective": objective, "penalty_weight": weight,
+                              **{k: (int(v[g, c]) if k == "diverged_step" else float(v[g, c])) for k, v in final.items()
+                                 if k in ("train_acc", "worst_test_acc", "val_acc", "diverged_step")}}
+                             for g, (learner, epochs, _) in enumerate(groups) for c, weight in enumerate(weights)])
+
+    # each objective a resumable part, as in ood_length (the ERM snapshots are retrained on resume: minutes)
+    what = {"dataset": dataset, "seed": seed, "erm_epochs": list(erm_epochs), "overrides": overrides,
+            "featlib": __version__}
+    return pd.concat([study_part(cache_dir, f"frozen-pretraining-{dataset}", seed, objective,
+                                 what | {"objective": objective}, functools.partial(fit, objective))
+                      for objective in objectives], ignore_index=True)
 
 
 @STUDIES.register("saliency")
