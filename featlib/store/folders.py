@@ -360,13 +360,17 @@ def read_folder(directory: str | Path, remedy: str | None = None, kind: str | No
     the folder, so a commit that replaces it meanwhile is either not seen or seen whole (the read
     is then repeated)."""
     directory = Path(directory)
-    attempts = 5
-    for attempt in range(attempts):
-        last = attempt == attempts - 1
+    # a read that a commit overtook is repeated: up to 5 times, and for as long as commits keep
+    # replacing the folder under it, up to a few seconds (a writer committing in a tight loop)
+    attempts, deadline = 5, time.monotonic() + 5.0
+    attempt = 0
+    while True:
+        attempt += 1
+        last = attempt >= attempts and time.monotonic() > deadline  # for reads a commit overtook
         try:
             dir_fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         except FileNotFoundError:
-            if last:
+            if attempt >= attempts:  # absent, not between two renames: no folder
                 return None
             time.sleep(0.01)  # between the two renames of a commit without an atomic swap
             continue
@@ -382,7 +386,6 @@ def read_folder(directory: str | Path, remedy: str | None = None, kind: str | No
                 raise
         finally:
             os.close(dir_fd)
-    raise AssertionError("unreachable")
 
 
 def _replaced(directory: Path, dir_fd: int) -> bool:
