@@ -200,6 +200,18 @@ def test_front_page_redirects_to_the_introduction_and_looks_right(visit, repo_ro
     assert not v.problems, "\n".join(v.problems)
 
 
+def cards_on_a_phone(page, cells, first_row):
+    """Checks ``cells`` are table cells at 1280 px and blocks at 390 px; returns the ``::before``
+    labels of ``first_row``'s cells and the right edge of the widest cell at 390 px."""
+    assert page.eval_on_selector(cells, "td => getComputedStyle(td).display") == "table-cell"
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    assert set(page.eval_on_selector_all(cells, "tds => tds.map(td => getComputedStyle(td).display)")) == {"block"}
+    labels = page.eval_on_selector_all(first_row, "tds => tds.map(td => getComputedStyle(td, '::before').content)")
+    widest = page.eval_on_selector_all(cells, "tds => Math.max(...tds.map(td => td.getBoundingClientRect().right))")
+    return labels, widest
+
+
 def test_the_claims_table_is_a_table_at_1280_px_and_a_card_per_claim_at_390_px(visit):
     """The introduction's claims table (featbook.claims): five columns at 1280 px; on a phone each
     claim a card, its cells one under the other, each named by its column, none wider than the
@@ -209,14 +221,9 @@ def test_the_claims_table_is_a_table_at_1280_px_and_a_card_per_claim_at_390_px(v
     v, page = visit("book/intro.html")
     cells = "div.claims-table td"
     assert page.locator("div.claims-table tr").count() == len(claims.ROWS) + 1  # the header row too
-    assert page.eval_on_selector(cells, "td => getComputedStyle(td).display") == "table-cell"
-    page.set_viewport_size({"width": 390, "height": 844})
-    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
-    assert set(page.eval_on_selector_all(cells, "tds => tds.map(td => getComputedStyle(td).display)")) == {"block"}
-    labels = page.eval_on_selector_all("div.claims-table tr:first-of-type td, div.claims-table tbody tr:first-child td",
-                                       "tds => tds.map(td => getComputedStyle(td, '::before').content)")
+    labels, widest = cards_on_a_phone(page, cells, "div.claims-table tr:first-of-type td, "
+                                                   "div.claims-table tbody tr:first-child td")
     assert '"Shown here at: "' in labels and '"Does ours agree? "' in labels
-    widest = page.eval_on_selector_all(cells, "tds => Math.max(...tds.map(td => td.getBoundingClientRect().right))")
     assert widest <= 390, f"a claims-table cell reaches {widest} px on a 390 px screen"
     assert not page.locator("div.claims-table thead").is_visible()
 
@@ -228,14 +235,8 @@ def test_a_table_of_long_text_is_a_card_per_row_on_a_phone(visit):
     v, page = visit("notebooks/09_how_the_numbers_were_made.html")
     cells = "table.feat-cards td"
     assert page.locator("table.feat-cards tr").count() >= 4
-    assert page.eval_on_selector(cells, "td => getComputedStyle(td).display") == "table-cell"
-    page.set_viewport_size({"width": 390, "height": 844})
-    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
-    assert set(page.eval_on_selector_all(cells, "tds => tds.map(td => getComputedStyle(td).display)")) == {"block"}
-    labels = page.eval_on_selector_all("table.feat-cards tbody tr:first-child td",
-                                       "tds => tds.map(td => getComputedStyle(td, '::before').content)")
+    labels, widest = cards_on_a_phone(page, cells, "table.feat-cards tbody tr:first-child td")
     assert labels[0] == '"choice: "' and '"why (source and evidence): "' in labels
-    widest = page.eval_on_selector_all(cells, "tds => Math.max(...tds.map(td => td.getBoundingClientRect().right))")
     assert widest <= 390, f"a card's cell reaches {widest} px on a 390 px screen"
     assert not page.locator("table.feat-cards thead").first.is_visible()
 
