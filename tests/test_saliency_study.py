@@ -71,6 +71,34 @@ def test_the_study_trains_every_model_scores_it_and_reloads_it_from_the_cache(pa
             assert torch.equal(a, b)
 
 
+def test_a_lost_part_is_the_only_one_trained_again_and_equals_the_one_it_replaces(patch_study, monkeypatch):
+    """The study keeps ERM's snapshots, Bonsai and FeAT as separate parts: a run stopped in FeAT's
+    rounds (hours at 50,000 images on a CPU) keeps the models it finished."""
+    models = patch_study.models()
+    assert sorted(p.name for p in patch_study.dir.glob("*.pt")) == ["bonsai.pt", "erm.pt", "feat.pt"]
+    (patch_study.dir / "bonsai.pt").unlink()
+    again = SaliencyStudy(patch_study.protocol, cache_dir=patch_study.dir.parent, device=torch.device("cpu"))
+    trained = []
+    for part in ("erm", "bonsai", "feat"):
+        original = getattr(again, f"_train_{part}")
+        monkeypatch.setattr(again, f"_train_{part}", lambda original=original, part=part: (trained.append(part),
+                                                                                          original())[1])
+    reloaded = again.models()
+    assert trained == ["bonsai"] and list(reloaded) == list(models)
+    assert again.history["model"].tolist() == list(models)
+    for name, model in reloaded.items():
+        for a, b in zip(model.parameters(), models[name].parameters()):
+            assert torch.equal(a, b), name
+    # a part made for another seed is refused and trained again, never read as this seed's
+    other = SaliencyProtocol(**{**patch_study.protocol.__dict__, "seed": 2})
+    moved = SaliencyStudy(other, cache_dir=patch_study.dir.parent, device=torch.device("cpu"))
+    moved.dir.mkdir(parents=True, exist_ok=True)
+    (moved.dir / "feat.pt").write_bytes((patch_study.dir / "feat.pt").read_bytes())
+    with pytest.warns(UserWarning, match="feat.pt"):
+        moved.parts = lambda: {"feat": moved._train_feat}
+        moved.models()
+
+
 @pytest.mark.parametrize("dataset", ["cmnist025-patch", "cmnist025"])
 def test_colour_measures_separate_a_colour_reader_from_a_shape_reader(patch_study, dataset):
     study = patch_study if dataset.endswith("patch") else SaliencyStudy(

@@ -36,6 +36,7 @@ import copy
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -149,53 +150,74 @@ class SaliencyStudy:
         return {**schedule(p.dataset, learner, p.epoch_scale), "model": p.architecture, "hidden_dim": p.hidden_dim,
                 "lr": p.lr, "l2": p.l2, "progress": self.progress}
 
-    def _train(self) -> tuple[dict[str, torch.nn.Module], pd.DataFrame]:
-        p, data = self.protocol, self.data
+    def _train_erm(self) -> tuple[dict[str, torch.nn.Module], list[dict]]:
+        """ERM's snapshots after each of ``erm_epochs`` (one run of the longest)."""
+        p = self.protocol
+        snapshots = erm_snapshots(self.data, p.seed, epochs=tuple(p.scaled(e) for e in p.erm_epochs),
+                                  model=p.architecture, hidden_dim=p.hidden_dim, lr=p.lr, l2=p.l2,
+                                  progress=self.progress)
         models, rows = {}, []
-        snapshots = erm_snapshots(data, p.seed, epochs=tuple(p.scaled(e) for e in p.erm_epochs), model=p.architecture,
-                                  hidden_dim=p.hidden_dim, lr=p.lr, l2=p.l2, progress=self.progress)
         for e, name in zip(p.erm_epochs, p.model_names()):
             learned = snapshots[p.scaled(e)]
             models[name] = learned.model
             rows.append({"model": name, "epochs": learned.epochs, "rounds_kept": 1})
-        if p.bonsai:
-            learned = FEATURE_LEARNERS.get("bonsai")(data, p.seed, **self._options("bonsai"))
-            models["Bonsai"] = learned.model
-            rows.append({"model": "Bonsai", "epochs": learned.epochs, "rounds_kept": len(learned.rounds) - 1})
+        return models, rows
+
+    def _train_bonsai(self) -> tuple[dict[str, torch.nn.Module], list[dict]]:
+        learned = FEATURE_LEARNERS.get("bonsai")(self.data, self.protocol.seed, **self._options("bonsai"))
+        return {"Bonsai": learned.model}, [{"model": "Bonsai", "epochs": learned.epochs,
+                                            "rounds_kept": len(learned.rounds) - 1}]
+
+    def _train_feat(self) -> tuple[dict[str, torch.nn.Module], list[dict]]:
+        p = self.protocol
         options = self._options("feat") | {"max_rounds": p.feat_rounds, "termination_threshold": p.termination_threshold}
-        learned = FEATURE_LEARNERS.get("feat")(data, p.seed, **options)
+        learned = FEATURE_LEARNERS.get("feat")(self.data, p.seed, **options)
         name = f"FeAT {p.feat_rounds} rounds"
-        models[name] = learned.model
-        rows.append({"model": name, "epochs": learned.epochs, "rounds_kept": int(learned.rounds["accepted"].sum())})
-        return models, pd.DataFrame(rows)
+        return {name: learned.model}, [{"model": name, "epochs": learned.epochs,
+                                        "rounds_kept": int(learned.rounds["accepted"].sum())}]
+
+    def parts(self) -> dict[str, Callable[[], tuple[dict[str, torch.nn.Module], list[dict]]]]:
+        """The study's training in resumable parts, in figure order: ERM's snapshots, Bonsai, FeAT.
+        Each is trained from the seed alone, so a part trained again equals the part it replaces."""
+        parts = {"erm": self._train_erm}
+        if self.protocol.bonsai:
+            parts["bonsai"] = self._train_bonsai
+        return parts | {"feat": self._train_feat}
 
     def models(self) -> dict[str, torch.nn.Module]:
-        """Every model of the study, by name, in figure order."""
+        """Every model of the study, by name, in figure order. With a ``cache_dir`` each part
+        (:meth:`parts`) is kept as it finishes, so a study stopped in FeAT's rounds resumes there
+        (at 50,000 images a seed is hours on a CPU)."""
         if self._models is not None:
             return self._models
-        path = None if self.dir is None else self.dir / "models.pt"
+        key, seed = self.protocol.key(), self.protocol.seed
+        models, history = {}, []
+        for part, train in self.parts().items():
 
-        def load(path: Path):
-            saved = load_torch(path, keys=("states", "history"), map_location=self.device,
-                               expect={"key": self.protocol.key(), "seed": self.protocol.seed})
-            models = {}
-            for name, state in saved["states"].items():
-                model = self._new_model()
-                try:
-                    model.load_state_dict(state)
-                except (RuntimeError, TypeError, AttributeError) as err:
-                    raise CorruptFileError(path, f"its model {name!r} does not load into the study's network "
-                                                 f"({err})") from None
-                models[name] = model
-            return models, pd.DataFrame(saved["history"])
+            def load(path: Path, part=part):
+                saved = load_torch(path, keys=("states", "history"), map_location=self.device,
+                                   expect={"key": key, "seed": seed, "part": part})
+                loaded = {}
+                for name, state in saved["states"].items():
+                    model = self._new_model()
+                    try:
+                        model.load_state_dict(state)
+                    except (RuntimeError, TypeError, AttributeError) as err:
+                        raise CorruptFileError(path, f"its model {name!r} does not load into the study's network "
+                                                     f"({err})") from None
+                    loaded[name] = model
+                return loaded, list(saved["history"])
 
-        def save(path: Path, trained) -> None:
-            models, history = trained
-            states = {k: copy.deepcopy(m.state_dict()) for k, m in models.items()}
-            save_torch(path, {"states": states, "history": history.to_dict("records")},
-                       cached_meta(self.protocol.key(), self.protocol.seed, device=self.device.type))
+            def save(path: Path, trained, part=part) -> None:
+                states = {k: copy.deepcopy(m.state_dict()) for k, m in trained[0].items()}
+                save_torch(path, {"states": states, "history": trained[1]},
+                           cached_meta(key, seed, part=part, device=self.device.type))
 
-        self._models, self.history = cached(path, load, self._train, save, what="cached saliency models")
+            path = None if self.dir is None else self.dir / f"{part}.pt"
+            trained, rows = cached(path, load, train, save, what=f"cached saliency models ({part})")
+            models.update(trained)
+            history.extend(rows)
+        self._models, self.history = models, pd.DataFrame(history)
         return self._models
 
     def _new_model(self) -> torch.nn.Module:
