@@ -185,3 +185,29 @@ def test_chapter_06_names_its_own_run_and_its_size_in_captions_and_titles():
     grid = views.overlay_figure(np.zeros((2, 3, 8, 8)), {"ERM": np.ones((2, 8, 8))},
                                 pd.DataFrame({"label": [0, 1], "ERM": [0, 1]}), title=label + ", " + label)
     assert "\n" in grid.get_suptitle() and grid.get_size_inches()[0] <= 6.5  # wrapped: never wider than the column
+
+
+def test_the_triples_of_both_models_sit_on_the_same_rows_at_the_same_size_with_the_bar_inside_the_figure():
+    """Fig. 6.x sets ERM's triples beside FeAT's: the colour bar has a column of its own, so it takes
+    no room from FeAT's cells (it once shrank and shifted them), and its label is not cut off."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    from featbook.saliency_views import triples_figure
+
+    matplotlib.use("Agg")
+    rng, n = np.random.default_rng(0), 3
+    maps = {"ERM 450 epochs": rng.random((n, 28, 28)), "FeAT 2 rounds": rng.random((n, 28, 28))}
+    predictions = pd.DataFrame({"label": [1, 0, 1], "ERM 450 epochs": [0, 1, 0], "FeAT 2 rounds": [1, 0, 1]})
+    figure = triples_figure(rng.random((n, 3, 28, 28)), maps, predictions, list(maps), n, title="This run")
+    figure.canvas.draw()
+    boxes = [[a.get_window_extent() for a in block.axes] for block in figure.subfigs[:2]]
+    assert all(len(b) == 3 * n for b in boxes)
+    for left, right in zip(*boxes):
+        assert (left.width, left.height, left.y0) == pytest.approx((right.width, right.height, right.y0), abs=0.5)
+    bar = figure.subfigs[2].axes[0]
+    label = bar.yaxis.label.get_window_extent()
+    canvas = figure.bbox
+    assert label.x1 <= canvas.x1 and label.y0 >= canvas.y0 and label.y1 <= canvas.y1
+    assert bar.get_window_extent().x0 > max(b.x1 for b in boxes[1])
+    plt.close(figure)

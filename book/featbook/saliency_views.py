@@ -46,11 +46,15 @@ MEASURES = {"model": "model", "epochs": "epochs", "rounds_kept": "rounds kept", 
 
 
 # -- drawing: GradCAM maps over images ------------------------------------------------------
-def add_map_colourbar(figure: Figure, axes: Any, label: str = "saliency (each map scaled to [0, 1])",
-                      cmap: str = OVERLAY_CMAP) -> None:
-    """The colour scale of the maps: 0 (least salient) to 1 (most), along the right of ``axes``."""
-    bar = figure.colorbar(ScalarMappable(Normalize(0.0, 1.0), colormaps[cmap]), ax=axes, shrink=0.6,
-                          fraction=0.05, pad=0.02)
+def add_map_colourbar(figure: Figure, axes: Any = None, label: str = "saliency (each map scaled to [0, 1])",
+                      cmap: str = OVERLAY_CMAP, cax: Any = None) -> None:
+    """The colour scale of the maps: 0 (least salient) to 1 (most), along the right of ``axes``
+    (taking room from them), or in the axes ``cax`` of its own."""
+    mappable = ScalarMappable(Normalize(0.0, 1.0), colormaps[cmap])
+    if cax is not None:
+        bar = figure.colorbar(mappable, cax=cax)
+    else:
+        bar = figure.colorbar(mappable, ax=axes, shrink=0.6, fraction=0.05, pad=0.02)
     bar.set_label(label, fontsize=style.MIN_TEXT_PT)
     bar.ax.tick_params(labelsize=style.MIN_TEXT_PT)
 
@@ -307,20 +311,20 @@ def measures_table(frame: pd.DataFrame, size: str | None = None) -> Table:
 def triples_figure(images, maps: dict, predictions: pd.DataFrame, pair: list[str], n_show: int,
                    title: str | None = None):
     """The triple of the paper's Fig. 4 (image, map, overlay) for two models side by side, one
-    colour bar; ``title`` over both (the run and its size)."""
+    colour bar in a narrow column of its own (so both models' cells are the same size and on the
+    same rows); ``title`` over both (the run and its size)."""
     import matplotlib.pyplot as plt
 
     figure = plt.figure(figsize=(style.COLUMN_WIDTH, 1.0 * n_show + 0.7), layout="constrained")
     if title:
         _title(figure, title)
-    blocks = figure.subfigures(1, 2)
-    all_axes = []
+    blocks = figure.subfigures(1, 3, width_ratios=[1, 1, 0.26])
     for block, name in zip(blocks, pair):
         axes = block.subplots(n_show, 3, squeeze=False)
         rows = [f"y={y}, pred {p}" for y, p in zip(predictions["label"], predictions[name])]
         plot_gradcam_triples(images, maps[name], row_labels=rows, col_title=name, axes=axes)
-        all_axes.append(axes)
-    add_map_colourbar(blocks[1], all_axes[1])
+    # placed by hand (outside the layout engine): the bar's middle 60% of the height, ticks and label beside it
+    add_map_colourbar(blocks[2], cax=blocks[2].add_axes((0.04, 0.2, 0.14, 0.6)))
     return figure
 
 
