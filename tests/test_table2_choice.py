@@ -103,3 +103,10 @@ def test_what_we_see_names_the_earlier_protocols_table_and_todays_seeds_without_
     text = views.feat_what_we_see(None, table2_committed=False, frozen=frozen, earlier=True, so_far=frame)
     assert "(the earlier protocol's pieces, 4\xa0seeds per cell" in text and "**Today's protocol**" in text
     assert "the committed pieces" in views.feat_what_we_see(None, False, frozen=frozen)
+    # the earlier protocol's counts carry their caveat; the selection rule is named, and with validation runs measured
+    assert "baselines sit below the paper's" in text
+    assert "baselines sit below" not in views.feat_what_we_see(None, False, frozen=frozen)
+    assert "**The selection rule.**" in text and "training-domain validation" not in text
+    agreement = views.selection_agreement(runs([1, 2, 3]))
+    validated = views.feat_what_we_see(None, False, frozen=frozen, agreement=agreement)
+    assert "stays the same in 7 of 7 rows on ColoredMNIST-025 and 7 of 7 rows on ColoredMNIST-01" in validated

@@ -168,3 +168,19 @@ def test_the_stop_sentence_gives_a_range_only_when_there_is_one():
     two = describe_stops(stops([1.249, 1.21], [3, 3]), "cmnist01", "feat")
     assert "the discarded round's training + retention accuracy was 121.0–124.9%" in two
     assert describe_stops(stops([None], [5]), "cmnist01", "feat").endswith("no round was discarded")
+
+
+def test_chapter_03_names_each_objective_feat_does_not_lift_with_both_accuracies():
+    import pandas as pd
+
+    # two lengths per objective, one weight, one seed: IRMv1 best at 100 epochs (0.66), CLOvE at 150 (0.70)
+    nf = pd.DataFrame([{"objective": o, "pretrain_epochs": e, "penalty_weight": 1.0, "seed": 1, "worst_test_acc": acc}
+                       for o, e, acc in [("irmv1", 100, 0.66), ("irmv1", 150, 0.60), ("clove", 100, 0.65),
+                                         ("clove", 150, 0.70), ("erm", 100, 0.2)]])
+    feat = pd.DataFrame({"objective": ["irmv1", "clove"], "mean": [0.71, 0.67]})
+    against = cmnist_views.feat_against_lengths(nf, feat)
+    assert against["objective"].tolist() == ["irmv1", "clove"]
+    assert against["margin"].round(6).tolist() == [5.0, -3.0] and against["best_epochs"].tolist() == [100, 150]
+    text = cmnist_views.feat_against_lengths_sentence(against)
+    assert text == ("FeAT's features beat the best ERM length for 1 of the 2 penalised objectives (by 5.0 points); not "
+                    "CLOvE (67.0% on FeAT's features against 70.0% after 150 ERM epochs).")

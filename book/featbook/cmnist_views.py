@@ -565,9 +565,11 @@ def _nf_provenance(nf_runs: pd.DataFrame, records: pd.DataFrame, datasets: Seque
     seeds = sorted(int(s) for s in nf_runs["seed"].unique())
     present = set(nf_runs["objective"])
     objectives = [label("objective", o) for o in TABLE2[datasets[0]] if o in present]
+    missing = [label("objective", o) for o in TABLE2[datasets[0]] if o not in present]
+    not_yet = f"; no {prose.listing(missing, 'or')} piece yet" if missing else ""
     return (f"`{folder}`: {prose.count(len(kept), 'piece')} of the ERM-NF column on "
-            f"{prose.listing(DATASET_LABELS[d] for d in datasets)} ({prose.listing(objectives)}), {_seeds(seeds)}, "
-            f"50,000 training images, computed on {_devices(kept['device'])} in "
+            f"{prose.listing(DATASET_LABELS[d] for d in datasets)} ({prose.listing(objectives)}{not_yet}), "
+            f"{_seeds(seeds)}, 50,000 training images, computed on {_devices(kept['device'])} in "
             f"{prose.listing(sorted(kept['precision'].unique()))} in {prose.integer(float(kept['wall_time_s'].sum()))} s")
 
 
@@ -594,6 +596,21 @@ def nf_column_sentence(nf_runs: pd.DataFrame, records: pd.DataFrame, folder: str
     if nf_runs.groupby(["dataset", "objective"])["seed"].nunique().min() < 3:
         text += ("While its cells hold fewer than 3 seeds, the column stands here, apart from Table 2: it shows what "
                  "the column looks like at full size, ranks nothing and enters no margin.")
+    best = select_best(nf_runs[nf_runs["objective"] != "erm"])
+    best = best.assign(paper=[TABLE2.get(r.dataset, {}).get(r.objective, {}).get("erm-nf", (np.nan,))[0]
+                              for r in best.itertuples()]).dropna(subset=["paper", "mean"])
+    if len(best):
+        gap = 100 * best["mean"] - best["paper"]
+        far = best.loc[gap.abs().idxmax()]
+        text += (f" Its penalised cells sit {prose.number(abs(gap.mean()), 1)} points "
+                 f"{'above' if gap.mean() > 0 else 'below'} the paper's on average, the furthest "
+                 f"{label('objective', far['objective'])} on {DATASET_LABELS[far['dataset']]} "
+                 f"({prose.number(100 * far['mean'], 2)} against {prose.number(far['paper'], 2)})")
+        n = int(best["n_seeds"].max())
+        paper_std = TABLE2[far["dataset"]][far["objective"]]["erm-nf"][1]
+        text += (f"; the paper's std for that cell is {prose.number(paper_std, 2)} points over 10 seeds"
+                 + (f". Over {prose.count(n, 'seed')} this is a draw, not a verdict on whether the column reproduces."
+                    if n < 3 else "."))
     return text
 
 
@@ -628,6 +645,38 @@ def pretraining_findings(nf_runs: pd.DataFrame, feat_best: pd.DataFrame | None) 
     return spread, noise, beats, by_objective.ngroups
 
 
+def feat_against_lengths(nf_runs: pd.DataFrame, feat_best: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 1(b)'s stars against its curves, per penalised objective: the pre-training length with
+    the best OOD accuracy (``best_epochs``, its mean ``best_length``), FeAT's features' (``feat``) and
+    the ``margin`` (points, FeAT minus the best length), largest margin first: which objectives FeAT's
+    features serve better than any length, by how much, and which not."""
+    curves = best_over_weights(nf_runs)
+    curves = curves[curves["objective"] != "erm"]
+    best = curves.loc[curves.groupby("objective")["mean"].idxmax()].set_index("objective")
+    feat = feat_best.set_index("objective")["mean"]
+    rows = [{"objective": o, "best_epochs": int(r["pretrain_epochs"]), "best_length": float(r["mean"]),
+             "feat": float(feat[o]), "margin": 100 * float(feat[o] - r["mean"])}
+            for o, r in best.iterrows() if o in feat.index and pd.notna(feat[o])]
+    return (pd.DataFrame(rows, columns=["objective", "best_epochs", "best_length", "feat", "margin"])
+            .sort_values("margin", ascending=False, ignore_index=True))
+
+
+def feat_against_lengths_sentence(against: pd.DataFrame) -> str:
+    """Which objectives FeAT's features serve better than their best pre-training length, with the
+    range of margins, and each that they do not, named with both accuracies."""
+    ahead, behind = against[against["margin"] > 0], against[against["margin"] <= 0]
+    text = f"FeAT's features beat the best ERM length for {len(ahead)} of the {len(against)} penalised objectives"
+    if len(ahead):
+        lo, hi = ahead["margin"].min(), ahead["margin"].max()
+        text += (f" (by {prose.number(lo, 1)} points)" if round(lo, 1) == round(hi, 1) else
+                 f" (by {prose.number(lo, 1)} to {prose.number(hi, 1)} points)")
+    if len(behind):
+        text += "; not " + prose.listing([
+            f"{OBJECTIVE_LABELS.get(r.objective, r.objective)} ({prose.percent(r.feat)} on FeAT's features against "
+            f"{prose.percent(r.best_length)} after {r.best_epochs} ERM epochs)" for r in behind.itertuples()])
+    return text + "."
+
+
 def _column_order(columns) -> list:
     rank = {label: i for i, label in enumerate(LEARNER_LABELS.values())}
     return sorted(columns, key=lambda c: rank.get(c, len(rank)))
@@ -650,7 +699,8 @@ def table2(frame: pd.DataFrame, caption: str, note: str | None = None) -> Tables
 def table2_from_pieces(pieces: dict, learners: Sequence[str]) -> tuple[str, Tables]:
     """Chapter 04's Table 2 from committed pieces (:func:`featlib.experiments.table2_pieces.load_pieces`):
     the sentence that introduces it (how many pieces, made on what, over how many seeds) and the
-    tables, every column of ``learners`` shown, a cell without a piece reading *not yet run*. Where
+    tables, every column of ``learners`` shown (but ERM-NF where no piece has it), a cell without a piece
+    reading *not yet run*. Where
     every cell has the same number of seeds the sentence says it once; otherwise each cell says
     its own ("n = 2")."""
     records = pieces["records"]
@@ -665,6 +715,10 @@ def table2_from_pieces(pieces: dict, learners: Sequence[str]) -> tuple[str, Tabl
               "apart below." if "erm-nf" in learners
               and "erm-nf" not in set(records["learner"]) else ".")
     over = prose.count(counts[0], "seed") if uniform else "n seeds"
+    # a column with no piece at all (ERM-NF, from GPU sittings) would be "not yet run" in every row and push
+    # FeAT's column off a phone's screen: it is left out here and shown apart where it has pieces
+    present = set(pieces["runs"]["learner"]) if not pieces["runs"].empty else set()
+    learners = [c for c in learners if c in present or c != "erm-nf"]
     shown = table2(table2_frame(pieces["runs"], pieces["oracle"], with_n=not uniform, learners=learners,
                                  missing="not yet run"),
                    "Table 2, committed pieces",
@@ -990,7 +1044,8 @@ def _feat_sentence(beats: int | None, n_objectives: int, frozen: bool = False) -
 def pretraining_what_we_see(run, findings: tuple, committed: tuple | None = None,
                             committed_note: str | None = None, fetch_failed: bool = False,
                             frozen: tuple | None = None, frozen_seeds: int = 0,
-                            nf: tuple | None = None, nf_seeds: int = 0) -> str:
+                            nf: tuple | None = None, nf_seeds: int = 0,
+                            frozen_against: pd.DataFrame | None = None) -> str:
     """Chapter 03's "What we see", from the numbers of :func:`pretraining_findings`, the largest
     evidence first: the committed full-scale whole-network results (``committed``, with
     ``committed_note`` saying where they come from); else the committed full-size evidence there
@@ -999,7 +1054,8 @@ def pretraining_what_we_see(run, findings: tuple, committed: tuple | None = None
     :class:`featbook.run_scale.RunScale`) is large enough to compare methods, else described as a
     check of the pipeline that measures nothing. ``fetch_failed``: the committed results could
     not be fetched or read (:attr:`featbook.committed.Located.failed`), so the text does not claim
-    that none are committed."""
+    that none are committed. ``frozen_against`` (:func:`feat_against_lengths` of the frozen study)
+    names the objectives FeAT's features do not lift, with both accuracies."""
     spread, noise, beats, n_objectives = findings
     if committed is not None:
         f_spread, f_noise, f_beats, f_n = committed
@@ -1011,7 +1067,9 @@ def pretraining_what_we_see(run, findings: tuple, committed: tuple | None = None
         f_spread, f_noise, f_beats, f_n = frozen
         parts.append(f"**At full data size, on frozen features** (`results/cmnist-pretraining`, "
                      f"{prose.count(frozen_seeds, 'seed')}): " + _fig1b_sentence(f_spread, f_noise, frozen_seeds)
-                     + _feat_sentence(f_beats, f_n, frozen=True))
+                     + (_feat_sentence(f_beats, f_n, frozen=True) if frozen_against is None or frozen_against.empty
+                        else " " + feat_against_lengths_sentence(frozen_against)
+                        + " (IB-IRM is left out: on frozen features it trains as IRMv1.)"))
     if nf is not None:
         n_spread, n_noise, _, _ = nf
         parts.append(f"**At full data size, the whole network** (the GPU pieces above, {prose.count(nf_seeds, 'seed')}): "
@@ -1038,11 +1096,12 @@ def pretraining_what_we_see(run, findings: tuple, committed: tuple | None = None
                else "once the repository has them."))
 
 
-def frozen_columns_sentence(frozen: pd.DataFrame, pieces: str = "the committed pieces") -> str:
+def frozen_columns_sentence(frozen: pd.DataFrame, pieces: str = "the committed pieces", earlier: bool = False) -> str:
     """What Table 2's committed frozen-feature columns show beside the paper's, from
     :func:`frozen_columns`: where FeAT's features give the best mean (and where the
     paper's table says so), how far our cells lie from the paper's per column, and the largest gap.
-    ``pieces`` names them (the earlier protocol's, while today's has too few seeds)."""
+    ``pieces`` names them (the earlier protocol's, while today's has too few seeds; ``earlier``: then
+    the sentence says that protocol's baselines are weaker, so its counts overstate FeAT's lead)."""
     order = {d: i for i, d in enumerate(DATASET_LABELS)}
     frozen = frozen.sort_values("dataset", key=lambda c: c.map(order)).reset_index(drop=True)
     lo, hi = int(frozen["min_seeds"].min()), int(frozen["max_seeds"].max())
@@ -1063,26 +1122,33 @@ def frozen_columns_sentence(frozen: pd.DataFrame, pieces: str = "the committed p
             f"{labels[worst['dataset']]}, {prose.number(abs(worst['largest_gap']), 1)} points {direction} the paper.")
     text += (f" Over {seeds} (the paper's: 10) the counts describe these seeds: columns within a point or two of "
              "each other can change places with more.")
+    if earlier:
+        text += (" That protocol's baselines sit below the paper's (its Bonsai round of 150 epochs and OOD stage of "
+                 "1,000 steps: chapter 09's decisions), which widens FeAT's lead by itself; today's protocol decides "
+                 f"the ranking once every cell has {prose.count(TABLE2_MIN_SEEDS, 'seed')}.")
     return text + " The whole-network ERM-NF column comes from GPU sittings and is shown apart from this table."
 
 
 def feat_what_we_see(termination: str | None, table2_committed: bool, table2_failed: bool = False,
                      frozen: pd.DataFrame | None = None, earlier: bool = False,
-                     so_far: pd.DataFrame | None = None) -> str:
+                     so_far: pd.DataFrame | None = None, agreement: pd.DataFrame | None = None) -> str:
     """Chapter 04's "What we see": what stops FeAT (``termination``, the sentence of
     :func:`featbook.evidence.termination_summary` on the committed rounds, or None when none are
     committed) and where Table 2 is to be read (``table2_committed``; ``table2_failed``: the committed
     Table 2 could not be fetched or read, which is not the same as none committed; ``frozen``: the
     committed pieces' frozen columns, :func:`frozen_columns`, when no whole Table 2 is
     committed; ``earlier``: they are the earlier protocol's; ``so_far``: today's protocol's runs, shown
-    apart while they have too few seeds, said in a sentence that ranks nothing)."""
+    apart while they have too few seeds, said in a sentence that ranks nothing; ``agreement``:
+    :func:`selection_agreement` of the pieces that record validation accuracy, so the section says how
+    much the ranking owes to choosing cells on the test environments)."""
     parts = []
     if termination is not None:
         parts.append("**What stops FeAT** at full size is the termination check with the paper's retention "
                      "accuracy. " + termination)
     parts.append("**Table 2** is read beside the paper's from the committed full-scale results."
                  if table2_committed else
-                 frozen_columns_sentence(frozen, "the earlier protocol's pieces" if earlier else "the committed pieces")
+                 frozen_columns_sentence(frozen, "the earlier protocol's pieces" if earlier else "the committed pieces",
+                                         earlier=earlier)
                  if frozen is not None and len(frozen) else
                  "**Table 2** at the paper's scale could not be read in this runtime (the note above Table 2 says what "
                  "to do); this page's own run only shows the protocol working." if table2_failed else
@@ -1090,6 +1156,15 @@ def feat_what_we_see(termination: str | None, table2_committed: bool, table2_fai
                  "working.")
     if so_far is not None and not so_far.empty:
         parts.append(so_far_sentence(so_far))
+    if frozen is not None and len(frozen) or table2_committed:
+        text = ("**The selection rule.** Every Table 2 cell here is the configuration that did best on the test "
+                "environments, as the paper's numbers imply (an oracle no practitioner has).")
+        if agreement is not None and not agreement.empty:
+            same = prose.listing([f"{r.same} of {r.rows} rows on {DATASET_LABELS[r.dataset]}" for r in agreement.itertuples()])
+            text += (" Chosen without them (training-domain validation, \"Selected without the test environments\" "
+                     f"above), the best of the three frozen columns stays the same in {same}: where it changes, the "
+                     "oracle decides which features look best.")
+        parts.append(text)
     return "\n\n".join(parts)
 
 
