@@ -1,6 +1,7 @@
 """How FeAT's heads combine (the paper's average, the authors' sum), WILDS rounds as the paper
 ran them (Table 12, no termination check), and rounds folders that accumulate seeds."""
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -210,3 +211,23 @@ def test_the_default_head_is_the_measured_sum_everywhere():
     assert FeATRounds(8, "ifeat").head_combination == "sum"
     ch04 = next(p for p in list_notebooks() if p.stem.startswith("04"))
     assert parameter_defaults(ch04)["head_combination"] == "sum"
+
+
+def test_no_text_calls_the_default_combined_head_an_average():
+    """The book once said "the final head averages the round heads" where the default is their sum
+    (issue 35): no chapter, page or featlib docstring describes the stored or final head as an
+    average, and chapter 04 names the sum where it says how iFeAT splits the training set."""
+    import re
+
+    from featlib.feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION
+
+    repo = Path(__file__).resolve().parents[1]
+    wrong = re.compile(r"running average of the heads|final head averages|"
+                       r"heads? (?:are|is) averaged|averages the (?:round )?heads", re.IGNORECASE)
+    files = [*repo.glob("notebooks/*.md"), *repo.glob("book/*.md"), *repo.glob("book/featbook/*.py"),
+             *repo.glob("featlib/**/*.py"), repo / "README.md"]
+    found = [f"{f.relative_to(repo)}: {m.group(0)}" for f in files for m in wrong.finditer(f.read_text())]
+    assert found == []
+    assert DEFAULT_HEAD_COMBINATION == "sum"
+    ch04 = (repo / "notebooks" / "04_feat_on_colored_mnist.md").read_text()
+    assert "with its stored head, the sum of the heads so far" in ch04

@@ -12,8 +12,8 @@ After the round, the training set is split by whether the round's classifier is 
 
 * FeAT keeps every set and every head: round k optimises over ``2k - 1`` sets.
 * iFeAT keeps only the latest: ``G^a = {D^a_{k-1}}``, ``G^r = {D^r_{k-1}}`` with one stored
-  head, the running average of the heads so far (Algorithm 2's "w_k <- (w_{k-1}, w_k)"), which
-  is also the classifier that splits the data. By default (``keep_full_set=True``) iFeAT keeps
+  head, the combination of the heads so far (Algorithm 2's "w_k <- (w_{k-1}, w_k)"; their sum by
+  default, ``head_combination`` below), which is also the classifier that splits the data. By default (``keep_full_set=True``) iFeAT keeps
   ``D^a_0 = D_tr`` in ``G^a`` besides the latest ``D^a``, as Algorithm 1 always does and as the
   authors' ColoredMNIST code does (their DRO set is {all, D^a}). Algorithm 2's text replaces
   ``G^a`` by ``{D^a_k}`` alone (``keep_full_set=False``): round 2 then fits only the examples

@@ -32,8 +32,8 @@ choice first acts in round 3, the sum gives round 3's retention accuracy 48.06 (
 where the average gives 45.87 (3 seeds each); on -025 it changes only the discarded round 3.
 
 FeAT keeps every set and head (round k optimises over ``2k - 1`` sets); iFeAT keeps only the
-latest sets and one stored head, the running average of the heads, which is also the
-classifier that splits the data. ``keep_full_set`` keeps ``D^a_0`` in iFeAT's ``G^a`` as
+latest sets and one stored head, the combination of the heads so far (their sum by default),
+which is also the classifier that splits the data. ``keep_full_set`` keeps ``D^a_0`` in iFeAT's ``G^a`` as
 Algorithm 1 and the authors' code do (see :mod:`.feat`).
 """
 from __future__ import annotations
@@ -210,8 +210,8 @@ class FeATRounds:
         (``correct(w)``: bool, w right on each training example; recorded as Table 7's
         ``retention_acc``, divided by k-1, and as ``retention_acc_undivided``; the termination
         rule decides with its own, recorded in ``termination_score``), then either reject the round
-        or accept ``head`` and split the training set by its (FeAT) or the averaged head's
-        (iFeAT) correctness. Returns the round's history entries, ``accepted`` among them; on
+        or accept ``head`` and split the training set by its (FeAT) or the stored head's (iFeAT: the
+        heads so far, combined by ``head_combination``) correctness. Returns the round's history entries, ``accepted`` among them; on
         rejection the caller rolls the featurizer back."""
         with torch.no_grad():
             train_acc = correct(head).float().mean().item()
