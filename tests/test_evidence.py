@@ -15,6 +15,14 @@ def test_the_provenance_line_says_size_seeds_device_and_time_once_and_folds_the_
     assert "<summary>The command that made them (commit 1152ffb3e5be)</summary>" in evidence.command_block(PROV)
     assert not leaks.scan_text(line)
     assert evidence.provenance_line("Cost", {"device": "NVIDIA H100"}) == "Cost: on NVIDIA H100."
+    # a folder whose runs were all read from an earlier run's cache says so: its wall time is not their cost
+    cached = evidence.provenance_line("Rounds", PROV | {"wall_time_s_per_run": {"cmnist025/ifeat/seed1": 0.03}})
+    assert cached.endswith("8\u00a0min of wall time (every run was read from the cache of an earlier run, so this is "
+                           "the time of writing the folder, not of training).")
+    trained = evidence.provenance_line("Rounds", PROV | {"wall_time_s_per_run": {"cmnist025/ifeat/seed1": 95.0}})
+    assert "cache" not in trained
+    some = evidence.provenance_line("Rounds", PROV | {"wall_time_s_per_run": {"a": 0.01, "b": 0.02, "c": 470.0}})
+    assert "(2 of 3 runs were read from the cache of an earlier run, so this is not what training them all took)" in some
 
 
 def test_the_command_is_folded_and_loses_the_machines_folders():

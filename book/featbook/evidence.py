@@ -43,6 +43,15 @@ def provenance_line(what: str, prov: Mapping[str, Any], size: str | None = None)
     line = f"{what}: {', '.join(parts)}" if parts else what
     if prov.get("wall_time_s") is not None:
         line += f"{', ' if parts else ': '}{prose.minutes(float(prov['wall_time_s']))} of wall time"
+        per_run = prov.get("wall_time_s_per_run")
+        # a run that took under a second was read from the cache of an earlier run, not trained
+        cached = sum(float(v) < 1.0 for v in per_run.values()) if isinstance(per_run, Mapping) else 0
+        if cached and cached == len(per_run):
+            line += (" (every run was read from the cache of an earlier run, so this is the time of writing the "
+                     "folder, not of training)")
+        elif cached:
+            line += (f" ({cached} of {len(per_run)} runs were read from the cache of an earlier run, so this is not "
+                     "what training them all took)")
     return line + "."
 
 

@@ -232,7 +232,7 @@ CLOVE_VARIANTS = (
 def clove_01(seed: int, device: torch.device, dataset: str = "cmnist01", steps: int = 2500, eval_every: int = 500,
              cache_dir: Path | None = None, **overrides) -> pd.DataFrame:
     """The one frozen cell that sits well above the paper's under today's protocol, ColoredMNIST-01
-    CLOvE on FeAT's features (seed 1: 79.5 against 75.12 +/- 1.08), with its two columns beside it:
+    CLOvE on FeAT's features (seed 1: 79.5 against 75.12 ± 1.08), with its two columns beside it:
     CLOvE on the three frozen features as the protocol trains it (full batch, the head's L2 of
     Appendix F.1) and with each of the authors' two departures (:data:`CLOVE_VARIANTS`): no L2
     (CLOvE's computed, never added) and one random 512-example minibatch per environment each step
@@ -377,10 +377,12 @@ def erm_nf_erm_summary(frame: pd.DataFrame, steps=(501, 1001)) -> pd.DataFrame:
     return at_steps(frame, chosen, ["risk"])
 
 
-def frozen_steps_summary(frame: pd.DataFrame, steps=(1000, 5000)) -> pd.DataFrame:
+def frozen_steps_summary(frame: pd.DataFrame, steps=(1000, 2500, 5000)) -> pd.DataFrame:
     """For each (objective, head L2, step): the penalty weight with the best mean worst-test
     accuracy over seeds at that step (test-domain selection, as Table 2), its mean, std and the
-    number of seeds."""
+    number of seeds. The steps: featlib 0.4's length, today's protocol's
+    (:data:`featlib.hparams.APPENDIX_F1` ``ood_steps``, whose evidence cites this study at 2,500) and
+    the longest scored."""
     evaluated = np.array(sorted(frame["step"].unique()))
     chosen = [int(evaluated[np.abs(evaluated - s).argmin()]) for s in steps]
     cells = at_steps(frame, chosen, ["objective", "head_l2", "penalty_weight"])
