@@ -228,6 +228,18 @@ def test_the_claims_table_is_a_table_at_1280_px_and_a_card_per_claim_at_390_px(v
     assert not page.locator("div.claims-table thead").is_visible()
 
 
+def test_the_chapters_table_is_a_table_at_1280_px_and_a_card_per_chapter_at_390_px(visit):
+    """The introduction's "How to read this book": a chapter per row with its number at 1280 px; on a
+    phone each chapter a card whose cells are named by their columns, none wider than the screen."""
+    v, page = visit("book/intro.html")
+    cells = "div.chapters-table td"
+    rows = page.locator("div.chapters-table tbody tr")
+    assert rows.count() >= 9 and rows.first.locator("td").first.inner_text().startswith("01 ")
+    labels, widest = cards_on_a_phone(page, cells, "div.chapters-table tbody tr:first-child td")
+    assert labels == ['"Chapter: "', '"The paper: "', '"What it shows: "']
+    assert widest <= 390, f"a chapters-table cell reaches {widest} px on a 390 px screen"
+
+
 def test_a_table_of_long_text_is_a_card_per_row_on_a_phone(visit):
     """Chapter 09's decisions table (featbook.tables.table(..., cards=True)): a table at 1280 px; at
     390 px each decision a card, each cell named by its column (its data-label), none wider than
