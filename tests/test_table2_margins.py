@@ -57,3 +57,14 @@ def test_the_agreement_counts_rows_whose_best_column_validation_keeps():
     text = selection_sentence(selection_gaps(frame), agreement)
     assert "the one Table 2's rule picks in 1 of 2 rows on ColoredMNIST-025" in text
     assert selection_agreement(frame.drop(columns="val_acc")).empty
+
+
+def test_the_margins_follow_table_2s_order_and_take_ib_irm_once():
+    """IB-IRM repeats IRMv1 on frozen features (in the paper's table too): its row is not counted
+    twice; the rows come in Table 2's order, not the alphabet's."""
+    cells = {"irmv1": 0.70, "ib_irm": 0.70, "vrex": 0.69, "fishr": 0.68, "clove": 0.67}
+    frame = runs({(learner, o): {(1e2, 0): acc - (0.01 if learner != "ifeat" else 0.0)}
+                  for o, acc in cells.items() for learner in ("erm", "bonsai", "ifeat")})
+    margins = feat_margins(frame)
+    assert margins["objective"].tolist() == ["irmv1", "vrex", "clove", "fishr"]
+    assert margins["margin"].round(6).tolist() == [1.0] * 4

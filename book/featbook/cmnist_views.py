@@ -503,8 +503,13 @@ def feat_margins(results: pd.DataFrame, feat: str = "ifeat", others: Sequence[st
                      "best_other": other,
                      "paper_margin": (paper[feat][0] - paper[paper_other][0]) if paper and feat in paper else np.nan,
                      "paper_best_other": paper_other})
-    return pd.DataFrame(rows, columns=["dataset", "objective", "margin", "best_other", "paper_margin",
-                                       "paper_best_other"])
+    frame = pd.DataFrame(rows, columns=["dataset", "objective", "margin", "best_other", "paper_margin",
+                                        "paper_best_other"])
+    # rows in Table 2's order (datasets, then the paper's objectives), as the table above them
+    order = {o: i for i, o in enumerate(OBJECTIVE_LABELS)}
+    datasets = {d: i for i, d in enumerate(DATASET_LABELS)}
+    return frame.sort_values(["dataset", "objective"], key=lambda c: c.map(datasets if c.name == "dataset" else order)
+                             .fillna(len(order)), kind="stable", ignore_index=True)
 
 
 def selection_gaps(results: pd.DataFrame, learners: Sequence[str] = ("erm", "bonsai", "ifeat")) -> pd.DataFrame:
