@@ -1314,10 +1314,16 @@ def margin_sentence(margins: pd.DataFrame) -> str:
     if not parts:
         return ""
     text = "Over the penalised objectives, " + "; ".join(parts) + "."
-    larger = margins["margin"].mean() > margins["paper_margin"].mean()
-    return text + (" Ours is the larger margin: read it with the baseline columns' distance from the paper's cells, "
-                   "since weaker baselines widen it by themselves." if larger else
-                   " Ours is the smaller margin: the paper's lead of FeAT's features is not fully reproduced here.")
+    by_dataset = margins.groupby("dataset", sort=False)[["margin", "paper_margin"]].mean()
+    larger = [DATASET_LABELS[d] for d, r in by_dataset.iterrows() if r["margin"] > r["paper_margin"]]
+    smaller = [DATASET_LABELS[d] for d, r in by_dataset.iterrows() if r["margin"] <= r["paper_margin"]]
+    if larger:
+        text += (f" On {prose.listing(larger)} ours is the larger margin: read it with the baseline columns' distance "
+                 "from the paper's cells, since weaker baselines widen it by themselves.")
+    if smaller:
+        text += (f" On {prose.listing(smaller)} ours is the smaller margin: there the paper's lead of FeAT's features "
+                 "is not fully reproduced.")
+    return text
 
 
 def selection_agreement(results: pd.DataFrame, learners: Sequence[str] = FROZEN_LEARNERS) -> pd.DataFrame:
