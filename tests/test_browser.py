@@ -240,6 +240,25 @@ def test_the_chapters_table_is_a_table_at_1280_px_and_a_card_per_chapter_at_390_
     assert widest <= 390, f"a chapters-table cell reaches {widest} px on a 390 px screen"
 
 
+def test_a_tap_on_a_figure_opens_it_at_full_size(visit):
+    """On a phone a multi-panel figure is scaled to 390 px (its labels a few pixels high): every figure
+    of a chapter is a link to its own image file (book/featbook.js), which opens at the size it was
+    saved; the line under it says so on a phone only."""
+    v, page = visit("notebooks/04_feat_on_colored_mnist.html")
+    images = page.locator("div.cell_output img")
+    assert images.count() >= 2
+    hrefs = page.eval_on_selector_all("div.cell_output img", "imgs => imgs.map(i => i.closest('a.feat-enlarge') ? "
+                                                                  "i.closest('a.feat-enlarge').href : null)")
+    assert None not in hrefs and all(h.endswith(".png") or h.endswith(".svg") for h in hrefs)
+    for href in set(hrefs):
+        assert page.request.get(href).ok, f"a figure links to {href}, which the site does not serve"
+    hint = "a.feat-enlarge"
+    assert page.eval_on_selector(hint, "a => getComputedStyle(a, '::after').content") in ("none", "normal")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    assert "full size" in page.eval_on_selector(hint, "a => getComputedStyle(a, '::after').content")
+
+
 def test_a_table_of_long_text_is_a_card_per_row_on_a_phone(visit):
     """Chapter 09's decisions table (featbook.tables.table(..., cards=True)): a table at 1280 px; at
     390 px each decision a card, each cell named by its column (its data-label), none wider than

@@ -13,7 +13,7 @@ MathJax is served with the book: the ``es5`` build of the ``mathjax`` Python pac
 (``django-static-mathjax``) is copied into the staged source and ``mathjax_path`` points to it,
 so equations render offline. Without that package the pages load MathJax from a CDN.
 The staged ``_config.yml`` also loads ``book/featbook/sphinx_fixes.py`` as a local Sphinx extension and
-``book/featbook.css`` as the page stylesheet.
+``book/featbook.css`` as the page stylesheet and ``book/featbook.js`` as its script.
 
     python -m featbook.build [--profile small|full] [--executed DIR]
 """
@@ -44,6 +44,8 @@ SPHINX_EXT, SPHINX_EXT_DIR = "featlib_sphinx_fixes", "_ext"
 #: their own box, code wraps) and the static folder it is staged in. Not ``_static``: with a
 #: ``_static`` folder Jupyter Book adds every .js of every static folder (MathJax's too) to every page.
 PAGE_CSS, PAGE_CSS_DIR = "featbook.css", "_featbook"
+#: The page script (``book/featbook.js``: a tap on a figure opens it alone at full size), staged beside it.
+PAGE_JS = "featbook.js"
 
 
 def mathjax_es5() -> Path | None:
@@ -100,8 +102,10 @@ def configure_stage(stage_dir: Path) -> None:
     css_dir = stage_dir / PAGE_CSS_DIR
     css_dir.mkdir(exist_ok=True)
     shutil.copy2(stage_dir / "book" / PAGE_CSS, css_dir / PAGE_CSS)
+    shutil.copy2(stage_dir / "book" / PAGE_JS, css_dir / PAGE_JS)
     sphinx_config["html_static_path"] = [*sphinx_config.get("html_static_path", []), PAGE_CSS_DIR]
     sphinx_config["html_css_files"] = [*sphinx_config.get("html_css_files", []), PAGE_CSS]
+    sphinx_config["html_js_files"] = [*sphinx_config.get("html_js_files", []), PAGE_JS]
     config["exclude_patterns"] = [*config.get("exclude_patterns", []), MATHJAX_STATIC, SPHINX_EXT_DIR, PAGE_CSS_DIR]
     config_path.write_text("# Staged by featbook.build from the repository's _config.yml.\n"
                            + yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
