@@ -137,11 +137,14 @@ def test_the_section_counts_each_kind_of_verdict():
                         study_rows("cmnist01", "ifeat", "clove", {2500: 0.7956, 3000: 0.7956})])
     lead, verdicts = views.far_cells_section(frame, {"ood-length-01": length})
     assert [v["explained"] for v in verdicts] == [None, "study"]  # clove first: it is further
-    assert plain(lead).startswith("2 frozen cells of 48 lie further than 2 paper standard deviations")
+    assert plain(lead).startswith("2 frozen cells of 42 lie further than 2 paper standard deviations")  # IB-IRM once
     assert "(2 whole seeds so far)" in plain(lead)
     assert "trace 1 to a choice the paper leaves open; 1 is not explained yet." in plain(lead)
     lead, verdicts = views.far_cells_section(runs([1]), {})
-    assert verdicts == [] and lead.startswith("None of the 48 frozen cells")
+    assert verdicts == [] and lead.startswith("None of the 42 frozen cells")
+    # an IRMv1 cell far from the paper's is listed once, not again as IB-IRM's (the same runs on frozen features)
+    twice = at_z({("cmnist01", "erm", "irmv1"): -3.0, ("cmnist01", "erm", "ib_irm"): -3.0})
+    assert [v["objective"] for v in views.far_cells_section(twice, {})[1]] == ["irmv1"]
 
 
 def test_every_far_cell_of_the_committed_pieces_gets_a_verdict(repo_root):

@@ -1388,9 +1388,12 @@ def far_cells(runs: pd.DataFrame, threshold: float = FAR_Z) -> pd.DataFrame:
     ``threshold`` paper standard deviations from the paper's value: ``dataset``, ``learner``,
     ``objective``, ``mean``, ``std`` (%, over our seeds), ``n_seeds``, ``paper``, ``paper_std`` and
     ``z`` = (ours − paper) / paper std, the furthest first. Cells the paper prints with a zero
-    std (ColoredMNIST-025 CLOvE on ERM's features) have no distance in stds and are left out."""
+    std (ColoredMNIST-025 CLOvE on ERM's features) have no distance in stds and are left out, and
+    IB-IRM's, which repeat IRMv1's (:data:`FROZEN_REPEATS`), are taken once."""
     columns = ["dataset", "learner", "objective", "mean", "std", "n_seeds", "paper", "paper_std", "z"]
     frozen = runs[runs["learner"].isin(FROZEN_LEARNERS)] if runs is not None and not runs.empty else None
+    if frozen is not None:  # IB-IRM's frozen cells repeat IRMv1's: each far cell once
+        frozen = frozen[frozen["objective"].isin(_distinct(frozen["objective"].unique()))]
     rows = []
     for r in ([] if frozen is None else select_best(frozen).itertuples()):
         paper = TABLE2.get(r.dataset, {}).get(r.objective, {}).get(r.learner)
@@ -1472,7 +1475,9 @@ def far_cells_section(runs: pd.DataFrame, studies: dict[str, pd.DataFrame], thre
     from featlib.experiments.gap_studies import cell_evidence
 
     cells = far_cells(runs, threshold)
-    n_cells = 0 if runs is None or runs.empty else select_best(runs[runs["learner"].isin(FROZEN_LEARNERS)]).shape[0]
+    frozen = None if runs is None or runs.empty else runs[runs["learner"].isin(FROZEN_LEARNERS)]
+    n_cells = 0 if frozen is None else select_best(frozen[frozen["objective"].isin(
+        _distinct(frozen["objective"].unique()))]).shape[0]
     verdicts = [far_cell_verdict(c, cell_evidence(studies, c["dataset"], c["learner"], c["objective"]), threshold)
                 | {"dataset": c["dataset"], "learner": c["learner"], "objective": c["objective"], "z": c["z"]}
                 for c in cells.to_dict("records")]
