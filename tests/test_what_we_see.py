@@ -151,7 +151,7 @@ def test_chapter_06_leads_with_the_committed_study_or_says_there_is_none():
     found = clean(saliency_views.what_we_see(SMALL, "GradCAM", 0.1, 0.6, 0.05, 0.9,
                                              committed="The direction of the paper's Fig. 4 holds in every seed."))
     assert found.startswith("**From the committed full-size study** (above): The direction of the paper's Fig. 4 holds")
-    assert found.index("From the committed") < found.index("This page's own run (")  # the run never comes first
+    assert found.index("From the committed") < found.index("This page's own run is")  # the run never comes first
 
 
 def test_the_stop_sentence_gives_a_range_only_when_there_is_one():

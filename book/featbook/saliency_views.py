@@ -437,8 +437,8 @@ def what_we_see(run, map_kind: str, feat_share: float, erm_share: float, feat_fl
     text = committed_lead(committed, fetch_failed) + "\n\n"
     if not run.can_compare_methods:
         # its numbers stay in the folded outputs above: set here, beside the paper's claim, they would read as a finding
-        return text + (f"This page's own run ({run.summary}) trains models that are not the paper's: a fraction of the "
-                       "images and epochs. It shows that every piece runs and measures what it says it measures, not "
+        return text + (f"This page's own run is {run.summary}. Its models are not the paper's (a fraction of the "
+                       "images and epochs): it shows that every piece runs and measures what it says it measures, not "
                        "which model looks where, so this section quotes none of its numbers. The colab profile "
                        "(`from featbook import profiles; profiles.apply(\"colab\", globals())` at the end of the "
                        "parameters cell) or the default parameters train the paper's models.")
