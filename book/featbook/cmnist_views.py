@@ -1097,7 +1097,7 @@ def pretraining_what_we_see(run, findings: tuple, committed: tuple | None = None
         scale = ("one seed so far: the direction of the effect, not its size over seeds"
                  if max(frozen_seeds, nf_seeds) < 3 else "")
         parts.append((f"({scale[0].upper()}{scale[1:]}.) " if scale else "")
-                     + f"**This page's own run** ({run.summary}) is a check that every step runs; at its size the "
+                     + f"**This page's own run** is {run.summary}. It checks that every step runs; at its size the "
                      "accuracies are far from the full-size ones, so it measures no effect and ranks nothing.")
         return "\n\n".join(parts)
     if run.can_compare_methods:
