@@ -180,14 +180,13 @@ def _selection_caveat(runs, today_only: bool = False) -> str:
     """Table 2's cells are chosen on the test environments (as the paper's numbers imply); where
     runs record training-domain validation (``runs``; ``today_only``: they are today's protocol's,
     not the table's), how often that rule keeps the same best column."""
-    from featbook.cmnist_views import selection_agreement
+    from featbook.cmnist_views import agreement_rows, selection_agreement
 
     text = ". Each cell's configuration is chosen on the test environments, as the paper's numbers imply"
     agreement = None if runs is None else selection_agreement(runs)
     if agreement is None or agreement.empty:
         return text
-    same = prose.listing([f"{r.same} of {r.rows} rows on {'ColoredMNIST-025' if r.dataset == 'cmnist025' else 'ColoredMNIST-01'}"
-                          for r in agreement.itertuples()])
+    same = agreement_rows(agreement)
     whose = ", which only today's protocol's pieces record" if today_only else ""
     return text + (f"; chosen without them (training-domain validation{whose}), the best column stays the same in "
                    f"{same}")

@@ -1179,7 +1179,7 @@ def feat_what_we_see(termination: str | None, table2_committed: bool, table2_fai
         text = ("**The selection rule.** Every Table 2 cell here is the configuration that did best on the test "
                 "environments, as the paper's numbers imply (an oracle no practitioner has).")
         if agreement is not None and not agreement.empty:
-            same = prose.listing([f"{r.same} of {r.rows} rows on {DATASET_LABELS[r.dataset]}" for r in agreement.itertuples()])
+            same = agreement_rows(agreement)
             text += (" Chosen without them (training-domain validation, \"Selected without the test environments\" "
                      f"above), the best of the three frozen columns stays the same in {same}: where it changes, the "
                      "oracle decides which features look best.")
@@ -1341,6 +1341,11 @@ def selection_agreement(results: pd.DataFrame, learners: Sequence[str] = FROZEN_
         rows.append({"dataset": dataset, "same": int((best["test"][shared] == best["val"][shared]).sum()),
                      "rows": len(shared)})
     return pd.DataFrame(rows, columns=["dataset", "same", "rows"])
+
+
+def agreement_rows(agreement: pd.DataFrame) -> str:
+    """:func:`selection_agreement` as a phrase: "5 of 6 rows on ColoredMNIST-01 and 2 of 6 rows on ..."."""
+    return prose.listing([f"{r.same} of {r.rows} rows on {DATASET_LABELS[r.dataset]}" for r in agreement.itertuples()])
 
 
 def selection_sentence(gaps: pd.DataFrame, agreement: pd.DataFrame | None = None) -> str:
