@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from featbook import cmnist_views as views
-from featlib.experiments.colored_mnist import TABLE2_OBJECTIVES, paper_distance, select_best
+from featlib.experiments.colored_mnist import TABLE2_OBJECTIVES, distinct_objectives, paper_distance, select_best
 from featlib.experiments.labels import LEARNER_LABELS
 from featlib.experiments.paper_values import TABLE2
 
@@ -34,15 +34,35 @@ def pieces(frame):
 
 
 def test_the_distance_is_the_mean_z_over_penalised_cells_leaving_out_the_papers_zero_std_cell():
-    shift = {"irmv1": 2.0, "vrex": -1.0}  # in the paper's stds; every other cell on the paper's mean
+    shift = {"irmv1": 2.0, "ib_irm": 2.0, "vrex": -1.0}  # in the paper's stds; every other cell on the paper's mean
     frame = runs([1], datasets=("cmnist025",), learners=("erm",),
                  accuracy=lambda d, l, o, s: (TABLE2[d][o][l][0] + shift.get(o, 0.0) * TABLE2[d][o][l][1]) / 100)
     frame.loc[frame["objective"] == "clove", "worst_test_acc"] = 0.10  # the paper's std is 0.00 here: left out
     z = paper_distance(select_best(frame)).iloc[0]
-    penalised_with_std = [o for o in TABLE2_OBJECTIVES if o != "erm" and TABLE2["cmnist025"][o]["erm"][1] > 0]
-    assert "clove" not in penalised_with_std and z["cells"] == len(penalised_with_std) == 6
-    assert z["z"] == pytest.approx((2.0 - 1.0) / 6)
+    # IB-IRM's frozen row repeats IRMv1's (FROZEN_REPEATS) and counts once
+    penalised_with_std = [o for o in distinct_objectives(TABLE2_OBJECTIVES)
+                          if o != "erm" and TABLE2["cmnist025"][o]["erm"][1] > 0]
+    assert "clove" not in penalised_with_std and "ib_irm" not in penalised_with_std
+    assert z["cells"] == len(penalised_with_std) == 5
+    assert z["z"] == pytest.approx((2.0 - 1.0) / 5)
     assert z["min_seeds"] == 1
+
+
+def test_ib_irm_counts_once_on_frozen_features_and_as_its_own_cell_in_the_erm_nf_column():
+    """IB-IRM's bottleneck term is a constant on frozen features, so its frozen cells are IRMv1's (in
+    the paper's Table 2 too): the column's mean takes that row once. ERM-NF trains the whole network,
+    where IB-IRM is an objective of its own, so its cell counts there."""
+    assert TABLE2["cmnist025"]["ib_irm"]["bonsai"] == TABLE2["cmnist025"]["irmv1"]["bonsai"]
+    assert TABLE2["cmnist025"]["ib_irm"]["erm-nf"] != TABLE2["cmnist025"]["irmv1"]["erm-nf"]
+    shift = {"irmv1": 3.0, "ib_irm": 3.0}
+    accuracy = lambda d, l, o, s: (TABLE2[d][o][l][0] + shift.get(o, 0.0) * TABLE2[d][o][l][1]) / 100  # noqa: E731
+    frozen = paper_distance(select_best(runs([1], datasets=("cmnist025",), learners=("bonsai",), accuracy=accuracy)))
+    assert frozen.iloc[0]["cells"] == 6 and frozen.iloc[0]["z"] == pytest.approx(3.0 / 6)
+    nf_z = paper_distance(select_best(runs([1], datasets=("cmnist025",), learners=("erm-nf",), accuracy=accuracy))).iloc[0]
+    assert nf_z["cells"] == 7 and nf_z["z"] == pytest.approx(6.0 / 7)
+    # where IRMv1 is missing, IB-IRM's row stands for it
+    assert distinct_objectives(["ib_irm", "vrex"]) == ["ib_irm", "vrex"]
+    assert distinct_objectives(["irmv1", "ib_irm", "vrex"]) == ["irmv1", "vrex"]
 
 
 def test_the_distance_leaves_out_cells_the_paper_lacks_and_cells_with_no_value():
@@ -50,7 +70,7 @@ def test_the_distance_leaves_out_cells_the_paper_lacks_and_cells_with_no_value()
     frame.loc[frame["objective"] == "iga", "worst_test_acc"] = np.nan  # every configuration diverged
     extra = frame[frame["objective"] == "vrex"].assign(objective="my_objective", worst_test_acc=0.1)
     z = paper_distance(select_best(pd.concat([frame, extra]))).iloc[0]
-    assert z["cells"] == 6 and z["z"] == pytest.approx(0.0, abs=1e-9) and z["min_seeds"] == 2
+    assert z["cells"] == 5 and z["z"] == pytest.approx(0.0, abs=1e-9) and z["min_seeds"] == 2  # 7 - IGA - IB-IRM
 
 
 def test_a_cell_without_runs_counts_no_seeds():

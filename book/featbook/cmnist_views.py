@@ -19,7 +19,9 @@ import pandas as pd
 from featbook import style
 from featbook import prose
 from featbook.tables import Stacked, Table, Tables, paired, split_by, table
-from featlib.experiments.colored_mnist import TABLE2_OBJECTIVES, format_mean_std, paper_distance, select_best
+from featlib.experiments.colored_mnist import (
+    FROZEN_REPEATS, TABLE2_OBJECTIVES, distinct_objectives, format_mean_std, paper_distance, select_best,
+)
 from featlib.experiments.labels import DATASET_LABELS, LEARNER_LABELS, OBJECTIVE_LABELS, label
 from featlib.experiments.paper_values import ORACLE, TABLE2, TABLE7
 from featlib.feature_learning.termination import DEFAULT_TERMINATION_THRESHOLD
@@ -137,7 +139,7 @@ def frozen_columns(results: pd.DataFrame, feat: str = "ifeat", others: Sequence[
     best = select_best(results[results["learner"].isin(columns)])
     rows = []
     for dataset, part in best.groupby("dataset", sort=False):
-        part = part[part["objective"].isin(_distinct(part["objective"].unique()))]  # IB-IRM's frozen row once
+        part = part[part["objective"].isin(distinct_objectives(part["objective"].unique()))]  # IB-IRM's frozen row once
         mean = part.set_index(["objective", "learner"])["mean"]
         objectives = [o for o in part["objective"].unique() if o != "erm" and all((o, c) in mean.index for c in columns)]
         paper = {o: {c: TABLE2.get(dataset, {}).get(o, {}).get(c, (np.nan,))[0] for c in columns} for o in objectives}
@@ -160,16 +162,6 @@ def frozen_columns(results: pd.DataFrame, feat: str = "ifeat", others: Sequence[
 
 #: Table 2's frozen-feature columns: what the CPU computes as pieces (chapter 04).
 FROZEN_LEARNERS = ("erm", "bonsai", "ifeat")
-#: Objectives that train as another on frozen features: IB-IRM's bottleneck term is a constant
-#: there, so its frozen cells repeat IRMv1's (in the paper's Table 2 as in ours). Counts of rows
-#: (best column, FeAT's margin, agreement of the selection rules) take such a row once.
-FROZEN_REPEATS = {"ib_irm": "irmv1"}
-
-
-def _distinct(objectives) -> list:
-    """``objectives`` without those that repeat another of them on frozen features (:data:`FROZEN_REPEATS`)."""
-    objectives = list(objectives)
-    return [o for o in objectives if FROZEN_REPEATS.get(o) not in objectives]
 #: Seeds every frozen cell needs before chapter 04 shows a protocol's pieces as its Table 2: with fewer,
 #: a cell's std means little and columns a point apart change places (issue 33 asks for 5, goal 10).
 TABLE2_MIN_SEEDS = 3
@@ -490,7 +482,7 @@ def feat_margins(results: pd.DataFrame, feat: str = "ifeat", others: Sequence[st
     for (dataset, objective), _ in best.groupby(["dataset", "objective"], sort=False):
         if objective == "erm" or not all((dataset, objective, c) in mean.index for c in columns):
             continue
-        if objective not in _distinct(best.loc[best["dataset"] == dataset, "objective"].unique()):
+        if objective not in distinct_objectives(best.loc[best["dataset"] == dataset, "objective"].unique()):
             continue  # IB-IRM on frozen features: IRMv1's row again
         present = [c for c in others if pd.notna(mean[(dataset, objective, c)])]  # a cell whose every run diverged has none
         if pd.isna(mean[(dataset, objective, feat)]) or not present:
@@ -1337,7 +1329,7 @@ def selection_agreement(results: pd.DataFrame, learners: Sequence[str] = FROZEN_
     for dataset, runs in part.groupby("dataset", sort=False):
         best = {rule: select_best(runs, score=score).dropna(subset=["mean"]).sort_values("mean")
                 .groupby("objective")["learner"].last() for rule, score in (("test", "worst_test_acc"), ("val", "val_acc"))}
-        shared = pd.Index(_distinct(best["test"].index.intersection(best["val"].index)))
+        shared = pd.Index(distinct_objectives(best["test"].index.intersection(best["val"].index)))
         rows.append({"dataset": dataset, "same": int((best["test"][shared] == best["val"][shared]).sum()),
                      "rows": len(shared)})
     return pd.DataFrame(rows, columns=["dataset", "same", "rows"])
@@ -1398,7 +1390,7 @@ def far_cells(runs: pd.DataFrame, threshold: float = FAR_Z) -> pd.DataFrame:
     columns = ["dataset", "learner", "objective", "mean", "std", "n_seeds", "paper", "paper_std", "z"]
     frozen = runs[runs["learner"].isin(FROZEN_LEARNERS)] if runs is not None and not runs.empty else None
     if frozen is not None:  # IB-IRM's frozen cells repeat IRMv1's: each far cell once
-        frozen = frozen[frozen["objective"].isin(_distinct(frozen["objective"].unique()))]
+        frozen = frozen[frozen["objective"].isin(distinct_objectives(frozen["objective"].unique()))]
     rows = []
     for r in ([] if frozen is None else select_best(frozen).itertuples()):
         paper = TABLE2.get(r.dataset, {}).get(r.objective, {}).get(r.learner)
@@ -1482,7 +1474,7 @@ def far_cells_section(runs: pd.DataFrame, studies: dict[str, pd.DataFrame], thre
     cells = far_cells(runs, threshold)
     frozen = None if runs is None or runs.empty else runs[runs["learner"].isin(FROZEN_LEARNERS)]
     n_cells = 0 if frozen is None else select_best(frozen[frozen["objective"].isin(
-        _distinct(frozen["objective"].unique()))]).shape[0]
+        distinct_objectives(frozen["objective"].unique()))]).shape[0]
     verdicts = [far_cell_verdict(c, cell_evidence(studies, c["dataset"], c["learner"], c["objective"]), threshold)
                 | {"dataset": c["dataset"], "learner": c["learner"], "objective": c["objective"], "z": c["z"]}
                 for c in cells.to_dict("records")]
