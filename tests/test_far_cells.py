@@ -110,6 +110,49 @@ def test_a_setting_no_closer_than_the_protocols_own_is_the_seeds_not_the_setting
     assert "spread between seeds" in plain(verdict["sentence"]) and "80.00 (1 seed, `ood-length-01`)" in plain(verdict["sentence"])
 
 
+def test_a_seeds_verdict_shows_table_2s_own_seeds_how_many_reach_the_band_and_their_spread():
+    # 83.25 is within 2 x 0.66 of 84.19; 81.03 and 79.00 are not; our std 1.74 > the paper's 0.66
+    cell = {"dataset": "cmnist01", "learner": "bonsai", "objective": "fishr", "mean": 81.09, "std": 1.74,
+            "n_seeds": 3, "paper": 84.19, "paper_std": 0.66, "z": (81.09 - 84.19) / 0.66,
+            "seed_values": ((1, 83.25), (2, 81.03), (3, 79.00))}
+    verdict = views.far_cell_verdict(cell, evidence(("ood-length-01", "2,500 OOD steps", True, 0.8325, 0.0, 1)))
+    text = plain(verdict["sentence"])
+    assert verdict["explained"] == "seeds"
+    assert "Table 2's seeds give 83.25, 81.03 and 79.00 (seeds 1, 2 and 3): 1 of 3 within that band" in text
+    assert "spread 1.74 points against the paper's 0.66" in text
+    # a spread no wider than the paper's is not called out
+    narrow = views.far_cell_verdict(cell | {"std": 0.5}, evidence(("ood-length-01", "2,500 OOD steps", True, 0.8325, 0.0, 1)))
+    assert "1 of 3 within that band." in plain(narrow["sentence"]) and "against the paper's 0.66" not in plain(narrow["sentence"])
+
+
+def test_a_study_that_reaches_the_band_only_by_its_own_selection_does_not_make_it_the_seeds():
+    # -025 IRMX on ERM's features: the study's best configuration on seed 1 (62.69) is within 2 x 0.88 of
+    # 64.05, but none of Table 2's seeds at its selected configuration is
+    cell = {"dataset": "cmnist025", "learner": "erm", "objective": "irmx", "mean": 60.80, "std": 0.85,
+            "n_seeds": 3, "paper": 64.05, "paper_std": 0.88, "z": (60.80 - 64.05) / 0.88,
+            "seed_values": ((1, 61.85), (2, 60.78), (3, 59.77))}
+    alone = views.far_cell_verdict(cell, evidence(("ood-length-025", "2,500 OOD steps", True, 0.6269, 0.0, 1),
+                                                  ("ood-length-025", "1,000 OOD steps", False, 0.6100, 0.0, 1)))
+    text = plain(alone["sentence"])
+    assert alone["explained"] is None and "Not explained yet." in text
+    assert "0 of 3 within that band" in text and "by selection, not by a seed of Table 2's" in text
+    longer = views.far_cell_verdict(cell, evidence(("ood-length-025", "2,500 OOD steps", True, 0.6269, 0.0, 1),
+                                                   ("ood-length-025", "3,000 OOD steps", False, 0.6390, 0.0, 1)))
+    text = plain(longer["sentence"])
+    assert longer["explained"] == "study" and "3,000 OOD steps gives 63.90 (1 seed, `ood-length-025`)" in text
+    assert "does not come near" not in text and "0 of 3 within that band" in text
+
+
+def test_far_cells_carry_each_seed_at_the_selected_configuration():
+    frame = at_z({("cmnist01", "ifeat", "clove"): 4.0})
+    chosen = frame[(frame["dataset"] == "cmnist01") & (frame["learner"] == "ifeat") & (frame["objective"] == "clove")]
+    weaker = chosen.assign(penalty_weight=10.0, worst_test_acc=chosen["worst_test_acc"] - 0.05)  # not selected
+    far = views.far_cells(pd.concat([frame, weaker], ignore_index=True))
+    values = far.iloc[0]["seed_values"]
+    assert [s for s, _ in values] == sorted(chosen["seed"].unique())
+    assert [v for _, v in values] == pytest.approx(list(100 * chosen.sort_values("seed")["worst_test_acc"]))
+
+
 def test_where_the_protocol_itself_lands_near_the_paper_the_seeds_come_first_and_a_closer_setting_beside():
     verdict = views.far_cell_verdict(CELL, evidence(("ood-length-01", "2,500 OOD steps", True, 0.7964, 0.0, 1),
                                                     ("frozen-steps", "5,000 OOD steps, head L2 0", False, 0.8036, 0.022, 3),
@@ -145,6 +188,22 @@ def test_the_section_counts_each_kind_of_verdict():
     # an IRMv1 cell far from the paper's is listed once, not again as IB-IRM's (the same runs on frozen features)
     twice = at_z({("cmnist01", "erm", "irmv1"): -3.0, ("cmnist01", "erm", "ib_irm"): -3.0})
     assert [v["objective"] for v in views.far_cells_section(twice, {})[1]] == ["irmv1"]
+
+
+def test_the_lead_names_a_seed_that_is_lowest_in_most_far_cells_below_the_paper():
+    cells = {("cmnist01", "erm", "fishr"): -3.0, ("cmnist01", "bonsai", "fishr"): -3.0,
+             ("cmnist01", "ifeat", "vrex"): -3.0, ("cmnist01", "ifeat", "irmx"): -3.0}
+    def accuracy(d, l, o, s):
+        paper, std = TABLE2[d][o][l]
+        z = cells.get((d, l, o), 0.0)
+        return (paper + (z - 0.5 if s == 3 else z + 0.25) * std) / 100  # seed 3 lowest in every far cell
+    frame = runs([1, 2, 3], accuracy=accuracy)
+    lead, _ = views.far_cells_section(frame, {})
+    assert "Seed 3 is the lowest of Table 2's seeds in 4 of the 4 far cells below the paper's." in plain(lead)
+    # no seed lowest in most of them: nothing said
+    mixed = runs([1, 2, 3], accuracy=lambda d, l, o, s: (TABLE2[d][o][l][0] + (
+        cells.get((d, l, o), 0.0) - (0.5 if (s == 3) == (l == "ifeat") else 0.0)) * TABLE2[d][o][l][1]) / 100)
+    assert "lowest" not in views.far_cells_section(mixed, {})[0]
 
 
 def test_every_far_cell_of_the_committed_pieces_gets_a_verdict(repo_root):

@@ -1383,11 +1383,12 @@ FAR_Z = 2.0
 def far_cells(runs: pd.DataFrame, threshold: float = FAR_Z) -> pd.DataFrame:
     """Table 2's frozen-feature cells (Table 2's rule, :func:`select_best`) further than
     ``threshold`` paper standard deviations from the paper's value: ``dataset``, ``learner``,
-    ``objective``, ``mean``, ``std`` (%, over our seeds), ``n_seeds``, ``paper``, ``paper_std`` and
-    ``z`` = (ours − paper) / paper std, the furthest first. Cells the paper prints with a zero
+    ``objective``, ``mean``, ``std`` (%, over our seeds), ``n_seeds``, ``paper``, ``paper_std``,
+    ``z`` = (ours − paper) / paper std, and ``seed_values`` (each seed's accuracy, %, at the cell's
+    selected configuration, as ``(seed, value)`` pairs), the furthest first. Cells the paper prints with a zero
     std (ColoredMNIST-025 CLOvE on ERM's features) have no distance in stds and are left out, and
     IB-IRM's, which repeat IRMv1's (:data:`FROZEN_REPEATS`), are taken once."""
-    columns = ["dataset", "learner", "objective", "mean", "std", "n_seeds", "paper", "paper_std", "z"]
+    columns = ["dataset", "learner", "objective", "mean", "std", "n_seeds", "paper", "paper_std", "z", "seed_values"]
     frozen = runs[runs["learner"].isin(FROZEN_LEARNERS)] if runs is not None and not runs.empty else None
     if frozen is not None:  # IB-IRM's frozen cells repeat IRMv1's: each far cell once
         frozen = frozen[frozen["objective"].isin(distinct_objectives(frozen["objective"].unique()))]
@@ -1398,9 +1399,14 @@ def far_cells(runs: pd.DataFrame, threshold: float = FAR_Z) -> pd.DataFrame:
             continue
         z = (100 * r.mean - paper[0]) / paper[1]
         if abs(z) > threshold:
+            chosen = frozen[(frozen["dataset"] == r.dataset) & (frozen["learner"] == r.learner)
+                            & (frozen["objective"] == r.objective) & (frozen["penalty_weight"] == r.penalty_weight)
+                            & (frozen["pretrain_epochs"] == r.pretrain_epochs)].sort_values("seed")
             rows.append({"dataset": r.dataset, "learner": r.learner, "objective": r.objective,
                          "mean": 100 * r.mean, "std": 100 * r.std, "n_seeds": int(r.n_seeds),
-                         "paper": paper[0], "paper_std": paper[1], "z": z})
+                         "paper": paper[0], "paper_std": paper[1], "z": z,
+                         "seed_values": tuple((int(s), 100 * float(a))
+                                              for s, a in zip(chosen["seed"], chosen["worst_test_acc"]))})
     frame = pd.DataFrame(rows, columns=columns)
     return frame.reindex(frame["z"].abs().sort_values(ascending=False).index).reset_index(drop=True)
 
@@ -1411,15 +1417,38 @@ def _study_value(row) -> str:
     return f"{value} ({prose.count(int(row['n_seeds']), 'seed')}, `{row['study']}`)"
 
 
+def _own_seeds(cell, threshold: float = FAR_Z) -> tuple[int | None, str]:
+    """Table 2's own seeds of a far cell (its ``seed_values``, where it has them): how many land
+    within ``threshold`` paper stds of the paper's (None without them), and a sentence: " Table 2's
+    seeds give 83.25, 81.03 and 79.00 (seeds 1, 2 and 3): 1 of 3 within that band, spread 1.74
+    points against the paper's 0.66." (empty without them)."""
+    values = cell.get("seed_values") if hasattr(cell, "get") else None
+    if values is None or not isinstance(values, (tuple, list)) or len(values) < 2:
+        return None, ""
+    seeds, accuracies = zip(*values)
+    near = int(sum(abs(a - cell["paper"]) <= threshold * cell["paper_std"] for a in accuracies))
+    spread = (f", spread {prose.number(cell['std'])} points against the paper's {prose.number(cell['paper_std'])}"
+              if cell["std"] > cell["paper_std"] else "")
+    return near, (f" Table 2's seeds give {prose.listing([prose.number(a) for a in accuracies])} (seeds "
+                  f"{prose.listing([str(s) for s in seeds])}): {near} of {len(values)} within that band{spread}.")
+
+
 def far_cell_verdict(cell, evidence: pd.DataFrame, threshold: float = FAR_Z) -> dict:
     """What the committed gap studies say of one far cell (a row of :func:`far_cells`), given its
-    rows of :func:`featlib.experiments.gap_studies.cell_evidence`: ``explained`` is ``"seeds"``
-    when the protocol's own setting lands within ``threshold`` paper stds of the paper's on the
-    study's seeds (the distance is then the spread between seeds; a setting closer by more than
-    half a paper std is named beside it); ``"study"`` when only a setting other than the
-    protocol's does (the closest is named, with the open choice it tests, provided it is closer
-    than its own study's protocol row by more than a tenth of a paper std); else None;
-    ``sentence`` says which, in one paragraph."""
+    rows of :func:`featlib.experiments.gap_studies.cell_evidence`. ``explained`` is
+
+    - ``"seeds"`` when the protocol's own setting lands within ``threshold`` paper stds of the
+      paper's on the study's seeds and, where the cell carries Table 2's own seeds
+      (``seed_values``), at least one of those lands there too: the distance is then the spread
+      between seeds (a setting closer by more than half a paper std is named beside it). A study
+      whose per-seed selection reaches the band while none of Table 2's seeds does shows a
+      selection effect, not the seeds;
+    - ``"study"`` when a setting other than the protocol's lands within the band, closer than its own
+      study's protocol row by more than a tenth of a paper std (the closest is named, with the open
+      choice it tests);
+    - None otherwise.
+
+    ``sentence`` says which, in one paragraph, with Table 2's own seeds where the cell has them."""
     from featlib.experiments.gap_studies import STUDY_CHOICES
 
     head = (f"**{DATASET_LABELS[cell['dataset']]}, {OBJECTIVE_LABELS[cell['objective']]} on "
@@ -1429,6 +1458,7 @@ def far_cell_verdict(cell, evidence: pd.DataFrame, threshold: float = FAR_Z) -> 
             f"{prose.mean_std(cell['paper'], cell['paper_std'])}: {prose.number(cell['z'], 1, sign=True)} paper stds.")
     if evidence is None or evidence.empty:
         return {"explained": None, "sentence": f"{head} No committed study varies this cell yet: not explained."}
+    near, own_seeds = _own_seeds(cell, threshold)
     gap = (100 * evidence["mean"] - cell["paper"]).abs()
     scored = evidence.assign(_gap=gap)
     within = scored[gap <= threshold * cell["paper_std"]]
@@ -1439,29 +1469,55 @@ def far_cell_verdict(cell, evidence: pd.DataFrame, threshold: float = FAR_Z) -> 
     closer = within["_gap"] < within["study"].map(protocol_gap).fillna(np.inf) - 0.1 * cell["paper_std"]
     changed = within[~within["protocol"] & closer].sort_values("_gap")
     band = f"within {prose.number(threshold, 0)} paper stds of the paper's"
-    if not own.empty:  # the protocol itself lands near the paper's on the study's seeds: the seeds, first
+    if not own.empty:
         best_own = own.iloc[0]
-        closer = changed[changed["_gap"] < best_own["_gap"] - 0.5 * cell["paper_std"]]
-        still = ("" if closer.empty else
-                 f" {closer.iloc[0]['change'][0].upper()}{closer.iloc[0]['change'][1:]} gives "
-                 f"{_study_value(closer.iloc[0])}, closer still ({STUDY_CHOICES.get(closer.iloc[0]['study'], '')}).")
-        return {"explained": "seeds", "sentence": (
-            f"{head} The protocol's own setting gives {_study_value(best_own)}, {band}: the distance is the spread "
-            f"between seeds, which more seeds will settle.{still}")}
+        own_said = f"The protocol's own setting gives {_study_value(best_own)}, {band}.{own_seeds}"
+        if near is None or near > 0:  # the protocol itself lands near the paper's: the seeds, first
+            closer = changed[changed["_gap"] < best_own["_gap"] - 0.5 * cell["paper_std"]]
+            still = ("" if closer.empty else
+                     f" {closer.iloc[0]['change'][0].upper()}{closer.iloc[0]['change'][1:]} gives "
+                     f"{_study_value(closer.iloc[0])}, closer still ({STUDY_CHOICES.get(closer.iloc[0]['study'], '')}).")
+            return {"explained": "seeds", "sentence": (
+                f"{head} {own_said} The distance is the spread between seeds, not a setting a study varied; more "
+                f"seeds decide where the mean settles.{still}")}
+        own_said += (" The study's value is the best of its configurations on its own seeds, so it reaches the "
+                     "band by selection, not by a seed of Table 2's.")
+    else:
+        own_said = own_seeds.strip()
     if not changed.empty:
         best = changed.iloc[0]
+        where = ", where the protocol's own setting does not come near." if own.empty else "."
         return {"explained": "study", "sentence": (
             f"{head} Explained by {STUDY_CHOICES.get(best['study'], best['study'])}: {best['change']} gives "
-            f"{_study_value(best)}, {band}, where the protocol's own setting does not come near.")}
+            f"{_study_value(best)}, {band}{where}{' ' + own_said if own_said else ''}")}
     spans = []
     for study, rows in evidence.groupby("study", sort=False):
         low, high = 100 * rows["mean"].min(), 100 * rows["mean"].max()
         seeds = prose.count(int(rows["n_seeds"].max()), "seed")
         spans.append(f"`{study}` ({STUDY_CHOICES.get(study, study)}) gives {prose.number(low)} to "
                      f"{prose.number(high)} over its {prose.count(len(rows), 'setting')} ({seeds})")
-    return {"explained": None, "sentence": (
-        f"{head} Not explained yet: {prose.listing(spans)}, none within {prose.number(threshold, 0)} paper stds "
-        "of the paper's.")}
+    if own.empty:
+        said = (f"Not explained yet: {prose.listing(spans)}, none within {prose.number(threshold, 0)} paper stds "
+                f"of the paper's.{' ' + own_said if own_said else ''}")
+    else:
+        said = (f"Not explained yet. {own_said} No setting the studies vary comes nearer: "
+                f"{prose.listing(spans)}.")
+    return {"explained": None, "sentence": f"{head} {said}"}
+
+
+def _lowest_seed(cells: pd.DataFrame) -> str:
+    """Where one seed is the lowest of Table 2's seeds in most far cells below the paper's, a sentence
+    saying so (a seed whose features are weaker everywhere pulls every column down at once); else ""."""
+    below = [c for c in cells.to_dict("records") if c["z"] < 0 and isinstance(c.get("seed_values"), tuple)
+             and len(c["seed_values"]) > 1]
+    if len(below) < 3:
+        return ""
+    lowest = pd.Series([min(c["seed_values"], key=lambda v: v[1])[0] for c in below]).value_counts()
+    seed, count = int(lowest.index[0]), int(lowest.iloc[0])
+    if 2 * count <= len(below):
+        return ""
+    return (f" Seed {seed} is the lowest of Table 2's seeds in {count} of the {len(below)} far cells below the "
+            "paper's.")
 
 
 def far_cells_section(runs: pd.DataFrame, studies: dict[str, pd.DataFrame], threshold: float = FAR_Z
@@ -1493,6 +1549,6 @@ def far_cells_section(runs: pd.DataFrame, studies: dict[str, pd.DataFrame], thre
             said = f"{said}; {rest}" if said else rest[0].upper() + rest[1:]
         lead = (f"{prose.count(len(verdicts), 'frozen cell')} of {n_cells} {'lies' if len(verdicts) == 1 else 'lie'} further than "
                 f"{prose.number(threshold, 0)} paper standard deviations from the paper's "
-                f"({prose.count(len(seeds), 'whole seed')} so far). {said}. Each, with what the studies "
-                "measured on it:")
+                f"({prose.count(len(seeds), 'whole seed')} so far). {said}.{_lowest_seed(cells)} Each, with what "
+                "the studies measured on it:")
     return lead, verdicts
