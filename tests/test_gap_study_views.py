@@ -41,3 +41,54 @@ def test_conclusions_say_the_size_of_each_change_flag_outside_weights_and_one_se
                                          ("sum", 1001, 0.27))])
     text = erm_nf_erm_conclusion(erm)
     assert "alone moves the cell by −5.0 points" in text and "alone moves it by −6.0" in text and "16.5%" in text
+
+
+def _clove_rows(values, seeds=(1,)):
+    """clove-01 rows: ``values[(variant, step, learner)]`` is the best configuration's worst-test
+    accuracy; a second, weaker penalty weight sits beside each (Table 2's rule must skip it)."""
+    rows = []
+    for (variant, step, learner), value in values.items():
+        for seed in seeds:
+            for weight, shift in ((100.0, 0.0), (10.0, -0.05)):
+                rows.append({"dataset": "cmnist01", "seed": seed, "learner": learner, "objective": "clove",
+                             "penalty_weight": weight, "pretrain_epochs": 0, "step": step, "train_acc": 0.8,
+                             "worst_test_acc": value + shift, "val_acc": 0.5, "variant": variant})
+    return pd.DataFrame(rows)
+
+
+def test_the_clove_study_is_summarised_per_variant_and_length_by_table_2s_rule():
+    from featlib.experiments.gap_studies import CLOVE_VARIANTS, clove_01_summary
+
+    values = {}
+    for i, (variant, _, _) in enumerate(reversed(CLOVE_VARIANTS)):  # written in reverse: the summary reorders
+        for step in (500, 1000, 2500):
+            values[(variant, step, "erm")] = 0.74 + 0.001 * i
+            values[(variant, step, "ifeat")] = 0.79
+    summary = clove_01_summary(_clove_rows(values))
+    assert list(dict.fromkeys(summary["variant"])) == [v for v, _, _ in CLOVE_VARIANTS]
+    assert sorted(summary["step"].unique()) == [500, 2500]  # the authors' length and the protocol's
+    assert set(summary["penalty_weight"]) == {100.0}  # the better weight of each cell
+    assert len(summary) == len(CLOVE_VARIANTS) * 2 * 2
+
+
+def test_the_clove_conclusion_counts_settings_near_the_papers_cell_per_column():
+    from featbook.cmnist_views import clove_01_conclusion, clove_01_table
+    from featlib.experiments.gap_studies import CLOVE_VARIANTS, clove_01_summary
+    from featlib.experiments.paper_values import TABLE2
+
+    erm, ifeat = TABLE2["cmnist01"]["clove"]["erm"][0], TABLE2["cmnist01"]["clove"]["ifeat"][0]
+    values = {}
+    for variant, _, _ in CLOVE_VARIANTS:
+        for step in (500, 2500):
+            values[(variant, step, "erm")] = erm / 100
+            values[(variant, step, "ifeat")] = (ifeat + 4.0) / 100  # 3.7 paper stds above
+    summary = clove_01_summary(_clove_rows(values))
+    sentence = clove_01_conclusion(summary).replace("\xa0", " ")
+    assert "Over the 8 settings (one seed)" in sentence
+    assert "ERM's 74.73-74.73 against 74.73 ± 0.36 (8 of 8 within 2 paper stds)" in sentence
+    assert "(0 of 8 within 2 paper stds)" in sentence and "not in CLOvE's implementation" in sentence
+    # every column near the paper's: no claim about an implementation
+    values = {k: (erm if k[2] == "erm" else ifeat) / 100 for k in values}
+    assert "implementation" not in clove_01_conclusion(clove_01_summary(_clove_rows(values)))
+    shown = clove_01_table(summary, 1).frame
+    assert list(shown["OOD steps"][:2]) == ["501", "2,500"] and shown.iloc[-1]["CLOvE"] == "paper (Table 2)"

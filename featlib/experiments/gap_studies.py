@@ -390,6 +390,29 @@ def frozen_steps_summary(frame: pd.DataFrame, steps=(1000, 2500, 5000)) -> pd.Da
     return best.reset_index(drop=True)
 
 
+def clove_01_summary(frame: pd.DataFrame, steps: tuple[int, ...] | None = None) -> pd.DataFrame:
+    """A ``clove-01`` study per (variant, step, learner): Table 2's rule (:func:`select_best`) over
+    each variant's configurations at each of ``steps`` (default: the authors' 501-step length, scored
+    at step 500, and the protocol's OOD length), with mean, std and number of seeds; variants in
+    :data:`CLOVE_VARIANTS`' order."""
+    from ..hparams import APPENDIX_F1
+    from .colored_mnist import select_best
+
+    steps = steps or (500, int(APPENDIX_F1["ood_steps"].value))
+    order = [name for name, _, _ in CLOVE_VARIANTS]
+    parts = []
+    for (variant, step), runs in frame[frame["step"].isin(steps)].groupby(["variant", "step"]):
+        parts.append(select_best(runs.drop(columns=["step", "variant"])).assign(variant=variant, step=int(step)))
+    columns = ["variant", "step", "dataset", "learner", "objective", "penalty_weight", "pretrain_epochs", "mean",
+               "std", "n_seeds"]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    out = pd.concat(parts, ignore_index=True)
+    out["_order"] = out["variant"].map({v: i for i, v in enumerate(order)}).fillna(len(order))
+    out = out.sort_values(["_order", "step", "learner"]).drop(columns="_order").reset_index(drop=True)
+    return out[[c for c in columns if c in out] + [c for c in out if c not in columns]]
+
+
 def bonsai_dro_length_summary(frame: pd.DataFrame) -> pd.DataFrame:
     """Per (DRO length, objective): the frozen-feature configuration with the best mean worst-test
     accuracy over seeds (test-domain selection, as Table 2), its mean, std and number of seeds."""
@@ -471,7 +494,7 @@ STUDY_CHOICES = {
     "ood-length-01": "the OOD stage's length, which the paper never gives",
     "frozen-steps": "the OOD stage's length and the head's L2, neither of which the paper gives for this stage",
     "bonsai-dro-length": "Bonsai's DRO round, 150 epochs in Table 6 and 500 in Appendix F.1's text",
-    "clove-01": "the authors' CLOvE code (one 512-example minibatch per environment and step, no L2, 501 steps)",
+    "clove-01": "the authors' CLOvE code: one 512-example minibatch per environment and step, no L2, 501 steps",
 }
 
 
