@@ -719,18 +719,21 @@ def table2_from_pieces(pieces: dict, learners: Sequence[str]) -> tuple[str, Tabl
     devices = prose.listing(sorted({"a CPU" if d == "cpu" else str(d) for d in records["device"]}))
     seeds = (f"every cell is over {prose.count(counts[0], 'seed')}" if uniform
              else "each cell says over how many seeds it is")
-    intro = (f"Table 2 from the pieces committed so far ({prose.count(len(records), 'piece')}, made on {devices}); "
-             f"{seeds} (the paper's are over 10). A cell marked *not yet run* has no piece yet at full size")
-    intro += ("; the whole-network ERM-NF column is not in these pieces: GPU sittings add it, and it is shown "
-              "apart below." if "erm-nf" in learners
-              and "erm-nf" not in set(records["learner"]) else ".")
+    nf_apart = "erm-nf" in learners and "erm-nf" not in set(records["learner"])
     over = prose.count(counts[0], "seed") if uniform else "n seeds"
     # a column with no piece at all (ERM-NF, from GPU sittings) would be "not yet run" in every row and push
     # FeAT's column off a phone's screen: it is left out here and shown apart where it has pieces
     present = set(pieces["runs"]["learner"]) if not pieces["runs"].empty else set()
     learners = [c for c in learners if c in present or c != "erm-nf"]
-    shown = table2(table2_frame(pieces["runs"], pieces["oracle"], with_n=not uniform, learners=learners,
-                                 missing="not yet run"),
+    frame = table2_frame(pieces["runs"], pieces["oracle"], with_n=not uniform, learners=learners,
+                         missing="not yet run")
+    missing = frame.astype(str).apply(lambda column: column.str.contains("not yet run")).to_numpy().any()
+    intro = (f"Table 2 from the pieces committed so far ({prose.count(len(records), 'piece')}, made on {devices}); "
+             f"{seeds} (the paper's are over 10)"
+             + (". A cell marked *not yet run* has no piece yet at full size" if missing else ""))
+    intro += ("; the whole-network ERM-NF column is not in these pieces: GPU sittings add it, and it is shown "
+              "apart below." if nf_apart else ".")
+    shown = table2(frame,
                    "Table 2, committed pieces",
                    note=f"Each cell: ours (mean ± std over {over}, %), the paper's value under it in grey. On frozen "
                         "features IB-IRM's bottleneck term is a constant, so it trains as IRMv1 and its cells repeat "
@@ -1607,6 +1610,6 @@ def far_cells_section(runs: pd.DataFrame, studies: dict[str, pd.DataFrame], thre
             said = f"{said}; {rest}" if said else rest[0].upper() + rest[1:]
         lead = (f"{prose.count(len(verdicts), 'frozen cell')} of {n_cells} {'lies' if len(verdicts) == 1 else 'lie'} further than "
                 f"{prose.number(threshold, 0)} paper standard deviations from the paper's "
-                f"({prose.count(len(seeds), 'whole seed')} so far). {said}.{_lowest_seed(cells)} Each, with what "
-                "the studies measured on it:")
+                f"({prose.count(len(seeds), 'whole seed')} so far). {said}.{_lowest_seed(cells)} The cells "
+                "follow one by one, each with what the studies measured on it.")
     return lead, verdicts
