@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from featbook import claims, cost_views as views, leaks, tables
-from featlib.cost import paper_table14
+from featlib.cost import paper_schedules, paper_table14
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = paper_table14()
@@ -22,14 +22,21 @@ def _prov(command: str, device: str = "cuda (NVIDIA H200)", cases=("cmnist", "wi
 
 def _run(prov: dict, ifeat: float, bonsai: float | None, *, step: float = 1.1, memory: float = 1.2,
          benches=("cmnist",)) -> dict:
-    """A committed folder as views.load_committed returns it, with made-up ratios."""
+    """A committed folder as views.load_committed returns it, its one measured round's step times
+    made so that today's paper schedule (what chapter 07 reads, views.committed_schedule) gives
+    ``ifeat`` and ``bonsai`` times ERM's whole training. Its stored schedule.csv says something else
+    on purpose: the chapter must not read it."""
+    sources = views.committed_sources(prov)
+    learners = {"erm": 1.0, "ifeat": ifeat, **({"bonsai": bonsai} if bonsai else {})}
+    schedules = paper_schedules({b: sources[b].dataset for b in benches}, list(learners))
     schedule, summary = [], []
     for bench in benches:
-        learners = {"erm": (150, 1.0), "ifeat": (300, ifeat), **({"bonsai": (700, bonsai)} if bonsai else {})}
-        for learner, (steps, ratio) in learners.items():
-            schedule.append({"benchmark": bench, "learner": learner, "paper_steps": steps, "rounds": 1,
-                             "estimated_s": ratio, "time_x_erm": ratio})
-            summary.append({"benchmark": bench, "learner": learner, "round": "1", "step_ms": 1.0, "step_ms_min": 0.9,
+        erm_steps = sum(schedules[bench]["erm"])
+        for learner, ratio in learners.items():
+            schedule.append({"benchmark": bench, "learner": learner, "paper_steps": 1, "rounds": 1,
+                             "estimated_s": 99.0, "time_x_erm": 99.0})  # stale on purpose
+            summary.append({"benchmark": bench, "learner": learner, "round": "1",
+                            "step_ms": ratio * erm_steps / sum(schedules[bench][learner]), "step_ms_min": 0.9,
                             "step_ms_max": 1.1, "peak_mb": 100.0,
                             "time_x_erm": 1.0 if learner == "erm" else step,
                             "memory_x_erm": 1.0 if learner == "erm" else memory})
@@ -158,3 +165,33 @@ def test_the_commit_goes_in_the_folded_block_not_the_provenance_sentence(monkeyp
     line, block = shown[0].data, shown[1].data
     assert "0123456789ab" not in line and "commit 0123456789ab" in block and "<details" in block
     assert "fabricated Camelyon17" in line and "a 2-core CPU" in line
+
+
+def test_every_table_and_sentence_reads_the_committed_times_by_todays_schedule():
+    """The committed CPU folder ran when Bonsai's DRO round on ColoredMNIST-025 was Table 6's 150
+    epochs (its schedule.csv: 700 steps); today's is 500 (featlib.hparams.TABLE6_DECISIONS). The
+    schedule table and the Table 14 comparison must give Bonsai the same ratio, today's."""
+    from featlib.hparams import TABLE6
+
+    committed = views.load_committed(REPO / "results" / "cost")
+    bonsai = TABLE6["cmnist025"]["bonsai"]
+    for folder, results in committed.items():
+        schedule = views.committed_schedule(results).set_index(["benchmark", "learner"])
+        if ("cmnist", "bonsai") in schedule.index:
+            assert schedule.loc[("cmnist", "bonsai"), "paper_steps"] == sum(bonsai["round_epochs"]) + bonsai["synthesis_epochs"]
+        for m in views.measured({folder: results}):
+            for learner, ratio in m.time_x_erm.items():
+                assert ratio == pytest.approx(schedule.loc[(m.source.benchmark, learner), "time_x_erm"])
+
+
+def test_paper_schedules_follow_tables_6_and_12():
+    from featlib.experiments.paper_values import FEAT_STOP_ROUND
+    from featlib.hparams import TABLE6
+
+    got = paper_schedules({"cmnist": "cmnist01"}, ["erm", "bonsai", "ifeat"])["cmnist"]
+    assert got["erm"] == [TABLE6["cmnist01"]["erm"]["epochs"]]
+    assert got["bonsai"] == [*TABLE6["cmnist01"]["bonsai"]["round_epochs"], TABLE6["cmnist01"]["bonsai"]["synthesis_epochs"]]
+    assert got["ifeat"] == [TABLE6["cmnist01"]["ifeat"]["epochs_per_round"]] * FEAT_STOP_ROUND["cmnist01"]
+    wilds = paper_schedules({"wilds": "camelyon17"}, ["erm", "bonsai", "ifeat"])["wilds"]
+    assert len(wilds["bonsai"]) == len(wilds["ifeat"]) + 1  # a synthesis round more
+

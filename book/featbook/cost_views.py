@@ -241,9 +241,8 @@ def show_committed(name: str, prov: Mapping[str, Any], sources: dict[str, CostSo
         shown["device"] = device_phrase(shown["device"], shown.get("cpu_count"))
     line = evidence.provenance_line(f"Committed measurements ({name})", shown,
                                     size="; ".join(s.data + " (" + s.model + ")" for s in sources.values()))
-    commit = str(prov.get("commit", ""))[:12]
     display(Markdown(line))
-    display(HTML(evidence.command_block(prov, f"The command that made them{f' (commit {commit})' if commit else ''}")))
+    display(HTML(evidence.command_block(prov, "The command that made them")))  # names the commit once
 
 
 # --- Table 14: the paper's ratios, and ours where they measure the same at a stated scale ---
@@ -264,6 +263,21 @@ class Measured:
     step_x_erm: float
 
 
+def committed_schedule(results: Mapping) -> pd.DataFrame:
+    """A committed cost folder's whole-training estimate by today's paper schedule
+    (:func:`featlib.cost.paper_schedules` of the datasets its provenance names) at its measured step
+    times (:func:`featlib.cost.schedule_estimate`). The folder's own ``schedule.csv`` keeps the
+    schedule of the day it ran; every table and sentence of chapter 07 uses this one, so that a
+    schedule decided later (Bonsai's 500-epoch DRO round) counts the same everywhere."""
+    from featlib.cost import paper_schedules, schedule_estimate
+
+    summary = results["summary"]
+    sources = committed_sources(results["provenance"])
+    benchmarks = [b for b in dict.fromkeys(summary["benchmark"]) if b in sources]
+    schedules = paper_schedules({b: sources[b].dataset for b in benchmarks}, sorted(set(summary["learner"])))
+    return schedule_estimate(summary[summary["benchmark"].isin(benchmarks)], schedules)
+
+
 def measured(committed: Mapping) -> list[Measured]:
     """Every (committed folder, benchmark) with its :class:`Measured` ratios, in folder order."""
     from pathlib import Path
@@ -271,7 +285,7 @@ def measured(committed: Mapping) -> list[Measured]:
     out = []
     for folder, results in committed.items():
         sources = committed_sources(results["provenance"])
-        schedule, summary = results["schedule"], results["summary"]
+        schedule, summary = committed_schedule(results), results["summary"]
         for bench, source in sources.items():
             sched = schedule[schedule["benchmark"] == bench].set_index("learner")
             summ = summary[summary["benchmark"] == bench]

@@ -5,12 +5,14 @@ table of per-step times and peak memory per round with their ratios to ERM, and 
 """
 from .benchmark import COST_CASES, LEARNERS, CMNISTCost, CostSettings, WildsCost, measure, run_cost_benchmark
 from .recorder import PeakMemory, StageMeasure, StepRecorder
-from .report import check_targets, format_table, format_targets, paper_table14, schedule_estimate, summarise
+from .report import (
+    check_targets, format_table, format_targets, paper_schedules, paper_table14, schedule_estimate, summarise,
+)
 from .results import load_cost_results
 
 __all__ = [
     "COST_CASES", "LEARNERS", "CMNISTCost", "CostSettings", "WildsCost", "measure", "run_cost_benchmark",
     "PeakMemory", "StageMeasure", "StepRecorder",
-    "check_targets", "format_table", "format_targets", "paper_table14", "schedule_estimate", "summarise",
+    "check_targets", "format_table", "format_targets", "paper_schedules", "paper_table14", "schedule_estimate", "summarise",
     "load_cost_results",
 ]
