@@ -118,6 +118,11 @@ def test_plain_markdown_writes_citations_figure_and_chapter_references_out():
     assert chapters.plain_markdown("in {numref}`fig-irmv1-sweep`", context, 2) == "in a figure of chapter 02"
     linked = chapters.plain_markdown("{doc}`02_irmv1_and_pretraining`", context, 2)
     assert linked.startswith("[IRMv1") and linked.endswith("](https://nb/02_irmv1_and_pretraining.ipynb)")
+    # a role with its own text keeps it (MyST's {doc}`text <target>`)
+    assert chapters.plain_markdown("{doc}`chapter 02 <02_irmv1_and_pretraining>`", context, 2) == (
+        "[chapter 02](https://nb/02_irmv1_and_pretraining.ipynb)")
+    with pytest.raises(ValueError, match="which is not a chapter"):
+        chapters.plain_markdown("{doc}`chapter 99 <99_none>`", context, 2)
     assert chapters.plain_markdown("{glue:text}`v:.2f`", context, 2) == "{glue:text}`v:.2f`"  # left for the run
     with pytest.raises(ValueError, match=r"the role \{eq\} has no plain-Markdown form"):
         chapters.plain_markdown("{eq}`e1`", context, 2)

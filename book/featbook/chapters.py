@@ -157,10 +157,14 @@ class Context:
         return said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
 
     def chapter(self, target: str) -> str:
+        """A ``{doc}`` role's target as a Markdown link: the chapter's title, or the role's own text
+        where it gives one (``{doc}`chapter 03 <03_ood_objectives_need_rich_features>```)."""
+        explicit = re.fullmatch(r"\s*(.*?)\s*<([^<>]+)>\s*", target)
+        text, target = (explicit.group(1), explicit.group(2)) if explicit else (None, target)
         stem = Path(target).stem
         if stem not in self.titles:
             raise ValueError(f"{self.stem}: {{doc}} names {target!r}, which is not a chapter; known: {sorted(self.titles)}")
-        return f"[{self.titles[stem]}]({self.notebook_url(stem)})"
+        return f"[{text or self.titles[stem]}]({self.notebook_url(stem)})"
 
 
 def _colab_url(stem: str) -> str:

@@ -257,6 +257,16 @@ class WildsExperiment:
         self._data: WildsData | None = None
         self._backbone_description = ""
         self._text_transform = None
+        #: Pieces (embeddings, OOD-stage histories, DFR tables) this object computed rather than read
+        #: from ``cache_dir``: 0 after a run that found every piece cached (chapter 05 says so).
+        self.pieces_trained = 0
+
+    def _counted(self, compute):
+        """``compute``, counted in :attr:`pieces_trained` when it runs (a cache miss)."""
+        def run():
+            self.pieces_trained += 1
+            return compute()
+        return run
 
     # ------------------------------------------------------------------ data and models
     @property
@@ -354,7 +364,7 @@ class WildsExperiment:
             return out
 
         return cached(self._path(f"embed-{learner}-s{seed}.pt"), lambda path: self._read_embeddings(path, learner, seed),
-                      compute, lambda path, emb: save_torch(path, emb, self._meta(seed, learner=learner)),
+                      self._counted(compute), lambda path, emb: save_torch(path, emb, self._meta(seed, learner=learner)),
                       what="cached embeddings")
 
     def _score_heads(self, emb: dict[str, torch.Tensor]):
@@ -390,7 +400,7 @@ class WildsExperiment:
         meta = self._meta(seed, learner=learner, objective=objective, ood_key=self.protocol.ood_key())
         expect = {k: meta[k] for k in ("key", "seed", "learner", "objective", "ood_key")}
         return cached(self._path(f"ood-{learner}-s{seed}-{objective}-{self.protocol.ood_key()}.csv"),
-                      lambda path: read_verified_csv(path, check, expect=expect), compute,
+                      lambda path: read_verified_csv(path, check, expect=expect), self._counted(compute),
                       lambda path, frame: write_verified_csv(path, frame, meta), what="cached OOD-stage piece")
 
     def dfr(self, learner: str, seed: int) -> pd.DataFrame:
@@ -415,7 +425,7 @@ class WildsExperiment:
                 raise CorruptFileError(path, "it lacks the column failure")
             return table.assign(failure=table["failure"].fillna("").astype(str))  # "" reads back as NaN
 
-        return cached(self._path(f"dfr-{learner}-s{seed}.csv"), read, compute,
+        return cached(self._path(f"dfr-{learner}-s{seed}.csv"), read, self._counted(compute),
                       lambda path, table: write_verified_csv(path, table, meta), what="cached DFR piece")
 
     def rounds(self, learner: str, seed: int) -> pd.DataFrame:
