@@ -117,6 +117,34 @@ def test_chapter_05_points_to_the_committed_table_or_says_nothing_is_committed()
     assert text.startswith("**No full-scale results are committed yet** for Camelyon17") and "ranks nothing" in text
 
 
+def test_chapter_05_error_bars_stop_at_the_scores_range():
+    err = wilds_views.clipped_error([97.5, 50.0, 2.0, float("nan")], [3.54, 10.0, 5.0, float("nan")])
+    assert err.shape == (2, 4)
+    assert err[:, 0].tolist() == pytest.approx([3.54, 2.5])  # up to 100, not 101.04
+    assert err[:, 1].tolist() == [10.0, 10.0] and err[:, 2].tolist() == [2.0, 5.0]  # down to 0, not -3
+    assert err[:, 3].tolist() == [0.0, 0.0]
+
+
+def test_chapter_05_dfr_table_says_what_the_chosen_c_is():
+    frame = pd.DataFrame({"Init.": ["ERM"], "Method": ["DFR"], "ours": ["92.50 ± 10.61"], "paper": [""],
+                          "what is measured": ["Avg. acc. (%)"], "C per seed": ["1, 0.7"]})
+    shown = wilds_views.dfr_table(frame, "DFR, this run", with_paper=False)
+    html = shown._repr_html_()
+    assert "chosen C, per seed" in html and "inverse L1 strength" in html and "1, 0.7, 0.3, 0.1, 0.07, 0.03, 0.01" in html
+
+
+def test_chapter_05_names_the_rounds_of_a_small_run_that_ended_at_chance():
+    rounds = pd.DataFrame({"learner": ["ERM", "FeAT (iFeAT)", "FeAT (iFeAT)"], "seed": [0, 0, 1], "round": [1, 2, 2],
+                           "train_acc": [0.93, 0.50, 0.515]})
+    text = clean(wilds_views.rounds_note(rounds, n_classes=2, full_scale=False))
+    assert text.startswith("2\u00a0rounds of this run ended at chance on their own training data")
+    assert "FeAT (iFeAT) seed 0, round 2; FeAT (iFeAT) seed 1, round 2" in text and "ERM" not in text
+    assert wilds_views.rounds_note(rounds, n_classes=2, full_scale=True) == ""  # the paper's size: the table says it
+    assert wilds_views.rounds_note(rounds.iloc[:1], n_classes=2, full_scale=False) == ""
+    assert "1\u00a0round of this run" in clean(wilds_views.rounds_note(rounds.iloc[:2], n_classes=2, full_scale=False))
+    assert wilds_views.rounds_note(rounds, n_classes=10, full_scale=False) == ""  # chance is 10% there
+
+
 # -- chapter 06 ----------------------------------------------------------------------------------
 def saliency(run, feat_share, erm_share, feat_flip, erm_flip):
     return clean(saliency_views.what_we_see(run, "GradCAM", feat_share, erm_share, feat_flip, erm_flip))

@@ -127,11 +127,18 @@ def alpha_sweep_figure(sweep: pd.DataFrame, beta_bar: float, probe_step: int, sw
 def activations_figure(histories: dict[str, pd.DataFrame]):
     """The ERM run with each activation psi, one panel each (at most three a row)."""
     fig, axes = style.panels(len(histories), max_columns=3, extra_height=0.7)
-    for ax, (name, h) in zip(axes, histories.items()):
+    columns = min(len(histories), 3)
+    for i, (ax, (name, h)) in enumerate(zip(axes, histories.items())):
         ax.plot(h.index, h["inv"], color=style.colour("invariant"), label="invariant")
         ax.plot(h.index, h["spu"], color=style.colour("spurious"), label="spurious")
         step_axis(ax, h)
-        ax.set(ylabel="feature learning", title=rf"$\psi$ = {name.replace('_', ' ')}")
+        ax.set_title(rf"$\psi$ = {name.replace('_', ' ')}")
+        # One row of narrow panels shares its labels: the long step label under the middle
+        # panel only, the y label on the first of each row (each panel keeps its own y scale).
+        if i % columns != columns // 2:
+            ax.set_xlabel("")
+        if i % columns == 0:
+            ax.set_ylabel("feature learning")
     style.legend_below(fig, axes, ncol=2)
     return fig
 

@@ -12,6 +12,7 @@ from featbook import style
 from featbook import prose
 from featbook.tables import Stacked, Table, table
 from featlib.data.wilds_data import WILDS_DATASETS
+from featlib.evaluation.dfr import DFR_CS
 from featlib.experiments.labels import LEARNER_LABELS, OBJECTIVE_LABELS
 from featlib.experiments.paper_values import TABLE3
 from featlib.experiments.wilds_experiment import LEARNER_LABELS_BY_NAME
@@ -97,11 +98,14 @@ def dfr_table(frame: pd.DataFrame, caption: str, with_paper: bool = True) -> Tab
         "refit": frame["Method"],
         "test score": [_stack(o, p if with_paper else "") for o, p in zip(frame["ours"], frame["paper"])],
         "what is measured": frame["what is measured"],
-        "C per seed": frame["C per seed"],
+        "chosen C, per seed": frame["C per seed"],
     })
-    return table(shown, caption=caption, wrap=["what is measured", "C per seed"],
-                 note="Ours (mean ± std over seeds), the paper's under it in grey where it prints one." if with_paper
-                 else "Mean ± std over seeds.")
+    c_note = (" Chosen C: the inverse L1 strength of DFR's logistic regression, picked per seed from "
+              f"{', '.join(f'{c:g}' for c in DFR_CS)} by worst-group accuracy on a held-out half of the fit set "
+              "(the DFR authors' grid; featlib.evaluation.dfr).")
+    return table(shown, caption=caption, wrap=["what is measured", "chosen C, per seed"],
+                 note=("Ours (mean ± std over seeds), the paper's under it in grey where it prints one." if with_paper
+                       else "Mean ± std over seeds.") + c_note)
 
 
 def rounds_table_frame(results) -> pd.DataFrame:
@@ -127,6 +131,29 @@ def rounds_table(frame: pd.DataFrame, caption: str) -> Table:
         "kept": ["yes" if bool(v) else "no" for v in frame["accepted"]],
     })
     return table(shown, caption=caption)
+
+
+def rounds_at_chance(frame: pd.DataFrame, n_classes: int, within: float = 0.02) -> pd.DataFrame:
+    """The rounds of :func:`rounds_table_frame` whose classifier ended within ``within`` of chance
+    (``1 / n_classes``) on its own training data: learner, seed, round, train_acc."""
+    if frame.empty or n_classes < 2:
+        return frame.iloc[0:0]
+    return frame[(frame["train_acc"] - 1 / n_classes).abs() <= within]
+
+
+def rounds_note(frame: pd.DataFrame, n_classes: int, full_scale: bool) -> str:
+    """A sentence under the rounds table of a run at reduced size or on fabricated data: which rounds
+    ended at chance on their own training data, and why that says nothing about FeAT at the paper's
+    size (empty when none did, or for a run at the paper's size, whose table speaks for itself)."""
+    chance = rounds_at_chance(frame, n_classes)
+    if full_scale or chance.empty:
+        return ""
+    names = "; ".join(f"{r.learner} seed {r.seed}, round {r.round}" for r in chance.itertuples())
+    count = len(chance)
+    return (f"{prose.count(count, 'round')} of this run ended at chance on {'its' if count == 1 else 'their'} own "
+            f"training data ({names}): from the second round on, FeAT's DRO step weighs the augmentation set, the "
+            "examples the previous round got wrong, which in a run this small is a handful of images, and the "
+            "WILDS default keeps every round. It shows that the round runs, not how FeAT fares at the paper's size.")
 
 
 def committed_table3(frame: pd.DataFrame, caption: str) -> Table:
@@ -161,6 +188,13 @@ def examples(data, per_group: int = 4, split: str = "train"):
     return fig
 
 
+def clipped_error(means, stds, low: float = 0.0, high: float = 100.0) -> np.ndarray:
+    """Error bars of one std, cut at the score's range (every metric of Table 3 is a percentage):
+    a 2 x n array for ``yerr`` whose bars never reach past ``low`` or ``high``."""
+    means, stds = np.nan_to_num(np.asarray(means, float)), np.nan_to_num(np.asarray(stds, float))
+    return np.vstack([np.minimum(stds, np.maximum(means - low, 0)), np.minimum(stds, np.maximum(high - means, 0))])
+
+
 def table3_figure(results, dataset: str, with_paper: bool = True, title: str | None = None):
     """Grouped bars: our test score per OOD objective and learner, with the paper's values as black
     marks (labelled as the paper's; ``with_paper``: full-scale results only), titled ``title``
@@ -177,7 +211,8 @@ def table3_figure(results, dataset: str, with_paper: bool = True, title: str | N
         xs = np.arange(len(objectives)) + (i - (len(learners) - 1) / 2) * width
         means = [100 * part.loc[o, "test_mean"] if o in part.index else np.nan for o in objectives]
         stds = [100 * part.loc[o, "test_std"] if o in part.index else np.nan for o in objectives]
-        ax.bar(xs, means, width, yerr=np.nan_to_num(stds), label=f"{LEARNER_LABELS_BY_NAME[m]} (ours)", alpha=0.85)
+        ax.bar(xs, means, width, yerr=clipped_error(means, stds), label=f"{LEARNER_LABELS_BY_NAME[m]} (ours)",
+               alpha=0.85)
         if with_paper:
             paper = [TABLE3.get(dataset, {}).get((m, o), (np.nan, 0))[0] for o in objectives]
             ax.scatter(xs, paper, marker="_", s=250, color="black", zorder=3,
