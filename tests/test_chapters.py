@@ -192,3 +192,43 @@ def test_the_install_cell_runs_before_a_paragraph_that_quotes_values(tmp_path):
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert [c.source for c in code][0] == "# install" and "quoted-text" in code[1].metadata["tags"]
     assert code[2].source == "x = 1" and nb.cells[0].source == "# Tiny"
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names a cell binds, names it reads) by the cell's syntax tree; IPython magics are skipped."""
+    import ast
+
+    tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    bound, read = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.Name):
+            (bound if isinstance(node.ctx, (ast.Store, ast.Del)) else read).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return bound, read
+
+
+def test_a_visible_code_cell_reads_no_name_that_only_a_removed_cell_defines():
+    """A reader who copies the code on the page (d2l's way) finds every name it uses on the page:
+    in a visible cell or a collapsed one (hide-cell, hide-input), never only in a removed cell."""
+    import builtins
+
+    removed_tags = {"remove-cell", "remove-input"}
+    for source in chapters.sources():
+        on_page, only_removed, missing = set(), set(), {}
+        for cell in chapters.read_source(source).cells:
+            if cell.cell_type != "code":
+                continue
+            bound, read = _names(cell.source)
+            if set(cell.metadata.get("tags", [])) & removed_tags:
+                only_removed |= bound - on_page
+                continue
+            for name in (read - bound - on_page) & only_removed:
+                if not hasattr(builtins, name):
+                    missing.setdefault(name, cell.source[:80])
+            on_page |= bound
+        assert not missing, f"{source.name}: visible code uses names defined only in removed cells: {missing}"
