@@ -1,5 +1,7 @@
 """The chapters' "What we see" paragraphs that depend on the numbers come from tested functions of
 featbook, each branch checked here on fabricated numbers (a build only runs one branch)."""
+import re
+
 import pandas as pd
 import pytest
 
@@ -143,6 +145,16 @@ def test_chapter_05_names_the_rounds_of_a_small_run_that_ended_at_chance():
     assert wilds_views.rounds_note(rounds.iloc[:1], n_classes=2, full_scale=False) == ""
     assert "1\u00a0round of this run" in clean(wilds_views.rounds_note(rounds.iloc[:2], n_classes=2, full_scale=False))
     assert wilds_views.rounds_note(rounds, n_classes=10, full_scale=False) == ""  # chance is 10% there
+
+
+def test_chapter_05_shows_the_papers_table_3_alone_and_labelled_as_the_papers():
+    from featlib.experiments.paper_values import TABLE3
+
+    html = wilds_views.paper_table3("civilcomments")._repr_html_()
+    assert "The paper&#x27;s Table 3 for CivilComments" in html and "not a result of this book" in html
+    assert re.search(r"77\.34\W+0\.50", html) and re.search(r"82\.24\W+0\.13", html)  # ERM features: DFR, DFR-s
+    assert html.count("<tr>") == 1 + len({o for _, o in TABLE3["civilcomments"]})  # header + one row per objective
+    assert "DFR-s" not in wilds_views.paper_table3("camelyon17")._repr_html_()  # the paper prints none there
 
 
 # -- chapter 06 ----------------------------------------------------------------------------------
