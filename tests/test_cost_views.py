@@ -125,6 +125,7 @@ def test_the_verdict_on_table14_follows_the_numbers(ifeat, bonsai, verdict):
     scale, agrees = views.table14_claim(PAPER, committed)
     assert agrees.startswith(f"{verdict}: ") and f"iFeAT {ifeat:.2f}× ERM's time" in agrees
     assert "whole training time" in scale and "one NVIDIA H200" in scale
+    assert "on another dataset than the paper's Camelyon17 and CivilComments: ColoredMNIST-025" in scale
     assert ("schedule has 2.00× ERM's steps" in agrees) == (ifeat > 1.80)
     text = views.what_we_see(PAPER, committed)
     assert text.startswith(f"**Does ours agree with Table 14? {verdict.capitalize()}.**") and agreed.ours in text

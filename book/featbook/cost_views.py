@@ -421,7 +421,10 @@ def agreement(paper: pd.DataFrame, committed: Mapping) -> Agreement:
             + f" on {m.source.device}" for k, m in enumerate(ms))
 
     ours_text = "; ".join(f"on {DATASET_LABELS.get(d, d)}, iFeAT {each(ms)}" for d, ms in by_dataset.items())
-    scale = ("whole training time by the paper's schedule at step times measured at full size: "
+    elsewhere = [d for d in by_dataset if d not in feat]
+    other_data = (f", on {'another dataset' if len(elsewhere) == 1 else 'other datasets'} than the paper's "
+                  f"{names}" if elsewhere and len(elsewhere) == len(by_dataset) else "")
+    scale = (f"whole training time by the paper's schedule at step times measured at full size{other_data}: "
              + "; ".join(f"{DATASET_LABELS.get(d, d)} ({ms[0].source.model}) on {prose.listing(m.source.device for m in ms)}"
                          for d, ms in by_dataset.items())
              + f"{apart_text} (the paper's Table 14: whole runs on V100 GPUs)")
