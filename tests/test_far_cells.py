@@ -224,3 +224,27 @@ def test_every_far_cell_of_the_committed_pieces_gets_a_verdict(repo_root):
         assert v["explained"] in ("study", "seeds", None)
         assert v["sentence"].startswith("**") and "paper stds" in v["sentence"]
         assert abs(cell["z"]) > views.FAR_Z and np.isfinite(cell["z"])
+
+
+def grid(values_by_weight, dataset="cmnist01", learner="ifeat", objective="clove", seeds=(1, 2)):
+    """Runs of one cell: each penalty weight at two pre-training lengths (the second 1 point lower),
+    every seed at the given value."""
+    rows = [{"dataset": dataset, "learner": learner, "objective": objective, "seed": s, "penalty_weight": w,
+             "pretrain_epochs": e, "worst_test_acc": (v - (1.0 if e else 0.0)) / 100}
+            for w, v in values_by_weight.items() for e in (0, 50) for s in seeds]
+    return pd.DataFrame(rows)
+
+
+def test_an_unexplained_cell_says_where_the_papers_value_sits_in_its_own_penalty_grid():
+    paper, paper_std = TABLE2["cmnist01"]["clove"]["ifeat"]  # 75.12 ± 1.08; the paper's ERM objective: 76.05
+    cell = {"dataset": "cmnist01", "learner": "ifeat", "objective": "clove", "paper": paper, "paper_std": paper_std}
+    runs_ = grid({10.0: 75.8, 100.0: 76.6, 1000.0: 78.3, 1e4: 79.1, 1e5: 79.3})
+    text = plain(views.penalty_response(runs_, cell))
+    assert "gives 75.80 at 1 × 10¹, 76.60 at 1 × 10², 78.30 at 1 × 10³, 79.10 at 1 × 10⁴ and 79.30 at 1 × 10⁵" in text
+    assert "lies where ours does at the 2 weakest weights" in text  # |76.6 - 75.12| <= 2.16, |78.3 - 75.12| > 2.16
+    assert "76.05 ± 1.45, above its CLOvE cell" in text and "add up to 3.5 points" in text  # 79.3 - 75.8
+    assert "the strongest weight." in plain(views.penalty_response(grid({10.0: 70.0, 1e5: 75.0}), cell))
+    assert views.penalty_response(grid({10.0: 75.0, 1e5: 75.5}), cell) == ""  # every weight alike: nothing to say
+    assert views.penalty_response(grid({10.0: 80.0, 1e5: 81.0}), cell) == ""  # none near the paper's
+    assert views.penalty_response(grid({10.0: 75.0}), cell) == ""  # one weight
+    assert views.penalty_response(grid({10.0: 75.0, 1e5: 79.0}, learner="bonsai"), cell) == ""  # not this cell's runs
