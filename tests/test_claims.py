@@ -22,6 +22,11 @@ def test_every_claim_of_the_paper_has_a_row_from_the_committed_results():
     assert ("today's protocol (featlib 0.5)" in table2.scale) == (apart is not None)
     for r in frozen.itertuples():
         assert f"best in {int(r.feat_best)} of {int(r.objectives)} objectives" in table2.agrees
+    # a verdict first, as every row has; today's distances name the calibration that built them in
+    assert table2.agrees.startswith(claims.table2_verdict(frozen) + ": ")
+    assert ("partly built in" in table2.agrees) == (which != "earlier")
+    fig1b = next(r for r in rows if r.paper == "Fig. 1(b)")
+    assert fig1b.agrees == "-" or fig1b.agrees.split(",")[0] in ("yes", "partly", "no")
     # the earlier protocol's ranking never stands without its caveat; the selection rule is always named
     assert ("baselines are weaker than the paper's" in table2.agrees) == (which == "earlier")
     assert "chosen on the test environments" in table2.agrees
@@ -87,3 +92,14 @@ def test_the_saliency_row_reads_the_committed_study_with_its_size_and_seeds(tmp_
     row = next(r for r in claims.claims(tmp_path) if r.paper.startswith("Fig. 4"))
     assert row.scale == "reduced size (5,000 training images), 2\xa0seeds, too few to rank"
     assert row.agrees == "FeAT leans on colour less than ERM after its longest training in 6 of 6 (seed, measure) pairs"
+
+
+def test_the_table2_verdict_counts_the_datasets_where_feat_leads_most_objectives():
+    import pandas as pd
+
+    def frozen(*best):
+        return pd.DataFrame([{"dataset": d, "feat_best": b, "objectives": 6} for d, b in zip(("cmnist025", "cmnist01"), best)])
+
+    assert claims.table2_verdict(frozen(4, 6)) == "yes"
+    assert claims.table2_verdict(frozen(0, 6)) == "partly"
+    assert claims.table2_verdict(frozen(3, 2)) == "no"  # half is not most

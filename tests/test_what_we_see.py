@@ -107,6 +107,8 @@ def test_chapter_04_reads_the_committed_frozen_columns_beside_the_papers():
     assert text.startswith("**Table 2's frozen-feature columns at full size** (the committed pieces, 3\u00a0seeds per cell")
     assert "5 of 6 penalised objectives on ColoredMNIST-01 (the paper's Table 2: 6)" in text
     assert "ERM's features with IGA on ColoredMNIST-01, 10.0 points above the paper" in text
+    assert "partly built in" in text  # today's OOD length was chosen against the paper's table
+    assert "partly built in" not in cmnist_views.frozen_columns_sentence(moved.reset_index(), earlier=True)
     assert "ERM-NF column comes from GPU sittings" in text and "not committed yet" not in text
     one_seed = frozen_columns(pd.concat([_paper_runs({}, seeds=(1,))])).reset_index(drop=True)
     assert "(the committed pieces, 1\u00a0seed per cell" in cmnist_views.feat_what_we_see(None, False, frozen=one_seed)
