@@ -248,3 +248,15 @@ def test_an_unexplained_cell_says_where_the_papers_value_sits_in_its_own_penalty
     assert views.penalty_response(grid({10.0: 80.0, 1e5: 81.0}), cell) == ""  # none near the paper's
     assert views.penalty_response(grid({10.0: 75.0}), cell) == ""  # one weight
     assert views.penalty_response(grid({10.0: 75.0, 1e5: 79.0}, learner="bonsai"), cell) == ""  # not this cell's runs
+
+
+def test_the_lead_names_a_dataset_with_more_seeds_and_the_cell_the_paper_prints_without_a_std():
+    frame = at_z({})
+    frame = pd.concat([frame, at_z({}).query("dataset == 'cmnist025' and seed == 1").assign(seed=3)], ignore_index=True)
+    lead, _ = views.far_cells_section(frame, {})
+    assert "(2\u00a0whole seeds so far, 3 on ColoredMNIST-025)" in lead
+    paper = TABLE2["cmnist025"]["clove"]["erm"]
+    assert paper[1] == 0  # 65.78 ± 0.00 in the paper's table
+    assert (f"The paper prints CLOvE on ERM's features on ColoredMNIST-025 (ours {paper[0]:.2f}, the paper's "
+            f"{paper[0]:.2f} ± 0.00) with a standard deviation of zero") in plain(lead)
+    assert "not counted here" in lead

@@ -179,8 +179,14 @@ def test_the_early_stop_sentence_names_the_closest_seed_and_what_it_would_hand_o
     other = describe_early_stop({"usual_rounds": 2, "ood_usual": 0.70, "ood_one_earlier": 0.11, "closest_margin": 23.4,
                                  "closest_seed": 7, "n_early": 0, "n_seeds": 10, "discarded_seed": 3,
                                  "discarded_margin": -0.16, "ood_one_later": 0.62})
-    assert "the closest call is seed 3's round 3, 0.16 points under the threshold" in other
+    assert "The closest call is seed 3's round 3, 0.16 points under the 130% threshold" in other  # the nearer leads
     assert "round 3's features, whose head scores 62.0%" in other
+    assert "On the kept side no seed came as near: the lowest, seed 7's round 2, scored 23.40 points above" in other
+    kept_first = describe_early_stop({"usual_rounds": 2, "ood_usual": 0.70, "ood_one_earlier": 0.11,
+                                      "closest_margin": 0.5, "closest_seed": 7, "n_early": 0, "n_seeds": 10,
+                                      "discarded_seed": 3, "discarded_margin": -2.0, "ood_one_later": 0.62})
+    assert "The closest call is seed 7, whose round 2 scored 0.50 points above" in kept_first
+    assert "The other way, seed 3's round 3 came 2.00 points under the threshold" in kept_first
 
 
 def test_the_choices_table_shows_no_spread_for_one_seed_and_rounds_in_table_7s_order():
