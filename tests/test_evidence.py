@@ -64,3 +64,16 @@ def test_a_folder_that_runs_added_to_names_every_run_commit_and_the_summed_wall_
     block = evidence.command_block(prov)
     assert "(commits aaaaaaaaaaaa and bbbbbbbbbbbb)</summary>" in block
     assert "--seeds 1" in block and "--seeds 2" in block
+
+
+def test_a_recorded_command_whose_entry_point_moved_names_todays():
+    assert evidence.moved_entry_point("python -m featlib.experiments.run_rounds --out x --inits ifeat") == (
+        "featlib.experiments.run_rounds", "featlib.cli.run_rounds")
+    assert evidence.moved_entry_point("python -m featlib.experiments.gap_studies x") == (
+        "featlib.experiments.gap_studies", "featlib.cli.gap_studies")
+    assert evidence.moved_entry_point("python -m featlib.cli.run_rounds --out x") is None  # today's already
+    assert evidence.moved_entry_point("python -m featlib.experiments.no_such_thing") is None
+    assert evidence.moved_entry_point("python benchmarks/stacked_training.py") is None
+    block = evidence.command_block({"command": "python -m featlib.experiments.run_rounds --out x", "commit": "abc"})
+    assert "<code>featlib.experiments.run_rounds</code> is <code>featlib.cli.run_rounds</code> today" in block
+    assert "today" not in evidence.command_block({"command": "python -m featlib.cli.run_rounds --out x"})

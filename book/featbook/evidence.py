@@ -66,8 +66,33 @@ def command_block(prov: Mapping[str, Any], summary: str = "The command that made
         [str(prov["commit"])[:12]] if prov.get("commit") else [])
     if commits:
         summary += f" (commit{'s' if len(commits) > 1 else ''} {prose.listing(commits)})"
+    moved = sorted({m for c in commands if (m := moved_entry_point(c))})
+    note = "".join(f"<p>Recorded as run then: <code>{html.escape(old)}</code> is <code>{html.escape(new)}</code> today "
+                   f"(<code>python -m {html.escape(new)} --help</code> lists its options; some were renamed since).</p>"
+                   for old, new in moved)
     return (f'<details class="feat-provenance"><summary>{html.escape(summary)}</summary>'
-            f'<div class="highlight-bash notranslate"><div class="highlight"><pre>{command}</pre></div></div></details>')
+            f'<div class="highlight-bash notranslate"><div class="highlight"><pre>{command}</pre></div></div>'
+            f'{note}</details>')
+
+
+def moved_entry_point(command: str) -> tuple[str, str] | None:
+    """``(recorded module, today's)`` when a recorded ``python -m featlib....`` command names a
+    module that is not a command-line entry point today and ``featlib.cli`` has one of the same
+    name (``featlib.experiments.run_rounds`` -> ``featlib.cli.run_rounds``); else ``None``."""
+    import importlib.util
+
+    parts = command.split()
+    if "-m" not in parts or parts.index("-m") + 1 >= len(parts):
+        return None
+    module = parts[parts.index("-m") + 1]
+    if not module.startswith("featlib.") or module.startswith("featlib.cli."):
+        return None
+    today = "featlib.cli." + module.rsplit(".", 1)[-1]
+    try:
+        found = importlib.util.find_spec(today) is not None
+    except ModuleNotFoundError:
+        found = False
+    return (module, today) if found else None
 
 
 def nothing_committed(what: str, command: str) -> str:
