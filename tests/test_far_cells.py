@@ -260,3 +260,21 @@ def test_the_lead_names_a_dataset_with_more_seeds_and_the_cell_the_paper_prints_
     assert (f"The paper prints CLOvE on ERM's features on ColoredMNIST-025 (ours {paper[0]:.2f}, the paper's "
             f"{paper[0]:.2f} ± 0.00) with a standard deviation of zero") in plain(lead)
     assert "not counted here" in lead
+
+
+def test_the_list_says_what_the_spread_between_seeds_means_once_in_its_lead():
+    from featlib.experiments.gap_studies import STUDY_CHOICES  # noqa: F401 (the studies' names)
+
+    frame = at_z({})
+    for dataset, objective in (("cmnist01", "fishr"), ("cmnist025", "irmx")):  # seed 1 on the paper's, seed 2 6 stds below
+        paper, std = TABLE2[dataset][objective]["erm"]
+        cell = (frame["dataset"] == dataset) & (frame["learner"] == "erm") & (frame["objective"] == objective)
+        frame.loc[cell & (frame["seed"] == 2), "worst_test_acc"] = (paper - 6 * std) / 100
+    studies = {"ood-length-01": study_rows("cmnist01", "erm", "fishr", {2500: TABLE2["cmnist01"]["fishr"]["erm"][0] / 100}),
+               "ood-length-025": study_rows("cmnist025", "erm", "irmx", {2500: TABLE2["cmnist025"]["irmx"]["erm"][0] / 100})}
+    lead, verdicts = views.far_cells_section(frame, studies)
+    seeds = [v for v in verdicts if v["explained"] == "seeds"]
+    assert seeds, verdicts
+    assert "more seeds decide where the mean settles" in lead
+    assert all("more seeds decide" not in v["sentence"] and "Traced to the spread between seeds." in v["sentence"]
+               for v in seeds)

@@ -1515,6 +1515,12 @@ def _own_seeds(cell, threshold: float = FAR_Z) -> tuple[int | None, str]:
                   f"{prose.listing([str(s) for s in seeds])}): {near} of {len(values)} within that band{spread}.")
 
 
+#: A far cell traced to the spread between seeds, as :func:`far_cell_verdict` says it; chapter 04's
+#: list (:func:`far_cells_section`) says it once in its lead and per cell only "The spread between seeds."
+SEEDS_VERDICT = ("The distance is the spread between seeds, not a setting a study varied; more seeds decide where "
+                 "the mean settles.")
+
+
 def far_cell_verdict(cell, evidence: pd.DataFrame, threshold: float = FAR_Z) -> dict:
     """What the committed gap studies say of one far cell (a row of :func:`far_cells`), given its
     rows of :func:`featlib.experiments.gap_studies.cell_evidence`. ``explained`` is
@@ -1560,8 +1566,7 @@ def far_cell_verdict(cell, evidence: pd.DataFrame, threshold: float = FAR_Z) -> 
                      f" {closer.iloc[0]['change'][0].upper()}{closer.iloc[0]['change'][1:]} gives "
                      f"{_study_value(closer.iloc[0])}, closer still ({STUDY_CHOICES.get(closer.iloc[0]['study'], '')}).")
             return {"explained": "seeds", "sentence": (
-                f"{head} {own_said} The distance is the spread between seeds, not a setting a study varied; more "
-                f"seeds decide where the mean settles.{still}")}
+                f"{head} {own_said} {SEEDS_VERDICT}{still}")}
         own_said += (" The study's value is the best of its configurations on its own seeds, so it reaches the "
                      "band by selection, not by a seed of Table 2's.")
     else:
@@ -1658,6 +1663,8 @@ def far_cells_section(runs: pd.DataFrame, studies: dict[str, pd.DataFrame], thre
     for verdict, cell in zip(verdicts, cells.to_dict("records")):
         if verdict["explained"] is None:  # where the paper's value sits in the cell's own grid: a lead, not a cause
             verdict["sentence"] += penalty_response(frozen, cell, threshold)
+        elif verdict["explained"] == "seeds":  # said once, in the lead
+            verdict["sentence"] = verdict["sentence"].replace(SEEDS_VERDICT, "Traced to the spread between seeds.")
     seeds = whole_seeds(runs) if runs is not None and not runs.empty else []
     seeds_said = _seeds_per_dataset(frozen, len(seeds))
     zero_std = _zero_std_cells(frozen)
@@ -1667,7 +1674,9 @@ def far_cells_section(runs: pd.DataFrame, studies: dict[str, pd.DataFrame], thre
     else:
         kinds = [v["explained"] for v in verdicts]
         traced = [f"{kinds.count('study')} to a choice the paper leaves open" if "study" in kinds else "",
-                  f"{kinds.count('seeds')} to the spread between seeds" if "seeds" in kinds else ""]
+                  f"{kinds.count('seeds')} to the spread between seeds (where the protocol's own setting lands "
+                  "near the paper's on a study's seeds, the distance is between seeds, not a setting a study varied; "
+                  "more seeds decide where the mean settles)" if "seeds" in kinds else ""]
         traced = [t for t in traced if t]
         said = f"The gap studies (`results/cmnist-gaps`) trace {prose.listing(traced)}" if traced else ""
         if None in kinds:
