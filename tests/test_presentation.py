@@ -130,6 +130,9 @@ def test_paired_columns_become_one_cell_with_the_papers_value_under_ours():
     assert list(cells.columns) == ["ERM", "FeAT"]
     assert cells.loc["IRMv1", "ERM"] == tables.Stacked("10.0 ± 1.0", "12.0 ± 0.5", paper=True)
     assert cells.loc["IRMv1", "FeAT"] == tables.Stacked("70.0 ± 1.0", "")  # the paper has no value
+    html = tables.table(cells.reset_index(), caption="Table 2")._repr_html_()
+    assert "feat-table-key" in html and html.index("feat-table-key") < html.index("<table")  # the key above the rows
+    assert "feat-table-key" not in tables.table(frame.droplevel(1, axis=1).iloc[:, :1].reset_index())._repr_html_()
     parts = tables.split_by(pd.concat({"ColoredMNIST-025": frame, "ColoredMNIST-01": frame}, axis=1))
     assert list(parts) == ["ColoredMNIST-025", "ColoredMNIST-01"]
 

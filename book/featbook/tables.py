@@ -120,11 +120,20 @@ class Table:
         # too wide for a phone scrolls in its own box (book/featbook.css)
         caption = (f'<p class="feat-table-caption" style="font-weight: 600; margin: 0.4em 0 4px 0">'
                    f"{html.escape(self.caption)}</p>") if self.caption else ""
+        if self.has_paper_values:  # the key beside the rows, not only in the note under a long table
+            caption += (f'<p class="feat-table-key" style="font-size: 0.85em; margin: 0 0 4px 0">Each cell: ours; '
+                        f'<span style="{_SUB_STYLE}; display: inline">under it in grey, the paper\'s</span>.</p>')
         note = (f'<p class="feat-table-note" style="font-size: 0.85em; color: #555; margin-top: -0.6em">'
                 f"{html.escape(self.note)}</p>") if self.note else ""
         return (f'<div class="feat-table-wrap">{caption}<div class="feat-table-scroll" style="overflow-x: auto">'
                 f'<table class="feat-table{" feat-cards" if self.cards else ""}" style="{_TABLE_STYLE}">'
                 f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>{note}</div>")
+
+    @property
+    def has_paper_values(self) -> bool:
+        """Whether a cell sets the paper's value under ours (a :class:`Stacked` marked ``paper``)."""
+        return any(isinstance(v, Stacked) and v.paper and v.sub for column in self.frame.columns
+                   for v in self.frame[column])
 
     def __str__(self) -> str:
         return self.frame.map(lambda v: cell_text(v, self.digits)).to_string(index=False)
