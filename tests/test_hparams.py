@@ -97,3 +97,14 @@ def test_the_decisions_table_states_the_values_the_code_runs():
     assert d["How a cell's configuration is chosen"] == "test-domain (oracle) selection"
     for name, h in hparams.DECISIONS.items():
         assert "Measured" in h.source or "measured" in h.source or "results/" in h.source, name
+
+
+def test_chapter_09_folds_each_decisions_measurement_under_its_one_paragraph():
+    from featbook.cmnist_views import decisions_html
+
+    text = decisions_html(hparams.DECISIONS)
+    assert text.count("<strong>") == len(hparams.DECISIONS)
+    measured = [h for h in hparams.DECISIONS.values() if " Measured" in h.source]
+    assert text.count("<summary>What was measured</summary>") == len(measured) > 0
+    for block in text.split("<strong>")[1:]:  # the paragraph before the fold stays short
+        assert len(block.split("</p>")[0]) < 900, block[:200]

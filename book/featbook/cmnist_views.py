@@ -1088,6 +1088,27 @@ def decisions_table(decisions, evidence: bool = True) -> Table:
     return table(pd.DataFrame(rows), caption=caption, wrap=list(rows[0]), cards=evidence)
 
 
+def decisions_html(decisions) -> str:
+    """Chapter 09's whole form of :func:`decisions_table`: per open choice, the value featlib runs
+    and its source in one short paragraph, the measurement that decided it (the part of the source
+    from "Measured" on) folded under it, so that a long piece of evidence never fills a table cell."""
+    import html as html_lib
+
+    parts = []
+    for name, h in decisions.items():
+        source = str(h.source)
+        cut = source.find(" Measured")
+        head, measured = (source, "") if cut < 0 else (source[:cut], source[cut + 1:])
+        block = (f'<p><strong>{html_lib.escape(name)}: {html_lib.escape(str(h.value))}.</strong> '
+                 f"{html_lib.escape(head[0].upper() + head[1:])}</p>")
+        if measured:
+            block += (f'<details class="feat-provenance"><summary>What was measured</summary>'
+                      f"<p>{html_lib.escape(measured)}</p></details>")
+        parts.append(block)
+    return ('<div class="feat-decisions"><p class="feat-table-caption" style="font-weight: 600">Where the paper '
+            "leaves ColoredMNIST's protocol open, and what decided it</p>" + "".join(parts) + "</div>")
+
+
 def presets_table(presets) -> Table:
     """The protocol presets (:data:`.cmnist_presets.PROTOCOL_PRESETS`): name, what it sets, source."""
     rows = [{"preset": name, "what it sets": presets.get(name).description, "source": presets.get(name).source}
