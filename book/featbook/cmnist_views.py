@@ -1102,7 +1102,7 @@ def decisions_html(decisions) -> str:
         block = (f'<p><strong>{html_lib.escape(name)}: {html_lib.escape(str(h.value))}.</strong> '
                  f"{html_lib.escape(head[0].upper() + head[1:])}</p>")
         if measured:
-            block += (f'<details class="feat-provenance"><summary>What was measured</summary>'
+            block += (f'<details class="feat-provenance" style="margin: -0.6em 0 1.2em 0"><summary>What was measured</summary>'
                       f"<p>{html_lib.escape(measured)}</p></details>")
         parts.append(block)
     return ('<div class="feat-decisions"><p class="feat-table-caption" style="font-weight: 600">Where the paper '
