@@ -198,12 +198,12 @@ def _selection_caveat(runs, today_only: bool = False) -> str:
     if agreement is None or agreement.empty:
         return text
     from featbook.cmnist_views import selection_gaps
+    from featlib.experiments.labels import DATASET_LABELS
 
     same = agreement_rows(agreement)
     whose = ", which only today's protocol's pieces record" if today_only else ""
     gaps = selection_gaps(runs)
-    drop = prose.listing([f"by {part['gap'].min():.1f}-{part['gap'].max():.1f} points on "
-                          f"{'ColoredMNIST-025' if dataset == 'cmnist025' else 'ColoredMNIST-01'}"
+    drop = prose.listing([f"by {part['gap'].min():.1f}-{part['gap'].max():.1f} points on {DATASET_LABELS[dataset]}"
                           for dataset, part in gaps.groupby("dataset", sort=False)])
     drop_text = f", and the columns' cells fall on average {drop}" if drop else ""
     return text + (f"; chosen without them (training-domain validation{whose}), the best column stays the same in "
