@@ -269,3 +269,12 @@ def test_chapter_08_runs_feat_on_a_dataset_of_ones_own(executed):
     # the page's point: the OOD objectives do better on FeAT's features than on ERM's
     for objective in ("IRMv1", "V-REx"):
         assert scores[f"FeAT features|{objective}"] > scores[f"ERM features|{objective}"], objective
+    # choosing V-REx's penalty weight without the test set: the held-out examples that go against the
+    # shortcut choose a head that does better on the test set than all held-out examples choose
+    choice = r["penalty_weight_choice"]
+    assert choice["by_held_out"] in choice["weights"] and choice["by_against"] in choice["weights"]
+    assert 0 < choice["n_against"] < choice["n_held_out"]
+    test = {w: choice["grid"][f"{w:g}|test (not used to choose)"] for w in choice["weights"]}
+    held = {w: choice["grid"][f"{w:g}|held out"] for w in choice["weights"]}
+    assert held[choice["by_held_out"]] == max(held.values())
+    assert test[choice["by_against"]] > test[choice["by_held_out"]] + 0.1, test
