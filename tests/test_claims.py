@@ -103,3 +103,10 @@ def test_the_table2_verdict_counts_the_datasets_where_feat_leads_most_objectives
     assert claims.table2_verdict(frozen(4, 6)) == "yes"
     assert claims.table2_verdict(frozen(0, 6)) == "partly"
     assert claims.table2_verdict(frozen(3, 2)) == "no"  # half is not most
+
+
+def test_the_claims_table_reads_at_a_glance():
+    """A row is read on a phone: no cell longer than a short paragraph (the chapters give the rest)."""
+    for row in claims.claims(REPO / "results"):
+        for name in ("paper", "says", "scale", "agrees"):
+            assert len(getattr(row, name)) <= 600, (row.paper, name, len(getattr(row, name)))
