@@ -443,3 +443,19 @@ def test_page_shows_no_machinery_and_never_scrolls_sideways_at_1280_and_390_px(v
     page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
     page.screenshot(path=str(shots / (Path(path).stem + "-390.png")), full_page=True)
     assert not v.problems, f"{path}:\n" + "\n".join(v.problems)
+
+
+def test_a_table_wider_than_a_phone_says_it_scrolls_sideways(visit):
+    """Table 7 (six columns) does not fit 390 px and scrolls in its own box: a line under it says
+    there are more columns (book/featbook.js); at 1280 px, where it fits, no such line shows."""
+    v, page = visit("notebooks/04_feat_on_colored_mnist.html")
+    shown = "() => Array.from(document.querySelectorAll('p.feat-scroll-hint')).filter(p => !p.hidden).length"
+    wide = ("() => Array.from(document.querySelectorAll('div.feat-table-scroll')).filter("
+            "b => b.scrollWidth > b.clientWidth + 1).length")
+    assert page.evaluate(wide) == page.evaluate(shown) == 0
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_function(f"() => ({shown})() > 0")
+    assert page.evaluate(shown) == page.evaluate(wide) > 0
+    # the hint sits right under the box it is about
+    assert page.evaluate("() => Array.from(document.querySelectorAll('p.feat-scroll-hint')).filter(p => !p.hidden)"
+                         ".every(p => p.previousElementSibling.scrollWidth > p.previousElementSibling.clientWidth + 1)")
