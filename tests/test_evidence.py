@@ -12,7 +12,9 @@ def test_the_provenance_line_says_size_seeds_device_and_time_once_and_folds_the_
     line = evidence.provenance_line("Committed full-size rounds", PROV, size="50,000 training images")
     assert line == ("Committed full-size rounds: 50,000 training images, 5\u00a0seeds per dataset, on a CPU "
                     "(2\u00a0threads), 8\u00a0min of wall time.")
-    assert "<summary>The command that made them (commit 1152ffb3e5be)</summary>" in evidence.command_block(PROV)
+    # the commit inside the fold, not in the line the narrative shows
+    assert "<summary>The command that made them</summary><p>At commit 1152ffb3e5be of this repository:</p>" in (
+        evidence.command_block(PROV))
     assert not leaks.scan_text(line)
     assert evidence.provenance_line("Cost", {"device": "NVIDIA H100"}) == "Cost: on NVIDIA H100."
     # a folder whose runs were all read from an earlier run's cache says so: its wall time is not their cost
@@ -62,7 +64,7 @@ def test_a_folder_that_runs_added_to_names_every_run_commit_and_the_summed_wall_
     line = evidence.provenance_line("Rounds", prov).replace("\xa0", " ")
     assert "2 seeds" in line and "aaaa" not in line and "2 runs, 11 min of wall time in all" in line
     block = evidence.command_block(prov)
-    assert "(commits aaaaaaaaaaaa and bbbbbbbbbbbb)</summary>" in block
+    assert "<summary>The commands that made them (2\xa0runs)</summary><p>At commits aaaaaaaaaaaa and bbbbbbbbbbbb" in block
     assert "--seeds 1" in block and "--seeds 2" in block
 
 

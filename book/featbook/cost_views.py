@@ -242,7 +242,7 @@ def show_committed(name: str, prov: Mapping[str, Any], sources: dict[str, CostSo
     line = evidence.provenance_line(f"Committed measurements ({name})", shown,
                                     size="; ".join(s.data + " (" + s.model + ")" for s in sources.values()))
     display(Markdown(line))
-    display(HTML(evidence.command_block(prov, "The command that made them")))  # names the commit once
+    display(HTML(evidence.command_block(prov, "The command that made them")))  # the commit inside the fold
 
 
 # --- Table 14: the paper's ratios, and ours where they measure the same at a stated scale ---

@@ -57,20 +57,23 @@ def provenance_line(what: str, prov: Mapping[str, Any], size: str | None = None)
 
 def command_block(prov: Mapping[str, Any], summary: str = "The command that made them") -> str:
     """HTML: the recorded command (machine folders cut, :func:`featbook.prose.command`) in a
-    collapsed ``<details>`` block, shown as a shell command, its summary naming the commit(s); a
-    folder several runs added to shows each run's command, one per line."""
+    collapsed ``<details>`` block, shown as a shell command under a line naming the commit(s); a
+    folder several runs added to shows each run's command, one per line, and its summary says how
+    many. The commits stay inside the fold: the line a reader sees in the narrative has no hashes."""
     runs = prov.get("runs") if isinstance(prov.get("runs"), list) and len(prov.get("runs")) > 1 else None
     commands = [str(r.get("command", "")) for r in runs] if runs else [str(prov.get("command", ""))]
     command = "\n".join(html.escape(prose.command(c)) for c in commands)
     commits = sorted({str(r.get("commit", ""))[:12] for r in runs if r.get("commit")}) if runs else (
         [str(prov["commit"])[:12]] if prov.get("commit") else [])
-    if commits:
-        summary += f" (commit{'s' if len(commits) > 1 else ''} {prose.listing(commits)})"
+    if runs:
+        summary = summary.replace("The command ", "The commands ", 1) + f" ({prose.count(len(runs), 'run')})"
+    at = (f"<p>At commit{'s' if len(commits) > 1 else ''} {html.escape(prose.listing(commits))} of this repository:</p>"
+          if commits else "")
     moved = sorted({m for c in commands if (m := moved_entry_point(c))})
     note = "".join(f"<p>Recorded as run then: <code>{html.escape(old)}</code> is <code>{html.escape(new)}</code> today "
                    f"(<code>python -m {html.escape(new)} --help</code> lists its options; some were renamed since).</p>"
                    for old, new in moved)
-    return (f'<details class="feat-provenance"><summary>{html.escape(summary)}</summary>'
+    return (f'<details class="feat-provenance"><summary>{html.escape(summary)}</summary>{at}'
             f'<div class="highlight-bash notranslate"><div class="highlight"><pre>{command}</pre></div></div>'
             f'{note}</details>')
 
