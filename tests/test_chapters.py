@@ -232,3 +232,16 @@ def test_a_visible_code_cell_reads_no_name_that_only_a_removed_cell_defines():
                     missing.setdefault(name, cell.source[:80])
             on_page |= bound
         assert not missing, f"{source.name}: visible code uses names defined only in removed cells: {missing}"
+
+
+def test_a_visible_code_cell_fits_the_column_without_scrolling_sideways():
+    """The code a reader reads (d2l's cells) keeps to 80 characters a line: at 1280 px the book's
+    code box shows about 80, and a longer line hides its end behind a sideways scroll. The
+    parameters cell is a list of settings with a comment each, read in Colab as much as here."""
+    for path in list_notebooks():
+        for cell in chapters.read_source(path.with_suffix(".md")).cells:
+            tags = set(cell.metadata.get("tags", []))
+            if cell.cell_type != "code" or tags & (HIDDEN | {"parameters"}):
+                continue
+            for line in cell.source.splitlines():
+                assert len(line) <= 80, f"{path.name}: a visible line of {len(line)} characters: {line.strip()[:60]}"
