@@ -418,6 +418,47 @@ def _tiny_study(seed: int, device, steps: int = 3) -> pd.DataFrame:
                          "worst_test_acc": torch.rand(steps, generator=gen, dtype=torch.float64).tolist()})
 
 
+def test_case_8b_a_study_run_adds_seeds_and_never_drops_the_ones_it_holds(tmp_path, monkeypatch, capsys):
+    """Seeds accumulate in --out: a run with other seeds keeps those already there (same bytes, no
+    recomputation) and lists both runs; a run whose seeds are all there computes nothing; a study
+    made under another key is refused in one line, its files untouched."""
+    from featlib.cli import gap_studies as cli
+    from featlib.experiments import gap_studies
+    from featlib.experiments.results import load_study
+
+    if "tiny-test-study" not in gap_studies.STUDIES.names():
+        gap_studies.STUDIES.register("tiny-test-study")(_tiny_study)
+    cache, out = tmp_path / "cache", tmp_path / "gaps"
+    monkeypatch.chdir(tmp_path)
+
+    def run(*seeds):
+        return cli.main(["tiny-test-study", "--seeds", *map(str, seeds), "--out", str(out), "--cache-dir", str(cache)])
+
+    assert run(1) == 0
+    seed1 = load_study(out, "tiny-test-study")["frame"]
+    computed = []
+    real = cli.run_study
+    monkeypatch.setattr(cli, "run_study", lambda name, seeds, *a: computed.append(list(seeds)) or real(name, seeds, *a))
+    assert run(2, 3) == 0 and computed == [[2, 3]]
+    study = load_study(out, "tiny-test-study")
+    assert sorted(set(study["frame"]["seed"])) == [1, 2, 3] and study["provenance"]["seeds"] == [1, 2, 3]
+    pd.testing.assert_frame_equal(study["frame"][study["frame"]["seed"] == 1].reset_index(drop=True), seed1)
+    assert [r["seeds"] for r in study["provenance"]["runs"]] == [[1], [2, 3]]
+    # a fourth seed after two runs: three runs listed
+    assert run(3, 4) == 0 and computed[-1] == [4]
+    assert [r["seeds"] for r in load_study(out, "tiny-test-study")["provenance"]["runs"]] == [[1], [2, 3], [4]]
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert run(1, 2) == 0 and computed[-1] == [4]  # nothing to compute, nothing rewritten
+    assert "nothing to compute" in capsys.readouterr().out
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    # today's key differs from the one the folder's study was made under: refused, nothing touched
+    monkeypatch.setattr(cli, "study_key", lambda name: "0123456789abcdef")
+    assert run(5) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "another --out" in err and "0123456789abcdef" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
 def test_case_8_gap_studies_verify_their_pieces_and_resume_byte_identically(tmp_path, monkeypatch):
     from featlib.cli.gap_studies import main
     from featlib.experiments import gap_studies
@@ -432,15 +473,16 @@ def test_case_8_gap_studies_verify_their_pieces_and_resume_byte_identically(tmp_
     pieces = sorted(cache.glob("tiny-test-study-seed*.csv"))
     assert len(pieces) == 2
     pieces[1].write_bytes(pieces[1].read_bytes()[:-30])  # a cut piece
+    again, resumed = tmp_path / "again", tmp_path / "resumed"  # --out holding the seeds would compute nothing
     with pytest.warns(CacheWarning, match=pieces[1].name):
-        assert main(["tiny-test-study", "--seeds", "1", "2", "--out", str(out), "--cache-dir",
+        assert main(["tiny-test-study", "--seeds", "1", "2", "--out", str(again), "--cache-dir",
                                  str(cache)]) == 0
-    assert (out / "tiny-test-study.csv").read_bytes() == first  # recomputed, the same bytes
+    assert (again / "tiny-test-study.csv").read_bytes() == first  # recomputed, the same bytes
     with warnings.catch_warnings():
         warnings.simplefilter("error", CacheWarning)
-        assert main(["tiny-test-study", "--seeds", "1", "2", "--out", str(out), "--cache-dir",
+        assert main(["tiny-test-study", "--seeds", "1", "2", "--out", str(resumed), "--cache-dir",
                                  str(cache)]) == 0  # resumed from the cache
-    assert (out / "tiny-test-study.csv").read_bytes() == first
+    assert (resumed / "tiny-test-study.csv").read_bytes() == first
     study = load_study(out, "tiny-test-study")
     assert sorted(set(study["frame"]["seed"])) == [1, 2] and study["provenance"]["seeds"] == [1, 2]
 

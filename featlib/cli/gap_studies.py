@@ -8,6 +8,15 @@ studies: replaced as a whole, the other studies' files carried over, ``provenanc
 every file); each (study, seed) piece is cached in ``--cache-dir``, so a killed run resumes. A
 run holds ``--out`` from its checks to its commit (:func:`featlib.store.folders.folder_lock`): a
 second run into the same folder is refused in one line (exit 2) rather than dropping one study.
+
+Seeds accumulate: where ``--out`` already holds the study under today's key, its seeds are kept
+and only the seeds it lacks are computed, so
+
+    python -m featlib.cli.gap_studies frozen-pretraining --seeds 2 3 --out results/cmnist-pretraining
+
+adds seeds 2 and 3 beside a committed seed 1 (the provenance lists each run: ``runs``). A study
+made under another key (its protocol changed since) is never replaced: the run is refused in one
+line before any work.
 """
 from __future__ import annotations
 
@@ -15,6 +24,8 @@ import json
 import sys
 import time
 from pathlib import Path
+
+import pandas as pd
 
 from ..device import get_device
 from ..experiments.gap_studies import STUDIES, run_study, study_key
@@ -53,19 +64,32 @@ def _locked(args, argv: list[str], device) -> int:
     run, the folder committed with the other studies' files."""
     try:
         read_folder(args.out, _remedy(args.out), kind=KIND)  # the other studies' files must be sound
+        kept, earlier_runs = held_seeds(args.out, args.study)  # refuses another key's study
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    todo = [s for s in args.seeds if kept is None or s not in set(kept["seed"])]
+    if not todo:
+        print(f"{args.out} already holds {args.study} for seeds {', '.join(map(str, args.seeds))}: nothing to compute")
+        return 0
     start = time.perf_counter()
     commit = git_commit()  # now: the checkout may move while the run goes on
     try:
-        frame = run_study(args.study, args.seeds, args.cache_dir, device)
+        frame = run_study(args.study, todo, args.cache_dir, device)
     except CacheWriteError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     record = provenance(command_line("featlib.cli.gap_studies", argv), start, device, commit=commit,
-                        study=args.study, seeds=args.seeds, key=study_key(args.study),
+                        study=args.study, seeds=todo, key=study_key(args.study),
                         note="wall time includes pieces read from --cache-dir, if any")
+    if kept is not None:  # the seeds already there stay, each run named in the provenance
+        if list(frame.columns) != list(kept.columns):
+            print(f"error: {args.out}: {args.study}'s new seeds have other columns than the seeds it holds "
+                  f"({sorted(set(frame.columns) ^ set(kept.columns))}); give another --out (the new seeds are in "
+                  f"--cache-dir {args.cache_dir})", file=sys.stderr)
+            return 2
+        frame = pd.concat([kept, frame], ignore_index=True).sort_values("seed", kind="stable", ignore_index=True)
+        record = {**record, "seeds": sorted(set(frame["seed"].tolist())), "runs": earlier_runs + [dict(record)]}
     folder = ResultFolder(args.out, kind=KIND)
     previous = read_folder(args.out, _remedy(args.out), kind=KIND)
     studies = {args.study}
@@ -79,6 +103,23 @@ def _locked(args, argv: list[str], device) -> int:
     folder.commit({"studies": sorted(studies), "last": record})
     print(json.dumps({k: record[k] for k in ("commit", "device", "wall_time_s")}, indent=2))
     return 0
+
+
+def held_seeds(out: Path, study: str) -> tuple[pd.DataFrame | None, list[dict]]:
+    """``study`` as ``out`` holds it: its rows and the runs that made them (``(None, [])`` when it
+    holds none). Raises ``ValueError`` (one line) where the study there was made under another key
+    than today's, so that a run never replaces finished seeds of another protocol."""
+    from ..experiments.results import load_study
+
+    found = load_study(out, study)
+    if found is None:
+        return None, []
+    prov, today = found["provenance"], study_key(study)
+    if prov.get("key") != today:
+        raise ValueError(f"--out {out} holds {study} made under key {prov.get('key')!r}, not today's {today!r} "
+                         "(its protocol changed since): give another --out; its seeds are kept as they are")
+    runs = list(prov["runs"]) if "runs" in prov else [{k: v for k, v in prov.items() if k != "runs"}]
+    return found["frame"], runs
 
 
 if __name__ == "__main__":
