@@ -92,6 +92,18 @@ def test_the_saliency_row_reads_the_committed_study_with_its_size_and_seeds(tmp_
     row = next(r for r in claims.claims(tmp_path) if r.paper.startswith("Fig. 4"))
     assert row.scale == "reduced size (5,000 training images), 2\xa0seeds, too few to rank"
     assert row.agrees == "FeAT leans on colour less than ERM after its longest training in 6 of 6 (seed, measure) pairs"
+    # Table 2's MLP at full size leads over the CNN on fewer images, and says that it has no GradCAM
+    mlp = pd.DataFrame([{"model": m, "seed": s, "n_train": 50000, "dataset": "cmnist025", "colour_share_ig": share,
+                         "colour_flip_rate": share, "ood_acc": 0.5}
+                        for s in (1, 2, 3) for m, share in (("ERM 450 epochs", 0.6), ("FeAT 2 rounds", 0.7 if s == 3 else 0.2))])
+    folder = ResultFolder(tmp_path / "saliency", kind=STUDIES_KIND)
+    folder.add_csv("saliency-mlp.csv", mlp)
+    folder.add_bytes("saliency-mlp-provenance.json", json.dumps({"command": "python -m featlib.cli.gap_studies"}).encode())
+    folder.commit({"studies": ["saliency-5k", "saliency-mlp"]})
+    row = next(r for r in claims.claims(tmp_path) if r.paper.startswith("Fig. 4"))
+    assert row.scale == ("full size (50,000 training images, Table 2's MLP on the two-channel images: no GradCAM "
+                         "maps yet), 3\xa0seeds")
+    assert row.agrees == "FeAT leans on colour less than ERM after its longest training in 4 of 6 (seed, measure) pairs"
 
 
 def test_the_table2_verdict_counts_the_datasets_where_feat_leads_most_objectives():

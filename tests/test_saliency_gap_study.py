@@ -26,10 +26,24 @@ def test_one_row_per_model_with_its_seed_size_and_colour_shares(tmp_path):
 
 
 def test_each_size_is_a_study_of_its_own():
-    sizes = {name: STUDIES.get(name) for name in ("saliency", "saliency-20k", "saliency-10k", "saliency-5k")}
-    assert [isinstance(f, functools.partial) and f.keywords["n_train"] for f in list(sizes.values())[1:]] == [
+    sizes = {name: STUDIES.get(name) for name in ("saliency", "saliency-20k", "saliency-10k", "saliency-5k", "saliency-mlp")}
+    assert [isinstance(f, functools.partial) and f.keywords["n_train"] for f in list(sizes.values())[1:4]] == [
         20000, 10000, 5000]
-    assert len({study_key(name) for name in sizes}) == 4
+    assert sizes["saliency-mlp"].keywords == {"dataset": "cmnist025"}  # full size, Table 2's data
+    assert len({study_key(name) for name in sizes}) == 5
+
+
+def test_the_mlp_study_measures_table2s_network_on_the_two_channel_images(tmp_path):
+    """``saliency-mlp``: the same models on the two-channel ColoredMNIST-025 with the MLP. Colour is
+    which channel holds the digit, so the share is integrated gradients' chrominance part and there
+    is no GradCAM; the direction is said over the measures it has."""
+    from featlib.experiments.gap_studies import saliency_direction
+
+    rows = STUDIES.get("saliency-mlp")(1, torch.device("cpu"), cache_dir=tmp_path / "cmnist", **TINY)
+    assert list(rows["model"]) == SaliencyProtocol(dataset="cmnist025", **TINY).model_names()
+    assert set(rows["dataset"]) == {"cmnist025"} and "colour_share_gradcam" not in rows
+    assert rows[["colour_share_ig", "colour_flip_rate"]].apply(lambda c: c.between(0, 1)).all().all()
+    assert set(saliency_direction(rows)["measure"]) == {"colour_share_ig", "colour_flip_rate"}
 
 
 def test_the_committed_study_is_summarised_over_seeds_and_its_direction_said_seed_by_seed(tmp_path):
