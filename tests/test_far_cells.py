@@ -60,6 +60,36 @@ def test_the_clove_study_gives_each_variant_at_the_reference_length_and_the_prot
     assert list(evidence.loc[evidence["protocol"], "change"]) == ["the protocol's CLOvE at 2,500 steps"]
 
 
+def test_the_clove_grid_study_gives_the_cell_under_the_bonsai_authors_weights():
+    """clove-grid-01: CLOvE's -01 cells with the weights the Bonsai authors' script gives CLOvE,
+    at the protocol's length; a changed setting, never the protocol's own."""
+    from featlib.experiments.gap_studies import RFC_CLOVE_WEIGHTS_01
+
+    frame = study_rows("cmnist01", "ifeat", "clove", {500: 0.70, 2500: 0.755}, weights=RFC_CLOVE_WEIGHTS_01[:2])
+    evidence = cell_evidence({"clove-grid-01": frame}, "cmnist01", "ifeat", "clove")
+    assert list(evidence["change"]) == ["CLOvE's weights 1, 5 (the Bonsai authors' -01 grid)"]
+    assert evidence["mean"].tolist() == pytest.approx([0.755]) and not evidence["protocol"].any()
+    assert cell_evidence({"clove-grid-01": frame}, "cmnist01", "erm", "clove").empty
+    # a cell 3.5 paper stds above the paper's, put at the paper's by the study: explained by it
+    cell = {"dataset": "cmnist01", "learner": "ifeat", "objective": "clove", "mean": 0.7887, "std": 0.011,
+            "n_seeds": 4, "paper": 75.12, "paper_std": 1.08, "z": 3.5}
+    verdict = views.far_cell_verdict(cell, evidence)
+    assert verdict["explained"] == "study" and STUDY_CHOICES["clove-grid-01"] in verdict["sentence"]
+
+
+def test_the_clove_grid_study_trains_the_bonsai_authors_weights_on_every_frozen_column(tmp_path):
+    import torch
+
+    from featlib.experiments.gap_studies import RFC_CLOVE_WEIGHTS_01, STUDIES
+
+    rows = STUDIES.get("clove-grid-01")(1, torch.device("cpu"), steps=4, eval_every=2, cache_dir=tmp_path,
+                                        n_train=400, n_test=200, n_val=200, hidden_dim=16, epoch_scale=0.01,
+                                        pretrain_epochs=(0, 1))
+    assert set(rows["penalty_weight"]) == set(RFC_CLOVE_WEIGHTS_01) and set(rows["objective"]) == {"clove"}
+    assert set(rows["learner"]) == {"erm", "bonsai", "ifeat"} and set(rows["step"]) == {0, 2, 4}
+    assert len(rows) == 3 * 3 * len(RFC_CLOVE_WEIGHTS_01) * 2
+
+
 def at_z(z):
     """Runs whose cells sit at ``z[(dataset, learner, objective)]`` paper stds (else on the paper's mean)."""
     return runs([1, 2], accuracy=lambda d, l, o, s: (TABLE2[d][o][l][0] + z.get((d, l, o), 0.0) * TABLE2[d][o][l][1]) / 100)
