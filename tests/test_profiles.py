@@ -1,6 +1,8 @@
 """Profiles from inside a notebook, Colab-shaped advice and chapter 05 -> 06 reuse."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from featbook import profiles, runtime
@@ -98,3 +100,30 @@ def test_chapter_06_under_the_colab_profile_reuses_chapter_05s_models():
     assert set(p06.learners) <= set(p05.learners) and set(p06.seed_list) <= set(p05.seed_list)
     assert runtime.drive_path(v06["wilds_cache_dir"]) == runtime.drive_path(v05["cache_dir"])
     assert runtime.drive_path(v06["wilds_root"]) == runtime.drive_path(v05["data_root"])
+
+
+def test_the_frozen_stage_estimate_matches_the_committed_pieces_cpu_times():
+    """featbook.estimate prices a Table 2 piece (one cell: 30 head runs of 2,500 steps) per objective
+    within a factor 1.5 of the median CPU wall time of the committed pieces of that objective
+    (results/cmnist-table2): the preflight's hours are the ones a CPU run takes. The committed
+    records are read, nothing is timed here."""
+    import json
+    import statistics
+
+    from featbook import estimate
+    from featlib.experiments.colored_mnist import CMNISTProtocol
+
+    root = Path(__file__).resolve().parents[1] / "results" / "cmnist-table2" / "pieces"
+    walls: dict[str, list[float]] = {}
+    for path in root.glob("*/*/*/seed*.json"):
+        record = json.loads(path.read_text())
+        if record.get("device") == "cpu" and record["learner"] not in ("oracle", "erm-nf") and record["objective"] != "erm":
+            walls.setdefault(record["objective"], []).append(record["wall_time_s"])
+    if not walls:
+        pytest.skip("no committed CPU pieces of Table 2")
+    for objective, times in walls.items():
+        protocol = CMNISTProtocol(seeds=(1,), learners=("erm",), objectives=(objective,))
+        est = estimate.cmnist([protocol], oracle=False)
+        priced = est.parts["frozen-feature runs"][1]
+        ratio = priced / statistics.median(times)
+        assert 1 / 1.5 <= ratio <= 1.5, f"{objective}: estimate {priced:.0f} s, committed median {statistics.median(times):.0f} s"

@@ -41,6 +41,17 @@ SHORT_S = 120.0
 MLP_STEP_S = {"h100": 2.63e-3, "cpu": 0.321}
 NF_RUN_STEP_S = {"h100": 51e-3 / 30, "cpu": 0.321 / 0.6}
 FROZEN_RUN_S = {"h100": 1 / 92.7, "cpu": 0.5}  # a 1,000-step head run; CPU: 77 GFLOP at 156 GFLOP/s
+#: A frozen-feature head run's cost by objective, as a multiple of :data:`FROZEN_RUN_S`, per device.
+#: CPU: the median wall time of the committed Table 2 pieces of each objective (results/cmnist-table2,
+#: featlib 0.5, a 2-core CPU, fp32; a piece is a cell's 30 runs of 2,500 steps, its evaluation
+#: included), per run and 1,000 steps, over FROZEN_RUN_S["cpu"]; CLOvE's kernel over pairs of
+#: examples makes its step the dearest there. GPU: only IGA is dearer, by its share of the committed
+#: ERM-NF pieces on an H200 (results/cmnist-erm-nf-h200: IGA 120 s, the other penalised objectives
+#: 31-38 s, CLOvE 33 s); no frozen-head timing per objective is committed for a GPU.
+FROZEN_OBJECTIVE_COST = {
+    "cpu": {"erm": 1.0, "irmv1": 1.5, "ib_irm": 1.6, "vrex": 1.15, "irmx": 1.6, "iga": 2.0, "fishr": 2.9, "clove": 11.0},
+    "gpu": {"iga": 3.9},
+}
 #: Step cost of a round relative to ERM's (featlib.cost on the H100: iFeAT 1.47x worst, FeAT 1.16-1.78x).
 ROUND_COST = {"erm": 1.0, "bonsai": 1.1, "ifeat": 1.5, "feat": 1.8}
 #: Sustained FLOP/s of backbone training steps.
@@ -137,9 +148,11 @@ def cmnist(protocols, oracle: bool = True) -> Estimate:
             est.add("ERM-NF runs", *(run_steps * size * _device_s(NF_RUN_STEP_S, d) for d in ("t4", "cpu")))
         frozen = [i for i in p.learners if i != "erm-nf"]
         if frozen:
-            runs = seeds * len(frozen) * sum(len(p.configurations(o)) for o in p.objectives)
+            def runs(device: str) -> float:  # in ERM-objective run equivalents on ``device``
+                cost = FROZEN_OBJECTIVE_COST["cpu" if device == "cpu" else "gpu"]
+                return seeds * len(frozen) * sum(len(p.configurations(o)) * cost.get(o, 1.0) for o in p.objectives)
             head = p.n_train * p.hidden_dim / (50000 * 256) * p.ood_steps / 1000
-            est.add("frozen-feature runs", *(runs * head * _device_s(FROZEN_RUN_S, d)
+            est.add("frozen-feature runs", *(runs(d) * head * _device_s(FROZEN_RUN_S, d)
                                              + len(p.objectives) * p.ood_steps * STEP_OVERHEAD_S[d]
                                              for d in ("t4", "cpu")))
     return est
