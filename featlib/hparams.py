@@ -135,7 +135,8 @@ DECISIONS: dict[str, HParam] = {
         "accuracy gives 11-41% on ColoredMNIST-025's penalised cells). Training-domain validation (MNIST's test "
         "images coloured as the training environments) is recorded in every piece and shown beside; it collapses "
         "every column on ColoredMNIST-025 (results/cmnist-gaps, ood-length studies; results/cmnist-table2, seed 1: "
-        "11-45% where the oracle rule gives 62-71%), as DomainBed reports, and costs 0.4-3.3 points on -01"),
+        "11-45% where the oracle rule gives 62-71%), as DomainBed reports, and costs 0.4-3.3 points a cell on -01 "
+        "(seed 1; chapter 04 gives each column's mean over the committed seeds)"),
 }
 
 #: The FeAT authors' ``run_exp.py`` (built on the Bonsai authors' ``train.py``) where it differs

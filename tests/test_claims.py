@@ -21,7 +21,8 @@ def test_every_claim_of_the_paper_has_a_row_from_the_committed_results():
     assert ("the earlier protocol's" in table2.scale) == (which == "earlier")
     assert ("today's protocol (featlib 0.5)" in table2.scale) == (apart is not None)
     for r in frozen.itertuples():
-        assert f"best in {int(r.feat_best)} of {int(r.objectives)} objectives" in table2.agrees
+        assert f"best in {int(r.feat_best)} of {int(r.objectives)} on " in table2.agrees
+    assert "ties within a seed std: " in table2.agrees  # a lead inside the seed spread ranks nothing
     # a verdict first, as every row has; today's distances name the calibration that built them in
     assert table2.agrees.startswith(claims.table2_verdict(frozen) + ": ")
     assert ("partly built in" in table2.agrees) == (which != "earlier")
@@ -122,3 +123,19 @@ def test_the_claims_table_reads_at_a_glance():
     for row in claims.claims(REPO / "results"):
         for name in ("paper", "says", "scale", "agrees"):
             assert len(getattr(row, name)) <= 600, (row.paper, name, len(getattr(row, name)))
+
+
+def test_a_two_bit_rows_scale_says_full_or_reduced_against_the_chapters_defaults():
+    """The theorem rows: "reduced size" with the run's sizes and the full ones (the parameters
+    cell's defaults) unless the run used them all."""
+    from featbook.chapters import NOTEBOOK_DIR
+    from featbook.notebook_params import parameter_defaults
+
+    stem = "01_erm_feature_learning"
+    full = {n: parameter_defaults(NOTEBOOK_DIR / f"{stem}.ipynb")[n] for n in claims.TWO_BIT_SIZES[stem]}
+    small = dict(full, n_per_env=1000)
+    reduced = claims._two_bit_scale(stem, {"sizes": small, "scale_text": "a small run"})
+    assert reduced.startswith("reduced size: the build's own simulation, a small run (full size: ")
+    assert f"{full['n_per_env']:,} examples per environment" in reduced and "n_per_env" not in reduced
+    assert claims._two_bit_scale(stem, {"sizes": full, "scale_text": "x"}) == "full size: the build's own simulation, x"
+    assert claims._two_bit_scale(stem, {"scale_text": "x"}).startswith("reduced size")  # sizes not recorded

@@ -133,6 +133,14 @@ def test_paired_columns_become_one_cell_with_the_papers_value_under_ours():
     html = tables.table(cells.reset_index(), caption="Table 2")._repr_html_()
     assert "feat-table-key" in html and html.index("feat-table-key") < html.index("<table")  # the key above the rows
     assert "feat-table-key" not in tables.table(frame.droplevel(1, axis=1).iloc[:, :1].reset_index())._repr_html_()
+    assert "under it in grey, the paper&#x27;s</span>" in html
+    # a grey line that holds a distance from the paper says so in the key (chapter 09's Table 7 by head)
+    from featbook import cmnist_views
+
+    comparison = pd.DataFrame([{"round": 1, "metric": "train_acc", "choice": "sum", "mean": 0.9, "std": 0.01,
+                                "n_seeds": 3, "z": 0.8, "paper_mean": 0.89, "paper_std": 0.0125}])
+    keyed = cmnist_views.table7_choices_table(comparison, "Table 7")._repr_html_()
+    assert "under it in grey, ours minus the paper&#x27;s, in the paper&#x27;s stds</span>" in keyed
     parts = tables.split_by(pd.concat({"ColoredMNIST-025": frame, "ColoredMNIST-01": frame}, axis=1))
     assert list(parts) == ["ColoredMNIST-025", "ColoredMNIST-01"]
 

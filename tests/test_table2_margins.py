@@ -83,3 +83,23 @@ def test_the_margin_sentence_says_per_dataset_whether_ours_is_larger_than_the_pa
     text = margin_sentence(margins)
     assert "On ColoredMNIST-01 ours is the larger margin" in text
     assert "On ColoredMNIST-025 ours is the smaller margin" in text
+
+
+def test_a_margin_inside_the_cells_seed_spread_is_a_tie_ours_and_the_papers():
+    """A lead smaller than the larger of the two cells' stds over seeds ranks nothing: ``tie`` (and
+    ``paper_tie`` with the paper's stds), said in the margin sentence."""
+    from featbook.cmnist_views import margin_sentence
+
+    # FeAT 0.70 / 0.72 over two seeds (std 1 point), Bonsai 0.705 flat: margin +0.5 < 1.0
+    frame = runs({("ifeat", "irmv1"): {(1e2, 0): 0.70}, ("erm", "irmv1"): {(1e2, 0): 0.60},
+                  ("bonsai", "irmv1"): {(1e2, 0): 0.705}})
+    frame.loc[(frame["learner"] == "ifeat") & (frame["seed"] == 2), "worst_test_acc"] = 0.72
+    row = feat_margins(frame).iloc[0]
+    assert row["margin"] == pytest.approx(0.5) and row["spread"] == pytest.approx(1.0) and row["tie"]
+    paper = TABLE2["cmnist025"]["irmv1"]  # the paper's: 70.57 ± 0.68 against Bonsai's 70.28 ± 0.72
+    assert row["paper_spread"] == pytest.approx(max(paper["ifeat"][1], paper["bonsai"][1]))
+    assert row["paper_tie"] == (abs(row["paper_margin"]) < row["paper_spread"])
+    frame.loc[frame["learner"] == "bonsai", "worst_test_acc"] = 0.65  # margin 6 points: a lead
+    assert not feat_margins(frame).iloc[0]["tie"]
+    assert "in 1 of the 1 the two columns lie within one seed std" in margin_sentence(feat_margins(frame.assign(
+        worst_test_acc=frame["worst_test_acc"].where(frame["learner"] != "bonsai", 0.705))))

@@ -51,12 +51,38 @@ def _records(executed_dir: Path | None, stem: str, needed: tuple[str, ...]) -> d
     return records if all(records.get(k) is not None for k in needed) else None
 
 
+#: The sizes of the two-bit simulations that make a chapter's run full size: the parameters cell's
+#: defaults (the paper gives the model, Appendix D.1, but not these sizes).
+TWO_BIT_SIZES = {"01_erm_feature_learning": ("n_per_env", "d", "steps"),
+                 "02_irmv1_and_pretraining": ("n_per_env", "d", "pretrain_steps", "irm_steps")}
+#: How the prose names each size (a reader never sees a parameter's name: featbook.leaks).
+_SIZE_WORDS = {"n_per_env": "{} examples per environment", "d": "d = {}", "steps": "{} GD steps",
+               "pretrain_steps": "{} ERM steps", "irm_steps": "{} IRMv1 steps"}
+
+
+def _two_bit_scale(stem: str, records: dict) -> str:
+    """The scale of a two-bit chapter's run: full or reduced against its parameters cell's
+    defaults, with the run's sizes (its ``scale_text``) and, when reduced, the full ones."""
+    from featbook.chapters import NOTEBOOK_DIR
+    from featbook.notebook_params import parameter_defaults
+
+    names = TWO_BIT_SIZES[stem]
+    defaults = parameter_defaults(NOTEBOOK_DIR / f"{stem}.ipynb")
+    ran = records.get("sizes") or {}
+    full = bool(ran) and all(ran.get(n, 0) >= defaults[n] for n in names)
+    said = records.get("scale_text", "the small profile")
+    if full:
+        return f"full size: the build's own simulation, {said}"
+    return (f"reduced size: the build's own simulation, {said} (full size: "
+            + ", ".join(_SIZE_WORDS[n].format(prose.integer(defaults[n])) for n in names) + ")")
+
+
 def _two_bit_erm(results: Path, executed: Path | None) -> tuple[str, str]:
     r = _records(executed, "01_erm_feature_learning", ("erm_spu_final", "erm_inv_final", "erm_spurious_lead_share"))
     if r is None:
         return "not yet (the chapter has not been run)", "-"
     holds = r["erm_spu_final"] > r["erm_inv_final"] > 0.3 and r["erm_spurious_lead_share"] >= 0.95
-    scale = f"the build's own simulation: {r.get('scale_text', 'the small profile')}"
+    scale = _two_bit_scale("01_erm_feature_learning", r)
     return scale, ("yes: both coefficients grow, the spurious one faster" if holds
                    else "no: this run does not show the spurious coefficient leading")
 
@@ -69,7 +95,7 @@ def _two_bit_irm(results: Path, executed: Path | None) -> tuple[str, str]:
     scratch = r["scratch_max_abs_coefficient"] < 0.01
     pretrained = r["pt_inv_final"] > r["pt_spu_final"]
     short = r["short_inv_final"] < 0.5 * r["short_inv_switch"]
-    scale = "the build's own simulation of the two-bit model (the small profile)"
+    scale = _two_bit_scale("02_irmv1_and_pretraining", r)
     verdict = ("yes: from scratch no feature is learned; after ERM, IRMv1 re-weights towards the invariant one, "
                "and not after too short a pre-training" if scratch and pretrained and short
                else "partly: " + ", ".join(n for n, ok in (("from scratch", scratch), ("after ERM", pretrained),
@@ -174,9 +200,15 @@ def _table2(results: Path, executed: Path | None) -> tuple[str, str]:
     scale = (f"full size, {earlier}the frozen-feature columns, {seeds} a cell (the paper's 10){today}; "
              f"{_nf_pieces(results)}")
     verdict = table2_verdict(frozen)
-    parts = [f"best in {int(r.feat_best)} of {int(r.objectives)} objectives on "
+    from featbook.cmnist_views import feat_margins
+
+    margins = feat_margins(pieces["runs"])
+    ties = {d: (int(m["tie"].sum()), int(m["paper_tie"].sum())) for d, m in margins.groupby("dataset")}
+    # a lead inside the two cells' seed spread is a tie (chapter 04, "FeAT's margin")
+    parts = [f"best in {int(r.feat_best)} of {int(r.objectives)} on "
              f"{'ColoredMNIST-025' if r.dataset == 'cmnist025' else 'ColoredMNIST-01'} (the paper: "
-             f"{int(r.paper_feat_best)})" for r in frozen.itertuples()]
+             f"{int(r.paper_feat_best)}; ties within a seed std: {ties.get(r.dataset, (0, 0))[0]}, "
+             f"the paper's {ties.get(r.dataset, (0, 0))[1]})" for r in frozen.itertuples()]
     gaps = frozen[["gap_erm", "gap_bonsai", "gap_ifeat"]].to_numpy()
     text = (f"{verdict}: FeAT's features " + prose.listing(parts) + "; our columns lie "
             f"{prose.number(gaps.min(), 1)}-{prose.number(gaps.max(), 1)} points from the paper's cells on average")

@@ -487,10 +487,16 @@ def feat_margins(results: pd.DataFrame, feat: str = "ifeat", others: Sequence[st
     column has a cell, FeAT's features' cell minus the best of the ``others`` columns (points;
     positive: FeAT's features best), ours (cells selected by ``score``, :func:`select_best`) and
     the paper's, with the best other column of each. The claim of Sec. 6 it measures: the margin
-    by which FeAT's features serve the OOD objectives better than ERM's and Bonsai's."""
+    by which FeAT's features serve the OOD objectives better than ERM's and Bonsai's.
+
+    ``spread`` is the larger of the two compared cells' stds over seeds (points; the paper's:
+    ``paper_spread``), and ``tie`` says the margin is smaller than it: the two columns lie within
+    one seed std of each other, so the row ranks them no more than their seeds do (``paper_tie``
+    for the paper's cells)."""
     columns = [feat, *others]
     best = select_best(results[results["learner"].isin(columns)], score=score)
     mean = best.set_index(["dataset", "objective", "learner"])["mean"]
+    std = best.set_index(["dataset", "objective", "learner"])["std"]
     rows = []
     for (dataset, objective), _ in best.groupby(["dataset", "objective"], sort=False):
         if objective == "erm" or not all((dataset, objective, c) in mean.index for c in columns):
@@ -503,13 +509,17 @@ def feat_margins(results: pd.DataFrame, feat: str = "ifeat", others: Sequence[st
         other = max(present, key=lambda c: mean[(dataset, objective, c)])
         paper = TABLE2.get(dataset, {}).get(objective, {})
         paper_other = max(others, key=lambda c: paper.get(c, (-np.inf,))[0]) if paper else None
-        rows.append({"dataset": dataset, "objective": objective,
-                     "margin": 100 * (mean[(dataset, objective, feat)] - mean[(dataset, objective, other)]),
-                     "best_other": other,
-                     "paper_margin": (paper[feat][0] - paper[paper_other][0]) if paper and feat in paper else np.nan,
-                     "paper_best_other": paper_other})
+        margin = 100 * (mean[(dataset, objective, feat)] - mean[(dataset, objective, other)])
+        spread = 100 * np.nanmax([std[(dataset, objective, feat)], std[(dataset, objective, other)], 0.0])
+        has_paper = bool(paper) and feat in paper and paper_other in paper
+        paper_margin = paper[feat][0] - paper[paper_other][0] if has_paper else np.nan
+        paper_spread = max(paper[feat][1], paper[paper_other][1]) if has_paper else np.nan
+        rows.append({"dataset": dataset, "objective": objective, "margin": margin, "best_other": other,
+                     "paper_margin": paper_margin, "paper_best_other": paper_other,
+                     "spread": spread, "tie": bool(abs(margin) < spread),
+                     "paper_spread": paper_spread, "paper_tie": bool(has_paper and abs(paper_margin) < paper_spread)})
     frame = pd.DataFrame(rows, columns=["dataset", "objective", "margin", "best_other", "paper_margin",
-                                        "paper_best_other"])
+                                        "paper_best_other", "spread", "tie", "paper_spread", "paper_tie"])
     # rows in Table 2's order (datasets, then the paper's objectives), as the table above them
     order = {o: i for i, o in enumerate(OBJECTIVE_LABELS)}
     datasets = {d: i for i, d in enumerate(DATASET_LABELS)}
@@ -816,7 +826,7 @@ def table7_choices_table(comparison: pd.DataFrame, caption: str) -> Table:
     order = list(_METRIC_LABELS)
     frame = pd.DataFrame([rows[k] for k in sorted(rows, key=lambda k: (k[0], order.index(k[1]) if k[1] in order else 9))])
     columns = ["round", "quantity"] + [c for c in frame.columns if c not in ("round", "quantity", "paper")] + ["paper"]
-    return table(frame[columns], caption=caption,
+    return table(frame[columns], caption=caption, key="ours minus the paper's, in the paper's stds",
                  note="Mean ± std over seeds (%); under it, (ours − paper) divided by the paper's std.")
 
 
@@ -1391,9 +1401,16 @@ def margin_table(margins: pd.DataFrame) -> Tables:
                      f"{prose.points(r.margin / 100, digits=2)} (vs {LEARNER_LABELS[r.best_other]})",
                      "" if pd.isna(r.paper_margin) else
                      f"paper {prose.points(r.paper_margin / 100, digits=2)} (vs {LEARNER_LABELS[r.paper_best_other]})",
-                     paper=True)}
+                     paper=True),
+                 "within one seed std": Stacked(f"{'yes' if r.tie else 'no'} ({prose.number(r.spread, 2)})",
+                                                "" if pd.isna(r.paper_spread) else
+                                                f"paper {'yes' if r.paper_tie else 'no'} ({prose.number(r.paper_spread, 2)})",
+                                                paper=True)}
                 for r in part.itertuples()]
-        out.append(table(pd.DataFrame(rows), caption=f"FeAT's margin, {DATASET_LABELS[dataset]}"))
+        out.append(table(pd.DataFrame(rows), caption=f"FeAT's margin, {DATASET_LABELS[dataset]}",
+                         note="Within one seed std: whether the margin is smaller than the larger of the two "
+                              "cells' stds over seeds (in brackets, points), so that the seeds do not rank the "
+                              "two columns."))
     return Tables(out)
 
 
@@ -1404,8 +1421,12 @@ def margin_sentence(margins: pd.DataFrame) -> str:
     for dataset, part in margins.groupby("dataset", sort=False):
         lead, paper_lead = int((part["margin"] > 0).sum()), int((part["paper_margin"] > 0).sum())
         ours, paper = part["margin"].mean(), part["paper_margin"].mean()
-        parts.append(f"on {DATASET_LABELS[dataset]} FeAT's features lead in {lead} of {len(part)} rows (the paper: "
-                     f"{paper_lead}), by {ours:+.2f} points on average against the paper's {paper:+.2f}")
+        said = (f"on {DATASET_LABELS[dataset]} FeAT's features lead in {lead} of {len(part)} rows (the paper: "
+                f"{paper_lead}), by {ours:+.2f} points on average against the paper's {paper:+.2f}")
+        if "tie" in part:
+            said += (f", and in {int(part['tie'].sum())} of the {len(part)} the two columns lie within one seed std "
+                     f"of each other (the paper: {int(part['paper_tie'].sum())}), a tie its seeds do not rank")
+        parts.append(said)
     if not parts:
         return ""
     text = "Over the penalised objectives, " + "; ".join(parts) + "."

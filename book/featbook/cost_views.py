@@ -69,7 +69,7 @@ def schedule_table(estimate: pd.DataFrame, caption: str, sources: dict[str, "Cos
 def _schedule_table(estimate: pd.DataFrame, caption: str) -> Table:
     frame = pd.DataFrame({
         "learner": [LEARNER_LABELS_BY_NAME.get(m, m) for m in estimate["learner"]],
-        "steps (Tables 6, 12)": [prose.integer(v) for v in estimate["paper_steps"]],
+        "steps": [prose.integer(v) for v in estimate["paper_steps"]],
         "rounds": estimate["rounds"],
         "estimated time": [prose.minutes(v) for v in estimate["estimated_s"]],
         "time / ERM": [prose.ratio(v) for v in estimate["time_x_erm"]],
@@ -332,7 +332,8 @@ def table14(paper: pd.DataFrame, committed: Mapping) -> Table:
     if ours:
         sizes = "; ".join(dict.fromkeys(f"{DATASET_LABELS.get(m.source.dataset, m.source.dataset)}: {m.source.model}"
                                         for m in ours))
-        note += ("Ours: the paper's schedule (Tables 6, 12) at the step times measured on the device named, on real "
+        note += ("Ours: the schedule a run trains (Tables 6 and 12, FeAT's rolled-back round included) at the step "
+                 "times measured on the device named, on real "
                  f"data at the paper's sizes ({sizes}), evaluation left out; memory: the peak of one step, worst round. "
                  "Different datasets and devices: compare the ratios, not the absolute numbers.")
         caption = "Training time and memory as multiples of ERM's: the paper's Table 14, and ours at full size"
@@ -407,7 +408,8 @@ def agreement(paper: pd.DataFrame, committed: Mapping) -> Agreement:
                  else "within the paper's FeAT ratios on some devices only")
     if not all(within):
         steps = sorted({prose.ratio(m.steps_x_erm) for m in ours})
-        feat_part += f" (iFeAT's schedule has {prose.listing(steps)} ERM's steps)"
+        feat_part += (f" (iFeAT's schedule has {prose.listing(steps)} ERM's steps, the round its termination check "
+                      "trains and rolls back included)")
     why_text = (f"{bonsai_part}, but {feat_part}" if bonsai_part and verdict != "yes" and "as in the paper" in bonsai_part
                 else prose.listing([p for p in (bonsai_part, feat_part) if p]))
     by_dataset = {}

@@ -102,6 +102,8 @@ class Table:
     #: other and each named by its column: for tables of long text, which a narrow column would
     #: squeeze to a word per line
     cards: bool = False
+    #: what the grey second line of a cell holds, for the key above the rows (default: the paper's value)
+    key: str = "the paper's"
 
     def _repr_html_(self) -> str:
         frame = self.frame
@@ -122,7 +124,7 @@ class Table:
                    f"{html.escape(self.caption)}</p>") if self.caption else ""
         if self.has_paper_values:  # the key beside the rows, not only in the note under a long table
             caption += (f'<p class="feat-table-key" style="font-size: 0.85em; margin: 0 0 4px 0">Each cell: ours; '
-                        f'<span style="{_SUB_STYLE}; display: inline">under it in grey, the paper\'s</span>.</p>')
+                        f'<span style="{_SUB_STYLE}; display: inline">under it in grey, {html.escape(self.key)}</span>.</p>')
         note = (f'<p class="feat-table-note" style="font-size: 0.85em; color: #555; margin-top: -0.6em">'
                 f"{html.escape(self.note)}</p>") if self.note else ""
         return (f'<div class="feat-table-wrap">{caption}<div class="feat-table-scroll" style="overflow-x: auto">'
@@ -157,14 +159,15 @@ class Tables:
 
 def table(frame: pd.DataFrame, *, caption: str | None = None, note: str | None = None, index: bool = False,
           columns: Mapping[str, str] | None = None, formats: Mapping[str, Callable[[Any], Any]] | None = None,
-          digits: int = 2, wrap: Sequence[str] = (), cards: bool = False) -> Table:
+          digits: int = 2, wrap: Sequence[str] = (), cards: bool = False, key: str = "the paper's") -> Table:
     """``frame`` as a book table.
 
     ``index``: keep the index as the first column(s); ``formats``: column -> function applied
     to each value (e.g. :func:`featbook.prose.percent`); ``columns``: renames for the header
     (applied after ``formats``); ``digits``: decimals of numbers not otherwise formatted;
     ``wrap``: columns whose text may wrap (long text), every other value stays on one line;
-    ``cards``: on a phone each row is a card, its cells named by their columns (:class:`Table`)."""
+    ``cards``: on a phone each row is a card, its cells named by their columns (:class:`Table`);
+    ``key``: what the grey second line of a cell holds, said above the rows."""
     shown = frame.reset_index() if index else frame.copy()
     if isinstance(shown.columns, pd.MultiIndex):
         shown.columns = [" ".join(str(p) for p in c if str(p)) for c in shown.columns]
@@ -175,7 +178,7 @@ def table(frame: pd.DataFrame, *, caption: str | None = None, note: str | None =
         shown = shown.rename(columns=dict(columns))
         wrap = [columns.get(c, c) for c in wrap]
     return Table(shown.reset_index(drop=True), caption=caption, note=note, digits=digits, wrap_columns=tuple(wrap),
-                 cards=cards)
+                 cards=cards, key=key)
 
 
 def _missing(value: Any) -> bool:

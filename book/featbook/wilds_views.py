@@ -255,6 +255,6 @@ def what_we_see(title: str, committed: bool, fetch_failed: bool = False) -> str:
                 "the paper's Table 3.")
     lead = (f"**The committed full-scale results for {title} could not be read in this runtime** (the note above "
             "says what to do)" if fetch_failed else f"**No full-scale results are committed yet** for {title}")
-    return (f"{lead}: the tables on this page are this page's own "
+    return (f"{lead}: apart from the paper's own Table 3 above, the tables on this page are this page's own "
             "run, which shows that feature learning, the OOD stage, DFR and the official metrics run through the "
             "real `wilds` loaders, and ranks nothing.")

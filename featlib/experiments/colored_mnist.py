@@ -168,7 +168,7 @@ class CMNISTProtocol:
     retain_weight: float = PAPER["retain_weight"]
     termination_threshold: float = DEFAULT_TERMINATION_THRESHOLD  # of FeAT's termination check (Appendix F.1: 130%)
     termination_rule: str = DEFAULT_TERMINATION  # a rule of featlib.feature_learning.termination
-    #: How FeAT/iFeAT combine their rounds' heads: "average" (Sec. 4, Algorithm 1) or "sum" (the
+    #: How FeAT/iFeAT combine their rounds' heads: "average" (Algorithm 1, Sec. 5) or "sum" (the
     #: authors' code); featlib.feature_learning.feat_rounds.HEAD_COMBINATIONS.
     head_combination: str = DEFAULT_HEAD_COMBINATION
     lr: float = PAPER["lr"]
