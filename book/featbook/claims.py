@@ -144,8 +144,8 @@ def _fig1b(results: Path, executed: Path | None) -> tuple[str, str]:
     erm = frame[frame["learner"] == "erm"].rename(columns={"erm_epochs": "pretrain_epochs"})
     feat = select_best(frame[frame["learner"] == "ifeat"].assign(pretrain_epochs=0))
     spread, _, beats, n_objectives = pretraining_findings(erm, feat)
-    scale = (f"reduced form: frozen ERM features after 0-250 epochs and iFeAT's, full data (50,000 images), "
-             f"{prose.count(seeds, 'seed')}; {_nf_pieces(results)}")
+    scale = (f"full data size (50,000 images) in frozen-feature form: ERM's features frozen after 0-250 epochs "
+             f"and iFeAT's, {prose.count(seeds, 'seed')}; {_nf_pieces(results)}")
     agrees = [spread >= FIG1B_DEPENDENCE_POINTS, 2 * beats > n_objectives]
     word = "yes" if all(agrees) else "no" if not any(agrees) else "partly"
     verdict = (f"{word}, in frozen form: an objective's accuracy moves by {prose.points(spread / 100, sign=False)} on "
