@@ -25,6 +25,12 @@ def test_the_provenance_line_says_size_seeds_device_and_time_once_and_folds_the_
     assert "cache" not in trained
     some = evidence.provenance_line("Rounds", PROV | {"wall_time_s_per_run": {"a": 0.01, "b": 0.02, "c": 470.0}})
     assert "(2 of 3 runs were read from the cache of an earlier run, so this is not what training them all took)" in some
+    # a study folder written from its cached pieces in under a second (gap_studies' note) says so too
+    study = evidence.provenance_line("Study", {"device": "cpu", "wall_time_s": 0.04,
+                                               "note": "wall time includes pieces read from --cache-dir, if any"})
+    assert "read from the cache of an earlier run, so this is the time of writing the folder, not of training" in study
+    assert "cache" not in evidence.provenance_line("Study", {"device": "cpu", "wall_time_s": 1885.6,
+                                                             "note": "wall time includes pieces read from --cache-dir"})
 
 
 def test_the_command_is_folded_and_loses_the_machines_folders():

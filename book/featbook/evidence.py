@@ -52,6 +52,9 @@ def provenance_line(what: str, prov: Mapping[str, Any], size: str | None = None)
         elif cached:
             line += (f" ({cached} of {len(per_run)} runs were read from the cache of an earlier run, so this is not "
                      "what training them all took)")
+        elif float(prov["wall_time_s"]) < 1.0 and "cache" in str(prov.get("note", "")):
+            line += (" (its pieces were read from the cache of an earlier run, so this is the time of writing the "
+                     "folder, not of training; the folder's README gives that)")
     return line + "."
 
 
