@@ -250,7 +250,7 @@ def test_chapter_07_prints_the_cost_table_and_the_schedule(executed):
     # memory is deterministic on the CPU: iFeAT's sets and one head add little to ERM's step
     assert all(1.0 <= v <= 1.5 for v in r["ifeat_memory_x_erm"].values())
     assert set(r["schedule_x_erm"]) == {f"{b}/{m}" for b in ("cmnist", "wilds") for m in ("erm", "bonsai", "feat", "ifeat")}
-    assert r["schedule_x_erm"]["cmnist/bonsai"] > r["schedule_x_erm"]["cmnist/ifeat"]  # 700 steps against 300
+    assert r["schedule_x_erm"]["cmnist/bonsai"] > r["schedule_x_erm"]["cmnist/ifeat"]  # 1,050 steps against 450 (the rolled-back round included)
     # every table over Camelyon17 (fabricated: the committed CPU folder and this run) says so in its caption
     nb = json.loads((executed / "07_cost_of_feature_learning.ipynb").read_text())
     shown = "".join("".join(o.get("data", {}).get("text/html", "")) for c in nb["cells"] if c["cell_type"] == "code"
