@@ -275,9 +275,10 @@ def _saliency(results: Path, executed: Path | None) -> tuple[str, str]:
         return ("not yet: chapter 06's own run is a CPU test at reduced size, whose direction is not established"), "-"
     frame = found["frame"]
     n, seeds = int(frame["n_train"].iloc[0]), int(frame["seed"].nunique())
-    # the paper's form is the CNN on the colour-patch images; Table 2's MLP has no GradCAM
-    form = ("" if "colour_share_gradcam" in frame else
-            ", Table 2's MLP on the two-channel images: no GradCAM maps yet")
+    from featbook.saliency_views import study_form
+
+    form = study_form(frame)
+    form += ": no GradCAM maps yet" if form else ""
     scale = (f"{'full size' if n >= 50000 else 'reduced size'} ({prose.integer(n)} training images{form}), "
              f"{prose.count(seeds, 'seed')}" + ("" if seeds >= 3 else ", too few to rank"))
     direction = saliency_direction(frame)

@@ -463,6 +463,14 @@ def what_we_see(run, map_kind: str, feat_share: float, erm_share: float, feat_fl
 
 
 # -- the committed full-size study (results/saliency, gap_studies saliency) ---------------------
+def study_form(frame: pd.DataFrame) -> str:
+    """The form a committed ``saliency`` study takes, as a phrase to follow its size: empty for the
+    paper's (the CNN on the colour-patch images, with GradCAM), else the form a CPU carries (Table
+    2's MLP on the two-channel images, which has no convolution for GradCAM). Chapter 06 and the
+    claims table both say it this way."""
+    return "" if "colour_share_gradcam" in frame else ", Table 2's MLP on the two-channel images"
+
+
 def committed_table(summary: pd.DataFrame) -> Table:
     """A committed ``saliency`` study (:func:`featlib.experiments.gap_studies.saliency_summary`):
     per model, each measure's mean ± std over the seeds."""
