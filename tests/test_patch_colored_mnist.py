@@ -145,6 +145,38 @@ def test_cnn_shapes_and_interface():
     assert all(torch.all(b == 0) for name, b in model.named_parameters() if name.endswith("bias"))
 
 
+def test_cnn_lays_images_out_channels_last_on_a_cpu_with_the_plain_layouts_values():
+    """The fast path (:class:`featlib.models.cmnist_cnn.ImageUnflatten`) against the plain one, in
+    float64: the same logits and the same gradient of every parameter and of the input, while the
+    convolutions really receive channels-last images (a hook records their input's layout)."""
+    from featlib.models.cmnist_cnn import ImageUnflatten
+
+    fast = ColoredMNISTCNN(hidden_dim=16, image_shape=(3, 28, 28), seed=3).double()
+    plain = ColoredMNISTCNN(hidden_dim=16, image_shape=(3, 28, 28), seed=3).double()
+    assert isinstance(fast.featurizer[0], ImageUnflatten) and fast.featurizer[0].channels_last
+    plain.featurizer[0].channels_last = False
+    layouts = {"fast": [], "plain": []}
+    for name, model in (("fast", fast), ("plain", plain)):
+        for conv in (m for m in model.featurizer if isinstance(m, nn.Conv2d)):
+            conv.register_forward_pre_hook(
+                lambda m, args, name=name: layouts[name].append(args[0].is_contiguous(memory_format=torch.channels_last)
+                                                                and not args[0].is_contiguous()))
+    x = torch.rand(6, 3 * 28 * 28, dtype=torch.float64)
+    inputs = {name: x.clone().requires_grad_(True) for name in layouts}
+    out = {name: model(inputs[name]) for name, model in (("fast", fast), ("plain", plain))}
+    assert layouts == {"fast": [True, True, True], "plain": [False, False, False]}
+    torch.testing.assert_close(out["fast"], out["plain"], rtol=1e-12, atol=1e-12)
+    for name in out:
+        (out[name] ** 2).sum().backward()
+    torch.testing.assert_close(inputs["fast"].grad, inputs["plain"].grad, rtol=1e-12, atol=1e-12)
+    for (key, a), (_, b) in zip(fast.named_parameters(), plain.named_parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-12, atol=1e-12, msg=key)
+    # no parameters of its own: a state dict of the nn.Unflatten layout loads unchanged
+    reference = nn.Sequential(nn.Unflatten(1, (3, 28, 28)), *list(plain.featurizer)[1:])
+    assert list(reference.state_dict()) == list(fast.featurizer.state_dict())
+    fast.featurizer.load_state_dict(reference.state_dict())
+
+
 def test_cnn_is_a_function_of_its_seed():
     a, b, c = (ColoredMNISTCNN(16, seed=s) for s in (4, 4, 5))
     assert torch.equal(weights(a), weights(b)) and not torch.equal(weights(a), weights(c))
@@ -256,3 +288,17 @@ def test_patch_datasets_use_their_base_schedule():
                                          r"'cmnist01-patch'; got 'cmnist05'$"):
         schedule("cmnist05", "erm")
     assert schedule("cmnist025", "erm", 2.0) == {"epochs": 300}
+
+
+def test_the_cnn_layout_benchmark_runs_end_to_end_on_a_cpu():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "benchmarks/cnn_memory_format.py", "--n-train", "16", "--hidden", "8",
+                          "--steps", "1", "--repeats", "1"], capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "contiguous" in out.stdout and "channels-last (the CPU default)" in out.stdout
+    assert re.search(r"ratio of the medians, channels-last / contiguous: \d+\.\d\d", out.stdout)
+    bad = subprocess.run([sys.executable, "benchmarks/cnn_memory_format.py", "--steps", "0"],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert bad.returncode == 2 and "--steps must be a positive whole number; got 0" in bad.stderr
