@@ -18,7 +18,8 @@ minutes on the GPU, not on typing, so the whole plan is one job, waited for in o
    (``--resume-from results/cmnist-table2`` starts it from the CPU's pieces);
 4. ``saliency`` (only when asked for by ``--steps``): chapter 06's ColoredMNIST saliency study at
    full size for the sitting's seeds (``gap_studies saliency``, issue 35: about 16 min a seed on a
-   T4); each finished seed is kept in ``studies/`` (collected), the whole study in ``saliency/``;
+   T4); each finished seed is kept in ``studies/`` (collected), the whole study in ``saliency/``,
+   then its GradCAM maps (``gap_studies saliency-maps``: the same models, read from their cache);
 5. ``erm-nf``: the whole-network ERM-NF column seed by seed, dataset by dataset; with
    ``--precisions fp32 bf16`` each (seed, dataset) at each precision before the next, so that
    however early the sitting ends, the precisions have the same cells and seeds to compare at
@@ -154,8 +155,9 @@ def plan(seeds: list[int], precisions: list[str], *, size: str = "full", bench_a
     if "frozen" in steps:
         out.append(Step("frozen-fp32", table(DATASETS, FROZEN_LEARNERS, "fp32", seeds), budgeted=True))
     if "saliency" in steps:  # chapter 06's study: each seed kept in studies/ (collected) as it finishes
-        out.append(Step("saliency", ["-m", "featlib.cli.gap_studies", "saliency", "--seeds", *map(str, seeds),
-                                     "--out", str(SITTING / "saliency"), "--cache-dir", str(SITTING / "studies")]))
+        out += [Step(study, ["-m", "featlib.cli.gap_studies", study, "--seeds", *map(str, seeds),
+                             "--out", str(SITTING / "saliency"), "--cache-dir", str(SITTING / "studies")])
+                for study in ("saliency", "saliency-maps")]  # the maps from the models the first trained
     if "erm-nf" in steps:
         out += [Step(f"erm-nf-{dataset}-{precision}-seed{seed}", table([dataset], ["erm-nf"], precision, [seed]),
                      budgeted=True)

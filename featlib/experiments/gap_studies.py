@@ -22,9 +22,11 @@ and records per-step histories so that one run answers "what if the reference st
 * ``frozen-pretraining`` -- chapter 03's claim (Fig. 1(b)) in its frozen-feature form, which a CPU
   carries at full size: ERM's featurizer after 0 to 250 epochs, frozen, each objective's head on
   it, beside the same heads on iFeAT's features.
-* ``saliency`` (and ``saliency-20k``, ``-10k``, ``-5k`` on fewer images) -- chapter 06's
+* ``saliency`` (and ``saliency-20k``, ``-10k``, ``-5k``, ``-2k`` on fewer images) -- chapter 06's
   ColoredMNIST saliency study, per seed: how much of each model's attribution falls on the colour
-  patch, ERM after 150 to 450 epochs against Bonsai and FeAT.
+  patch, ERM after 150 to 450 epochs against Bonsai and FeAT. Each has a ``-maps`` twin
+  (``saliency-maps``, ``saliency-5k-maps``, ...) that keeps the GradCAM maps the figures draw, on
+  a few OOD test images, from the same models (trained once: both read the models' cache).
 * ``saliency-mlp`` -- the same models and measures on the two-channel ColoredMNIST-025 of Table 2
   with Table 2's MLP, at all 50,000 images (a CPU carries it: minutes a seed where the CNN takes
   hours): the colour-versus-shape split of integrated gradients and the colour-swap flip rate, no
@@ -349,8 +351,28 @@ def saliency(seed: int, device: torch.device, dataset: str = "cmnist025-patch", 
     return table.assign(dataset=dataset, seed=seed, n_train=n_train)
 
 
-for _size in (20000, 10000, 5000):
+def saliency_maps(seed: int, device: torch.device, dataset: str = "cmnist025-patch", n_train: int = 50000,
+                  n_test: int = 10000, n_maps: int = 8, epoch_scale: float = 1.0,
+                  cache_dir: Path | None = None) -> pd.DataFrame:
+    """The figures of chapter 06's ColoredMNIST study for one seed, as data: the GradCAM maps of
+    the paper's Fig. 4 models on the first ``n_maps`` OOD test images, on the explained layer's
+    coarse grid (:meth:`featlib.experiments.saliency_cmnist.SaliencyStudy.coarse_gradcam_rows`;
+    :func:`saliency_map_images` draws the images again). The models are those of the
+    ``saliency`` study of the same size and seed (the same protocol, the same models' cache), so
+    the maps and the measures describe the same networks."""
+    from .saliency_cmnist import SaliencyProtocol, SaliencyStudy
+
+    protocol = SaliencyProtocol(dataset=dataset, seed=seed, n_train=n_train, n_test=n_test,
+                                n_attribution=n_maps, epoch_scale=epoch_scale)
+    models = None if cache_dir is None else Path(cache_dir).parent / "saliency"
+    rows = SaliencyStudy(protocol, cache_dir=models, device=device).coarse_gradcam_rows(n_maps)
+    return rows.assign(dataset=dataset, seed=seed, n_train=n_train, n_test=n_test)
+
+
+STUDIES.register("saliency-maps")(saliency_maps)
+for _size in (20000, 10000, 5000, 2000):
     STUDIES.register(f"saliency-{_size // 1000}k")(functools.partial(saliency, n_train=_size))
+    STUDIES.register(f"saliency-{_size // 1000}k-maps")(functools.partial(saliency_maps, n_train=_size))
 # Table 2's own data and network at full size: colour is which channel holds the digit, so the
 # colour share is integrated gradients' chrominance part (featlib.saliency.colour_shape_attribution)
 STUDIES.register("saliency-mlp")(functools.partial(saliency, dataset="cmnist025"))
@@ -478,9 +500,32 @@ def ood_length_summary(frame: pd.DataFrame) -> pd.DataFrame:
 
 #: The saliency studies by size, largest first (chapter 06 leads with the largest committed): the
 #: paper's form (the CNN on the colour-patch variant), then Table 2's MLP on the two-channel images
-#: at full size, then the CNN on fewer images.
-SALIENCY_STUDIES = ("saliency", "saliency-mlp", "saliency-20k", "saliency-10k", "saliency-5k")
+#: at full size, then the CNN on fewer images. A CNN study's maps are the study ``<name>-maps``.
+SALIENCY_STUDIES = ("saliency", "saliency-mlp", "saliency-20k", "saliency-10k", "saliency-5k", "saliency-2k")
 SALIENCY_MEASURES = ("colour_share_gradcam", "colour_share_ig", "colour_flip_rate", "ood_acc")
+
+
+def saliency_map_images(maps: pd.DataFrame, seed: int, mnist_source: str = "auto") -> np.ndarray:
+    """The OOD test images of a ``saliency-maps`` study's seed, ``(n, C, H, W)`` in [0, 1], drawn
+    again from the data (:func:`featlib.data.make_colored_mnist` with the study's dataset, seed and
+    sizes), checked against the labels and colours the study recorded for them."""
+    from ..data.colored_mnist import make_colored_mnist
+
+    part = maps[maps["seed"] == seed]
+    if part.empty:
+        raise ValueError(f"seed must be one of the maps' seeds {sorted(set(maps['seed']))}; got {seed!r}")
+    first = part.iloc[0]
+    per_image = part.drop_duplicates("image").sort_values("image")
+    n = int(per_image["image"].max()) + 1
+    data = make_colored_mnist(str(first["dataset"]), int(seed), n_train=int(first["n_train"]),
+                              n_test=int(first["n_test"]), source=mnist_source)
+    env = data.test[0]
+    drawn = pd.DataFrame({"label": env.y[:n].int().cpu().numpy(), "colour": env.colour[:n].cpu().numpy()})
+    recorded = per_image[["label", "colour"]].reset_index(drop=True).astype(int)
+    if not drawn.astype(int).equals(recorded):
+        raise ValueError(f"the images drawn again for seed {seed} do not carry the labels and colours the maps "
+                         "recorded; the data has changed since the study ran: run it again")
+    return env.images(slice(0, n)).cpu().numpy()
 
 
 def saliency_summary(frame: pd.DataFrame) -> pd.DataFrame:

@@ -230,11 +230,12 @@ class SaliencyStudy:
         n = self.protocol.n_attribution if n is None else check_int("n", n, minimum=1, maximum=self.protocol.n_test)
         return self.data.test[0].x[:n]
 
-    def gradcam_maps(self, model: torch.nn.Module, x: torch.Tensor) -> np.ndarray | None:
-        """GradCAM of the predicted class, upsampled to the image; None for models without conv layers."""
+    def gradcam_maps(self, model: torch.nn.Module, x: torch.Tensor, upsample: bool = True) -> np.ndarray | None:
+        """GradCAM of the predicted class, upsampled to the image (or on the layer's coarse grid with
+        ``upsample=False``); None for models without conv layers."""
         if not any(isinstance(m, torch.nn.Conv2d) for m in model.modules()):
             return None
-        return gradcam(model, image_gradcam_layer(model), x, input_shape=self.data.image_shape)
+        return gradcam(model, image_gradcam_layer(model), x, input_shape=self.data.image_shape, upsample=upsample)
 
     def display_maps(self, n: int) -> tuple[str, np.ndarray, dict[str, np.ndarray], pd.DataFrame]:
         """For the figures: the kind of map ("GradCAM", or "|IG|" for models without conv layers),
@@ -254,6 +255,32 @@ class SaliencyStudy:
             with torch.no_grad():
                 labels[name] = (model(x) > 0).int().cpu().numpy()
         return kind, env.images(slice(0, n)).cpu().numpy(), maps, labels
+
+    def coarse_gradcam_rows(self, n: int) -> pd.DataFrame:
+        """What a result file keeps of the figures (the ``saliency-maps`` studies of
+        :mod:`featlib.experiments.gap_studies`): on the first ``n`` OOD test images, each model's
+        GradCAM map on its coarse grid (the explained layer's ``h x w``, 7 x 7 for the CNN on 28 x 28
+        images, before :func:`featlib.saliency.upsample_maps` brings it to the image), one row per
+        (model, image, grid cell), with the image's label and colour and the model's prediction.
+        The images themselves are not kept: they are the data's, drawn again from the seed. Only
+        for networks with a convolution (GradCAM explains one)."""
+        x = self.examples(n)
+        env = self.data.test[0]
+        labels, colours = env.y[:n].int().cpu().numpy(), env.colour[:n].cpu().numpy()
+        frames = []
+        for name, model in self.models().items():
+            cam = self.gradcam_maps(model, x, upsample=False)
+            if cam is None:
+                raise ValueError(f"the {self.protocol.architecture.upper()} of dataset {self.protocol.dataset!r} has "
+                                 "no convolution for GradCAM; use the CNN on a patch dataset (cmnist025-patch)")
+            with torch.no_grad():
+                predictions = (model(x) > 0).int().cpu().numpy()
+            image, row, col = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(cam.shape[1]),
+                                                               np.arange(cam.shape[2]), indexing="ij"))
+            frames.append(pd.DataFrame({"model": name, "image": image, "label": labels[image],
+                                        "colour": colours[image], "prediction": predictions[image],
+                                        "row": row, "col": col, "gradcam": cam.reshape(-1).astype(float)}))
+        return pd.concat(frames, ignore_index=True)
 
     def colour_shares(self, model: torch.nn.Module, x: torch.Tensor) -> dict[str, np.ndarray]:
         """Per example, the share of attribution on colour by each available measure."""

@@ -7,7 +7,7 @@ number (:mod:`.regions`), the layers to explain (:mod:`.layers`) and token attri
 models (:mod:`.text`). Everything returns numpy arrays or small dataclasses of them; the book
 draws them (the paper's figures: :mod:`featbook.saliency_views`).
 """
-from .attribution import gradcam, integrated_gradients, normalise_maps, saliency_map
+from .attribution import gradcam, integrated_gradients, normalise_maps, saliency_map, upsample_maps
 from .colour import ColourShapeAttribution, colour_shape_attribution, colour_share
 from .layers import GRADCAM_LAYERS, image_gradcam_layer, last_conv2d, text_embedding_layer
 from .regions import absolute_region_share, dilate_mask, region_share
@@ -19,5 +19,5 @@ __all__ = [
     "absolute_region_share", "class_scores", "colour_shape_attribution", "colour_share", "decode_tokens",
     "dilate_mask", "gradcam", "image_gradcam_layer", "integrated_gradients", "last_conv2d",
     "normalise_maps", "region_share", "saliency_map",
-    "split_text_batch", "text_embedding_layer", "token_attributions",
+    "split_text_batch", "text_embedding_layer", "token_attributions", "upsample_maps",
 ]

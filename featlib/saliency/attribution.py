@@ -25,7 +25,7 @@ from torch import nn
 from ..validation import check_int
 from .scores import as_float_batch, class_scores, evaluating, resolve_targets, to_numpy
 
-__all__ = ["gradcam", "integrated_gradients", "normalise_maps", "saliency_map"]
+__all__ = ["gradcam", "integrated_gradients", "normalise_maps", "saliency_map", "upsample_maps"]
 
 
 def _check_layer(model: nn.Module, layer: Any) -> nn.Module:
@@ -52,7 +52,7 @@ def _spatial_size(x: torch.Tensor, input_shape: Sequence[int] | None) -> tuple[i
 
 
 def gradcam(model: nn.Module, layer: nn.Module, x: Any, target: Any = None, *,
-            input_shape: Sequence[int] | None = None) -> np.ndarray:
+            input_shape: Sequence[int] | None = None, upsample: bool = True) -> np.ndarray:
     """GradCAM maps ``(n, H, W)`` of ``model`` at ``layer``, the middle image of each triple in Figs. 4-5.
 
     Captum's ``LayerGradCam``: the layer's channels are weighted by the spatial mean of the
@@ -65,7 +65,9 @@ def gradcam(model: nn.Module, layer: nn.Module, x: Any, target: Any = None, *,
 
     ``x``: images ``(n, C, H, W)``, or flat inputs ``(n, C*H*W)`` as the ColoredMNIST models
     read them with ``input_shape=(C, H, W)`` naming the image size. ``target``: None (the
-    predicted class), one class index, or one per example."""
+    predicted class), one class index, or one per example. ``upsample=False`` returns the layer's
+    coarse maps ``(n, h, w)`` before the upsampling (what a result file keeps: the figure's map is
+    :func:`upsample_maps` of it)."""
     x = as_float_batch("x", x, model)
     layer = _check_layer(model, layer)
     size = _spatial_size(x, input_shape)
@@ -76,8 +78,21 @@ def gradcam(model: nn.Module, layer: nn.Module, x: Any, target: Any = None, *,
         if maps.dim() != 4:
             raise ValueError("layer must output (n, channels, h, w) feature maps for GradCAM; "
                              f"its attribution has shape {tuple(maps.shape)}")
-        maps = LayerAttribution.interpolate(maps.detach(), size, interpolate_mode="bilinear")
-    return to_numpy(maps[:, 0])
+    if not upsample:
+        return to_numpy(maps.detach()[:, 0])
+    return upsample_maps(maps.detach()[:, 0], size)
+
+
+def upsample_maps(maps: Any, size: Sequence[int]) -> np.ndarray:
+    """Coarse GradCAM maps ``(n, h, w)`` upsampled bilinearly to the image ``size`` ``(H, W)``,
+    as :func:`gradcam` does (Captum's ``LayerAttribution.interpolate``): the figures' maps from a
+    result file's coarse ones."""
+    coarse = torch.as_tensor(np.asarray(maps) if not isinstance(maps, torch.Tensor) else maps)
+    if coarse.dim() != 3 or not torch.isfinite(coarse).all():
+        raise ValueError(f"maps must be finite with shape (n, h, w); got shape {tuple(coarse.shape)}")
+    size = tuple(int(check_int("size", s, minimum=1)) for s in size)
+    coarse = coarse if coarse.is_floating_point() else coarse.float()
+    return to_numpy(LayerAttribution.interpolate(coarse.unsqueeze(1), size, interpolate_mode="bilinear")[:, 0])
 
 
 def normalise_maps(maps: Any) -> np.ndarray:
