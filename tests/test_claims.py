@@ -97,11 +97,29 @@ def test_the_saliency_row_reads_the_committed_study_with_its_size_and_seeds(tmp_
     mlp = pd.DataFrame([{"model": m, "seed": s, "n_train": 50000, "dataset": "cmnist025", "colour_share_ig": share,
                          "colour_flip_rate": share, "ood_acc": 0.5}
                         for s in (1, 2, 3) for m, share in (("ERM 450 epochs", 0.6), ("FeAT 2 rounds", 0.7 if s == 3 else 0.2))])
-    folder = ResultFolder(tmp_path / "saliency", kind=STUDIES_KIND)
-    folder.add_csv("saliency-mlp.csv", mlp)
-    folder.add_bytes("saliency-mlp-provenance.json", json.dumps({"command": "python -m featlib.cli.gap_studies"}).encode())
-    folder.commit({"studies": ["saliency-5k", "saliency-mlp"]})
+    def commit(root, studies: dict) -> None:  # a whole study folder, as the CLI writes it
+        folder = ResultFolder(root / "saliency", kind=STUDIES_KIND)
+        for name, study in studies.items():
+            folder.add_csv(f"{name}.csv", study)
+            folder.add_bytes(f"{name}-provenance.json", json.dumps({"command": "python -m featlib.cli.gap_studies"}).encode())
+        folder.commit({"studies": sorted(studies)})
+
+    commit(tmp_path, {"saliency-5k": frame, "saliency-mlp": mlp})
     row = next(r for r in claims.claims(tmp_path) if r.paper.startswith("Fig. 4"))
+    assert row.scale == ("full size (50,000 training images, Table 2's MLP on the two-channel images), 3\xa0seeds; "
+                         "the paper's CNN on the colour-patch images at 5,000 training images, 2\xa0seeds, too few to "
+                         "rank, its GradCAM maps not committed")
+    assert row.agrees == ("FeAT leans on colour less than ERM after its longest training in 4 of 6 (seed, measure) "
+                          "pairs; with the CNN at 5,000 images in 6 of 6 (seed, measure) pairs")
+    # the CNN's maps committed beside it
+    maps = pd.DataFrame([{"model": "ERM 450 epochs", "seed": 1, "image": 0, "row": 0, "col": 0, "gradcam": 0.5}])
+    commit(tmp_path, {"saliency-5k": frame, "saliency-5k-maps": maps, "saliency-mlp": mlp})
+    row = next(r for r in claims.claims(tmp_path) if r.paper.startswith("Fig. 4"))
+    assert row.scale.endswith("2\xa0seeds, too few to rank, its GradCAM maps drawn")
+    # the MLP alone: no GradCAM at all
+    alone = tmp_path / "alone"
+    commit(alone, {"saliency-mlp": mlp})
+    row = next(r for r in claims.claims(alone) if r.paper.startswith("Fig. 4"))
     assert row.scale == ("full size (50,000 training images, Table 2's MLP on the two-channel images: no GradCAM "
                          "maps yet), 3\xa0seeds")
     assert row.agrees == "FeAT leans on colour less than ERM after its longest training in 4 of 6 (seed, measure) pairs"

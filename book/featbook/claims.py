@@ -264,26 +264,45 @@ def _table3(results: Path, executed: Path | None) -> tuple[str, str]:
 
 
 def _saliency(results: Path, executed: Path | None) -> tuple[str, str]:
-    """Chapter 06's committed study (``results/saliency``, the largest size there): its size and
-    seeds, and in how many (seed, measure) pairs FeAT leans on colour less than ERM."""
+    """Chapter 06's committed studies (``results/saliency``): the largest one's size and seeds, and
+    in how many (seed, measure) pairs FeAT leans on colour less than ERM; where the largest is
+    Table 2's MLP (no GradCAM), the largest study in the paper's form (the CNN on the colour-patch
+    images) beside it, with whether its GradCAM maps are committed."""
+    from featbook.saliency_views import study_form
     from featlib.experiments.gap_studies import SALIENCY_STUDIES, saliency_direction
     from featlib.experiments.results import load_study
 
     folder = results / "saliency"
-    found = next((f for name in SALIENCY_STUDIES if folder.exists() and (f := load_study(folder, name))), None)
-    if found is None:
+    found = {name: f for name in SALIENCY_STUDIES if folder.exists() and (f := load_study(folder, name))}
+    if not found:
         return ("not yet: chapter 06's own run is a CPU test at reduced size, whose direction is not established"), "-"
-    frame = found["frame"]
-    n, seeds = int(frame["n_train"].iloc[0]), int(frame["seed"].nunique())
-    from featbook.saliency_views import study_form
 
+    def size_and_seeds(frame) -> tuple[int, str]:
+        n, seeds = int(frame["n_train"].iloc[0]), int(frame["seed"].nunique())
+        return n, f"{prose.count(seeds, 'seed')}" + ("" if seeds >= 3 else ", too few to rank")
+
+    def pairs(frame) -> str:
+        direction = saliency_direction(frame)
+        return f"{int(direction['holds'].sum())} of {len(direction)} (seed, measure) pairs"
+
+    name, largest = next(iter(found.items()))
+    frame = largest["frame"]
+    n, seeds = size_and_seeds(frame)
     form = study_form(frame)
-    form += ": no GradCAM maps yet" if form else ""
-    scale = (f"{'full size' if n >= 50000 else 'reduced size'} ({prose.integer(n)} training images{form}), "
-             f"{prose.count(seeds, 'seed')}" + ("" if seeds >= 3 else ", too few to rank"))
-    direction = saliency_direction(frame)
-    return scale, (f"FeAT leans on colour less than ERM after its longest training in {int(direction['holds'].sum())} "
-                   f"of {len(direction)} (seed, measure) pairs")
+    cnn = next(((other, f) for other, f in found.items() if not study_form(f["frame"])), None) if form else None
+    scale = f"{'full size' if n >= 50000 else 'reduced size'} ({prose.integer(n)} training images{form}"
+    agrees = f"FeAT leans on colour less than ERM after its longest training in {pairs(frame)}"
+    if form and cnn is None:
+        return scale + f": no GradCAM maps yet), {seeds}", agrees
+    if cnn is None:
+        return scale + f"), {seeds}", agrees
+    cnn_name, cnn_found = cnn
+    cnn_n, cnn_seeds = size_and_seeds(cnn_found["frame"])
+    maps = ("its GradCAM maps drawn" if load_study(folder, f"{cnn_name}-maps") is not None
+            else "its GradCAM maps not committed")
+    return (scale + f"), {seeds}; the paper's CNN on the colour-patch images at {prose.integer(cnn_n)} training "
+                    f"images, {cnn_seeds}, {maps}",
+            agrees + f"; with the CNN at {prose.integer(cnn_n)} images in {pairs(cnn_found['frame'])}")
 
 
 def _table14(results: Path, executed: Path | None) -> tuple[str, str]:
