@@ -51,7 +51,7 @@ def test_the_mlp_study_measures_table2s_network_on_the_two_channel_images(tmp_pa
 
 
 def test_the_committed_study_is_summarised_over_seeds_and_its_direction_said_seed_by_seed(tmp_path):
-    """Chapter 06's "Full-size evidence" (featlib.experiments.gap_studies.saliency_summary and
+    """Chapter 06's "Full-scale evidence" (featlib.experiments.gap_studies.saliency_summary and
     saliency_direction, featbook.saliency_views): per model the mean and std over seeds; per seed and
     measure, FeAT minus ERM's longest-trained snapshot; the sentence counts the seeds where FeAT is
     below, and says that fewer than 3 seeds rank nothing."""
