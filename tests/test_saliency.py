@@ -282,6 +282,24 @@ def test_a_cnn_that_reads_the_centre_puts_little_gradcam_mass_on_the_patch():
     assert (absolute_region_share(integrated, dilate_mask(mask, PATCH_MARGIN)) < 0.2).all()
 
 
+def test_coarse_gradcam_maps_upsample_to_the_figures_maps():
+    """gradcam(upsample=False) is the layer's grid (7x7 after two poolings of 28x28 here);
+    upsample_maps of it is exactly gradcam's own map, so a result file of coarse maps draws the
+    same figure. A constant grid upsamples to the same constant (bilinear interpolation's closed
+    form); bad shapes are refused in one line."""
+    from featlib.saliency import upsample_maps
+
+    x, _ = patch_batch()
+    model = patch_reader()
+    fine = gradcam(model, image_gradcam_layer(model), x, input_shape=(3, 28, 28))
+    coarse = gradcam(model, image_gradcam_layer(model), x, input_shape=(3, 28, 28), upsample=False)
+    assert fine.shape == (len(x), 28, 28) and coarse.shape[0] == len(x) and coarse.shape[1:] != (28, 28)
+    np.testing.assert_array_equal(upsample_maps(coarse, (28, 28)), fine)
+    np.testing.assert_allclose(upsample_maps(np.full((2, 7, 7), 0.25), (28, 28)), np.full((2, 28, 28), 0.25))
+    with pytest.raises(ValueError, match=r"^maps must be finite with shape \(n, h, w\); got shape \(7, 7\)$"):
+        upsample_maps(np.ones((7, 7)), (28, 28))
+
+
 def test_region_share_is_nan_free_and_dilation_grows_the_mask():
     mask = np.zeros((6, 6), dtype=bool)
     mask[0, 0] = True
