@@ -31,6 +31,12 @@ def test_the_provenance_line_says_size_seeds_device_and_time_once_and_folds_the_
     assert "read from the cache of an earlier run, so this is the time of writing the folder, not of training" in study
     assert "cache" not in evidence.provenance_line("Study", {"device": "cpu", "wall_time_s": 1885.6,
                                                              "note": "wall time includes pieces read from --cache-dir"})
+    # a study folder several runs added to, one of which wrote it from the cache: the sum is not the cost
+    runs = [{"command": "a", "wall_time_s": 0.04}, {"command": "b", "wall_time_s": 2691.6}]
+    added = evidence.provenance_line("Study", {"device": "cpu", "runs": runs})
+    assert added == ("Study: on a CPU (2\u00a0runs, 45\u00a0min of wall time in all; 1 of 2 runs wrote the folder from "
+                     "the cache of an earlier run, so this is not what training took: the folder's README gives that).")
+    assert "cache" not in evidence.provenance_line("Study", {"device": "cpu", "runs": [runs[1], runs[1]]})
 
 
 def test_the_command_is_folded_and_loses_the_machines_folders():

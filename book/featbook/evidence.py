@@ -39,7 +39,11 @@ def provenance_line(what: str, prov: Mapping[str, Any], size: str | None = None)
     if runs:  # a folder several runs added to (run_rounds): their number and summed wall time
         seconds = sum(float(r["wall_time_s"]) for r in runs if r.get("wall_time_s") is not None)
         line = f"{what}: {', '.join(parts)}" if parts else what
-        return line + f" ({prose.count(len(runs), 'run')}, {prose.minutes(seconds)} of wall time in all)."
+        # a run that took under a second wrote the folder from the cache of an earlier, stopped run
+        cached = sum(r.get("wall_time_s") is not None and float(r["wall_time_s"]) < 1.0 for r in runs)
+        note = (f"; {cached} of {len(runs)} runs wrote the folder from the cache of an earlier run, so this is not "
+                "what training took: the folder's README gives that") if cached else ""
+        return line + f" ({prose.count(len(runs), 'run')}, {prose.minutes(seconds)} of wall time in all{note})."
     line = f"{what}: {', '.join(parts)}" if parts else what
     if prov.get("wall_time_s") is not None:
         line += f"{', ' if parts else ': '}{prose.minutes(float(prov['wall_time_s']))} of wall time"
