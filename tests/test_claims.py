@@ -27,7 +27,8 @@ def test_every_claim_of_the_paper_has_a_row_from_the_committed_results():
     assert table2.agrees.startswith(claims.table2_verdict(frozen) + ": ")
     assert ("partly built in" in table2.agrees) == (which != "earlier")
     fig1b = next(r for r in rows if r.paper == "Fig. 1(b)")
-    assert fig1b.agrees == "-" or fig1b.agrees.split(",")[0] in ("yes", "partly", "no")
+    assert fig1b.agrees == "-" or fig1b.agrees.split(",")[0] in ("yes", "partly", "no") or (
+        "too few to rank" in fig1b.scale and " (no verdict), in frozen form" in fig1b.agrees)  # under 3 seeds
     # the earlier protocol's ranking never stands without its caveat; the selection rule is always named
     assert ("baselines are weaker than the paper's" in table2.agrees) == (which == "earlier")
     assert "chosen on the test environments" in table2.agrees

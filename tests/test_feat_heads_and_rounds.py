@@ -238,3 +238,23 @@ def test_no_text_calls_the_default_combined_head_an_average():
     assert DEFAULT_HEAD_COMBINATION == "sum"
     ch04 = (repo / "notebooks" / "04_feat_on_colored_mnist.md").read_text()
     assert "with its stored head, the sum of the heads so far" in ch04
+
+
+def test_chapter_04_states_the_schedules_the_protocol_runs():
+    """Chapter 04's "Parameters" once printed Table 6's Bonsai 50+150 on ColoredMNIST-025 while the
+    protocol runs the DRO round for 500 epochs (featlib.hparams.TABLE6_DECISIONS): the epochs it
+    states are the schedules' (featlib.experiments.colored_mnist.SCHEDULES), for both datasets."""
+    import re
+
+    from featlib.experiments.colored_mnist import SCHEDULES
+
+    ch04 = " ".join((Path(__file__).resolve().parents[1] / "notebooks" / "04_feat_on_colored_mnist.md").read_text().split())
+    said = re.search(r"ERM (\d+) / (\d+) epochs, Bonsai (\d+)\+(\d+) / (\d+)\+(\d+) plus (\d+) synthesis epochs, "
+                     r"FeAT (\d+) epochs per round", ch04)
+    assert said, "chapter 04's Parameters no longer states the schedules in the form this test reads"
+    erm025, erm01, b025a, b025b, b01a, b01b, synthesis, feat = map(int, said.groups())
+    a, b = SCHEDULES["cmnist025"], SCHEDULES["cmnist01"]
+    assert (erm025, erm01) == (a["erm"]["epochs"], b["erm"]["epochs"])
+    assert ((b025a, b025b), (b01a, b01b)) == (tuple(a["bonsai"]["round_epochs"]), tuple(b["bonsai"]["round_epochs"]))
+    assert synthesis == a["bonsai"]["synthesis_epochs"] == b["bonsai"]["synthesis_epochs"]
+    assert feat == a["ifeat"]["epochs_per_round"] == b["ifeat"]["epochs_per_round"]

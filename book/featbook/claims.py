@@ -144,10 +144,14 @@ def _fig1b(results: Path, executed: Path | None) -> tuple[str, str]:
     erm = frame[frame["learner"] == "erm"].rename(columns={"erm_epochs": "pretrain_epochs"})
     feat = select_best(frame[frame["learner"] == "ifeat"].assign(pretrain_epochs=0))
     spread, _, beats, n_objectives = pretraining_findings(erm, feat)
+    few = "" if seeds >= 3 else ", too few to rank"
     scale = (f"full data size (50,000 images) in frozen-feature form: ERM's features frozen after 0-250 epochs "
-             f"and iFeAT's, {prose.count(seeds, 'seed')}; {_nf_pieces(results)}")
+             f"and iFeAT's, {prose.count(seeds, 'seed')}{few}; {_nf_pieces(results)}")
     agrees = [spread >= FIG1B_DEPENDENCE_POINTS, 2 * beats > n_objectives]
     word = "yes" if all(agrees) else "no" if not any(agrees) else "partly"
+    if few:  # fewer than 3 seeds show a direction, never a verdict
+        word = {"yes": "the paper's direction", "no": "not the paper's direction",
+                "partly": "partly the paper's direction"}[word] + f" on {prose.count(seeds, 'seed')} (no verdict)"
     verdict = (f"{word}, in frozen form: an objective's accuracy moves by {prose.points(spread / 100, sign=False)} on "
                f"average between its best and worst ERM length; FeAT's features beat the best length for {beats} of "
                f"{n_objectives} objectives (IB-IRM, which trains as IRMv1 on frozen features, left out)")

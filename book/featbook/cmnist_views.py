@@ -694,9 +694,10 @@ def feat_against_lengths(nf_runs: pd.DataFrame, feat_best: pd.DataFrame) -> pd.D
             .sort_values("margin", ascending=False, ignore_index=True))
 
 
-def feat_against_lengths_sentence(against: pd.DataFrame) -> str:
+def feat_against_lengths_sentence(against: pd.DataFrame, seeds: int | None = None) -> str:
     """Which objectives FeAT's features serve better than their best pre-training length, with the
-    range of margins, and each that they do not, named with both accuracies."""
+    range of margins, and each that they do not, named with both accuracies; over fewer than 3
+    ``seeds`` the sentence says that it shows a direction and ranks nothing."""
     ahead, behind = against[against["margin"] > 0], against[against["margin"] <= 0]
     text = f"FeAT's features beat the best ERM length for {len(ahead)} of the {len(against)} penalised objectives"
     if len(ahead):
@@ -707,6 +708,8 @@ def feat_against_lengths_sentence(against: pd.DataFrame) -> str:
         text += "; not " + prose.listing([
             f"{OBJECTIVE_LABELS.get(r.objective, r.objective)} ({prose.percent(r.feat)} on FeAT's features against "
             f"{prose.percent(r.best_length)} after {r.best_epochs} ERM epochs)" for r in behind.itertuples()])
+    if seeds is not None and seeds < 3:
+        text += f". On {prose.count(seeds, 'seed')} this is a direction, and it ranks nothing"
     return text + "."
 
 
@@ -1184,7 +1187,7 @@ def pretraining_what_we_see(run, findings: tuple, committed: tuple | None = None
         parts.append(f"**At full data size, on frozen features** (`results/cmnist-pretraining`, "
                      f"{prose.count(frozen_seeds, 'seed')}): " + _fig1b_sentence(f_spread, f_noise, frozen_seeds)
                      + (_feat_sentence(f_beats, f_n, frozen=True) if frozen_against is None or frozen_against.empty
-                        else " " + feat_against_lengths_sentence(frozen_against)
+                        else " " + feat_against_lengths_sentence(frozen_against, frozen_seeds)
                         + " (IB-IRM is left out: on frozen features it trains as IRMv1.)"))
     if nf is not None:
         n_spread, n_noise, _, _ = nf
