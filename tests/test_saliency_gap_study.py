@@ -85,6 +85,10 @@ def test_the_committed_study_is_summarised_over_seeds_and_its_direction_said_see
     three = pd.concat([agree, agree.assign(seed=agree["seed"] + 2)])
     assert views.direction_sentence(three, 50000).startswith("The direction of the paper's Fig. 4 holds in every seed")
     assert "ranks nothing" not in views.direction_sentence(three, 50000)
+    # a study in Table 2's MLP form says so, so that the sentence does not stand for the paper's GradCAM figure
+    mlp_said = views.direction_sentence(three, 50000, ", Table 2's MLP on the two-channel images")
+    assert "at 50,000 training images over 4\xa0seeds in Table 2's MLP form" in mlp_said
+    assert "form" not in views.direction_sentence(three, 50000)
 
 
 def test_the_maps_study_keeps_the_figures_gradcam_of_the_studys_own_models(tmp_path):
@@ -139,3 +143,27 @@ def test_the_mlp_has_no_gradcam_maps_to_keep(tmp_path):
     small = {k: v for k, v in TINY.items() if k != "n_attribution"}
     with pytest.raises(ValueError, match=r"no convolution for GradCAM; use the CNN on a patch dataset"):
         saliency_maps(1, torch.device("cpu"), dataset="cmnist025", n_maps=2, cache_dir=tmp_path / "cmnist", **small)
+
+
+def test_the_erm_trend_is_said_against_the_papers_remark_counting_only_changes_beyond_the_seed_spread():
+    """Sec. 6 says ERM "even forgets certain features with longer training"; chapter 06 says what
+    its committed study shows from ERM's shortest to its longest training, a change counting only
+    where it exceeds the larger seed std (featbook.saliency_views.erm_trend_sentence)."""
+    import pandas as pd
+
+    from featbook import saliency_views as views
+
+    def summary(flip, ig, std=0.01):
+        return pd.DataFrame({"model": ["ERM 150 epochs", "ERM 450 epochs", "FeAT 2 rounds"],
+                             "colour_flip_rate": [flip[0], flip[1], 0.2], "colour_flip_rate_std": [std] * 3,
+                             "colour_share_ig": [ig[0], ig[1], 0.3], "colour_share_ig_std": [std] * 3})
+
+    towards = views.erm_trend_sentence(summary((0.80, 0.95), (0.40, 0.50)))
+    assert towards == ("From ERM 150 epochs to ERM 450 epochs: the colour-swap flip rate goes from 80.0% to 95.0% and "
+                       "the IG share on colour goes from 40.0% to 50.0% (means over the seeds); ERM leans on colour "
+                       "more with longer training, as the paper's remark says.")
+    away = views.erm_trend_sentence(summary((0.99, 0.92), (0.495, 0.502)))  # the IG change is inside the spread
+    assert "moves ERM a little away from colour" in away and "does not show the paper's remark" in away
+    assert "disagree" in views.erm_trend_sentence(summary((0.99, 0.92), (0.40, 0.50)))
+    assert "stays within the seeds' spread" in views.erm_trend_sentence(summary((0.90, 0.905), (0.50, 0.505)))
+    assert views.erm_trend_sentence(summary((0.9, 0.9), (0.5, 0.5)).iloc[1:]) == ""  # one ERM snapshot

@@ -483,6 +483,41 @@ def committed_maps(maps: pd.DataFrame, seed: int, image_size: tuple[int, int]) -
     return drawn, predictions
 
 
+def erm_trend_sentence(summary: pd.DataFrame) -> str:
+    """What longer ERM training does in a committed study (:func:`featlib.experiments.gap_studies.saliency_summary`),
+    set against the paper's remark that ERM "even forgets certain features with longer training"
+    (Sec. 6, Fig. 4): each colour measure from ERM's shortest to its longest training, the change
+    counted only where it exceeds the larger of the two seed stds, and whether the study shows ERM
+    leaning on colour more with more epochs. Empty without two ERM snapshots."""
+    erm = summary[summary["model"].str.startswith("ERM ")]
+    if len(erm) < 2:
+        return ""
+    first, last = erm.iloc[0], erm.iloc[-1]
+    moves, parts = [], []
+    labels = {"colour_flip_rate": "the colour-swap flip rate", "colour_share_ig": "the IG share on colour",
+              "colour_share_gradcam": "the GradCAM share on colour"}
+    for measure, label in labels.items():
+        if measure not in summary:
+            continue
+        change = float(last[measure] - first[measure])
+        noise = max(float(first[f"{measure}_std"]), float(last[f"{measure}_std"]))
+        moves.append(0 if abs(change) <= noise else (1 if change > 0 else -1))
+        parts.append(f"{label} goes from {prose.percent(first[measure])} to {prose.percent(last[measure])}")
+    if not moves:
+        return ""
+    if all(m > 0 for m in moves):
+        said = "ERM leans on colour more with longer training, as the paper's remark says"
+    elif any(m > 0 for m in moves):
+        said = "the measures disagree on whether longer training moves ERM towards colour"
+    elif any(m < 0 for m in moves):
+        said = ("longer training moves ERM a little away from colour, not towards it: this study does not show the "
+                "paper's remark that ERM forgets features with longer training")
+    else:
+        said = ("ERM's reliance on colour stays within the seeds' spread: this study does not show the paper's "
+                "remark that ERM forgets features with longer training")
+    return (f"From {first['model']} to {last['model']}: " + prose.listing(parts) + f" (means over the seeds); {said}.")
+
+
 def study_form(frame: pd.DataFrame) -> str:
     """The form a committed ``saliency`` study takes, as a phrase to follow its size: empty for the
     paper's (the CNN on the colour-patch images, with GradCAM), else the form a CPU carries (Table
@@ -510,10 +545,12 @@ def committed_table(summary: pd.DataFrame) -> Table:
                       "its OOD test images.")
 
 
-def direction_sentence(direction: pd.DataFrame, n_train: int) -> str:
+def direction_sentence(direction: pd.DataFrame, n_train: int, form: str = "") -> str:
     """Whether FeAT's features lean on colour less than ERM's longest-trained snapshot, seed by
     seed and measure by measure (:func:`featlib.experiments.gap_studies.saliency_direction`):
-    the sentence that says what the committed study shows, and whether it ranks."""
+    the sentence that says what the committed study shows, and whether it ranks. ``form``
+    (:func:`study_form` of the study) says when the study is not the paper's CNN, so that the
+    sentence does not stand for the paper's GradCAM figure."""
     if direction.empty:
         return "The committed study has no FeAT and ERM pair to compare."
     seeds = direction["seed"].nunique()
@@ -525,5 +562,8 @@ def direction_sentence(direction: pd.DataFrame, n_train: int) -> str:
     verdict = ("The direction of the paper's Fig. 4 holds in every seed and measure"
                if direction["holds"].all() else "The direction of the paper's Fig. 4 does not hold in every seed and measure")
     size = f"at {prose.integer(n_train)} training images over {prose.count(seeds, 'seed')}"
+    if form:  # not the paper's CNN: say which measures carry the direction
+        size += (" in Table 2's MLP form (by the measures it has; the paper's figure is GradCAM of a CNN on the "
+                 "colour-patch images)")
     rank = "" if seeds >= 3 else "; with fewer than 3 seeds it ranks nothing"
     return f"{verdict} {size}{rank}. " + "; ".join(parts) + "."
