@@ -131,8 +131,9 @@ DECISIONS: dict[str, HParam] = {
         "built, gives CLOvE alone 1, 5, 10, 50 and 100. Measured (results/cmnist-table2, 4 seeds, read at the "
         "two weights both grids hold, 10 and 100): all three -01 CLOvE cells lie within 1.3 paper stds of the "
         "paper's (ERM 74.25, Bonsai 72.03, FeAT 76.47 against 74.73, 72.73 and 75.12), where the whole grid "
-        "puts FeAT's 3.5 paper stds above; the clove-grid-01 study (the script's five weights, "
-        "results/cmnist-gaps) decides whether the protocol moves to it, for every column alike"),
+        "puts FeAT's 3.5 paper stds above. That explains the far cell; it does not yet move the protocol: the "
+        "clove-grid-01 study (the script's five weights, results/cmnist-gaps) moves "
+        "every -01 CLOvE cell to the script's grid, for every column alike, once 3 seeds agree"),
     "FeAT's combined head": HParam(
         "the sum of the rounds' heads",
         "the authors' code (Algorithm 1 averages them). Measured (results/cmnist-rounds and "
