@@ -123,6 +123,14 @@ def test_plain_markdown_writes_citations_figure_and_chapter_references_out():
         "[chapter 02](https://nb/02_irmv1_and_pretraining.ipynb)")
     with pytest.raises(ValueError, match="which is not a chapter"):
         chapters.plain_markdown("{doc}`chapter 99 <99_none>`", context, 2)
+    # a page of the book's own links to its source in the book's repository (Colab has no book around it)
+    from featbook.repository import from_config
+
+    repo = from_config()
+    assert chapters.plain_markdown("{doc}`../book/running`", context, 2) == (
+        f"[Running the notebooks]({repo.url}/blob/{repo.branch}/book/running.md)")
+    with pytest.raises(ValueError, match="which is not a chapter"):
+        chapters.plain_markdown("{doc}`../book/no_such_page`", context, 2)
     assert chapters.plain_markdown("{glue:text}`v:.2f`", context, 2) == "{glue:text}`v:.2f`"  # left for the run
     with pytest.raises(ValueError, match=r"the role \{eq\} has no plain-Markdown form"):
         chapters.plain_markdown("{eq}`e1`", context, 2)

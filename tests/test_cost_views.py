@@ -197,3 +197,17 @@ def test_paper_schedules_follow_tables_6_and_12():
     wilds = paper_schedules({"wilds": "camelyon17"}, ["erm", "bonsai", "ifeat"])["wilds"]
     assert len(wilds["bonsai"]) == len(wilds["ifeat"]) + 1  # a synthesis round more
 
+
+
+def test_the_memory_sentence_names_each_device_in_words_not_its_folder():
+    """Chapter 07 once read "the committed full-size measurements cpu-2core, ... and the committed
+    full-size measurements h200, ...": folder names as prose, the phrase said twice. One phrase
+    now, each measurement with the device it was made on, from its provenance."""
+    committed = views.load_committed(REPO / "results" / "cost")
+    said = views.memory_from_round_2(committed)
+    assert said.count("the committed full-size measurements") == 1 and said.endswith("(ERM's peak memory = 1)")
+    for folder, results in committed.items():
+        assert Path(folder).name not in said
+        device = str(results["provenance"]["device"])
+        assert ("on the 2-core CPU" if device == "cpu" else f"on the {device.split('(')[1].rstrip(')')}") in said
+    assert views.memory_from_round_2({}) == "the committed full-size measurements (none are committed yet) the same holds"

@@ -28,6 +28,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell
 
 REPO_ROOT = Path(__file__).resolve().parents[2]  # book/featbook/chapters.py
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+BOOK_DIR = REPO_ROOT / "book"
 
 #: The chapters' sources, by file name: two digits, an underscore, a name.
 SOURCE_GLOB = "[0-9][0-9]_*.md"
@@ -158,13 +159,27 @@ class Context:
 
     def chapter(self, target: str) -> str:
         """A ``{doc}`` role's target as a Markdown link: the chapter's title, or the role's own text
-        where it gives one (``{doc}`chapter 03 <03_ood_objectives_need_rich_features>```)."""
+        where it gives one (``{doc}`chapter 03 <03_ood_objectives_need_rich_features>```). A page of
+        the book's own (``{doc}`../book/running```) links to its source in the repository."""
         explicit = re.fullmatch(r"\s*(.*?)\s*<([^<>]+)>\s*", target)
         text, target = (explicit.group(1), explicit.group(2)) if explicit else (None, target)
         stem = Path(target).stem
+        page = BOOK_DIR / f"{stem}.md"
+        if target.startswith("../book/") and page.is_file():
+            return f"[{text or _title(page)}]({_page_url(page)})"
         if stem not in self.titles:
             raise ValueError(f"{self.stem}: {{doc}} names {target!r}, which is not a chapter; known: {sorted(self.titles)}")
         return f"[{text or self.titles[stem]}]({self.notebook_url(stem)})"
+
+
+def _page_url(page: Path) -> str:
+    """A book page's source in the book's repository (``_config.yml``), for a notebook opened
+    outside the book (Colab)."""
+    from featbook.repository import from_config
+
+    repo = from_config()
+    path = page.relative_to(REPO_ROOT).as_posix()
+    return f"{repo.url}/blob/{repo.branch}/{path}" if repo.github else path
 
 
 def _colab_url(stem: str) -> str:

@@ -522,9 +522,23 @@ def memory_from_round_2(committed: dict, failed: bool = False) -> str:
         if ratios:
             each = prose.listing(f"{prose.ratio(v)} on {sources[b].data if b in sources else BENCHMARK_LABELS.get(b, b)}"
                                  for b, v in ratios.items())
-            parts.append(f"the committed full-size measurements {Path(folder).name}, FeAT's step from round 2 on "
-                         f"needs {each} (ERM's peak memory = 1)")
+            parts.append(f"{each} {_measured_on(results['provenance'], Path(folder).name)}")
+    if parts:
+        return ("the committed full-size measurements, FeAT's step from round 2 on needs " + "; ".join(parts)
+                + " (ERM's peak memory = 1)")
     if failed:
-        return prose.listing(parts, empty="the committed full-size measurements (which could not be read in this "
-                                          "runtime: see the note above) the same should hold")
-    return prose.listing(parts, empty="the committed full-size measurements (none are committed yet) the same holds")
+        return ("the committed full-size measurements (which could not be read in this runtime: see the note above) "
+                "the same should hold")
+    return "the committed full-size measurements (none are committed yet) the same holds"
+
+
+def _measured_on(provenance: dict, folder: str) -> str:
+    """Where a committed cost folder was measured, in words: "on the 2-core CPU", "on the NVIDIA
+    H200" (from its provenance's device, else the folder's name)."""
+    device = str(provenance.get("device") or "")
+    if device == "cpu":
+        cores = provenance.get("cpu_count")
+        return f"on the {cores}-core CPU" if cores else "on the CPU"
+    if "(" in device and device.endswith(")"):
+        return f"on the {device[device.index('(') + 1:-1]}"
+    return f"on {device}" if device else f"in {folder}"
