@@ -352,8 +352,18 @@ def claims(results_dir: str | Path, executed_dir: str | Path | None = None) -> l
     return out
 
 
+#: Where in its chapter each row's evidence is (the section's HTML id): the link lands there, not
+#: at the chapter's top, which on a phone is screens above it. Rows not named link to the top.
+SECTIONS = {"Fig. 1(b)": "full-scale-evidence", "Table 7": "what-stops-feat-table-7-at-full-data-size",
+            "Table 2": "table-2-at-full-scale", "Table 3": "full-scale-evidence",
+            "Fig. 4, Figs. 5-12, Table 13": "full-scale-evidence",
+            "Table 14": "full-scale-evidence-the-committed-measurements"}
+
+
 def markdown(rows: list[Claim]) -> str:
-    """The table as MyST markdown (chapter links as ``{doc}`` roles)."""
+    """The table as MyST markdown: a chapter link as a ``{doc}`` role, or, where :data:`SECTIONS`
+    names the section holding the row's evidence, as a link to that section of the built page
+    (the built book's link check, tests/test_linkcheck.py, fails on a section id that is not there)."""
     def cell(text: str) -> str:
         return str(text).replace("|", "/").replace("\n", " ")
 
@@ -361,8 +371,9 @@ def markdown(rows: list[Claim]) -> str:
              "| --- | --- | --- | --- | --- |"]
     for c in rows:
         number = Path(c.chapter).name[:2]
-        lines.append(f"| {cell(c.paper)} | {cell(c.says)} | {{doc}}`{number} <{c.chapter}>` | {cell(c.scale)} "
-                     f"| {cell(c.agrees)} |")
+        link = (f'<a href="{c.chapter}.html#{SECTIONS[c.paper]}">{number}</a>' if c.paper in SECTIONS
+                else f"{{doc}}`{number} <{c.chapter}>`")
+        lines.append(f"| {cell(c.paper)} | {cell(c.says)} | {link} | {cell(c.scale)} | {cell(c.agrees)} |")
     return "\n".join(lines) + "\n"
 
 
