@@ -24,25 +24,39 @@ document.addEventListener("DOMContentLoaded", () => {
 // Tables: on a phone a wide table (Table 7's six columns) scrolls sideways inside its own box, and
 // nothing else tells a reader that columns lie beyond the edge. A box that holds more than it shows
 // is marked (feat-overflows: a shadow at the edge with more to see) and a line under it says so;
-// re-checked when the window changes size and as the box scrolls.
-function featMarkWideTables() {
-  document.querySelectorAll("div.feat-table-scroll, div.pst-scrollable-table-container").forEach((box) => {
+// re-checked when the window changes size and as the box scrolls. Display equations wider than the
+// column (Eq. (7) on a phone) scroll in their own box too and get the same shadow and a line of
+// their own class (feat-equation-hint), checked again once MathJax has typeset them.
+function featMarkWideBoxes(selector, hintClass, text, outer = null) {
+  document.querySelectorAll(selector).forEach((box) => {
     const wide = box.scrollWidth > box.clientWidth + 1;
     box.classList.toggle("feat-overflows", wide);
     box.classList.toggle("feat-scrolled-to-end", box.scrollLeft + box.clientWidth >= box.scrollWidth - 1);
-    let hint = box.nextElementSibling;
-    if (!(hint && hint.classList.contains("feat-scroll-hint"))) {
+    const place = (outer && box.closest(outer)) || box;  // the line goes under this element
+    let hint = place.nextElementSibling;
+    if (!(hint && hint.classList.contains(hintClass))) {
       if (!wide) return;
       hint = document.createElement("p");
-      hint.className = "feat-scroll-hint";
-      hint.textContent = "\u2194 More columns: swipe the table sideways";
-      box.after(hint);
+      hint.className = hintClass;
+      hint.textContent = text;
+      place.after(hint);
       box.addEventListener("scroll", () => box.classList.toggle(
         "feat-scrolled-to-end", box.scrollLeft + box.clientWidth >= box.scrollWidth - 1), { passive: true });
     }
     hint.hidden = !wide;
   });
 }
+function featMarkWideTables() {
+  featMarkWideBoxes("div.feat-table-scroll, div.pst-scrollable-table-container", "feat-scroll-hint",
+                    "\u2194 More columns: swipe the table sideways");
+  // MathJax's display container is the box that scrolls (its own CSS), not Sphinx's div.math around it
+  // (the line goes under div.math: inside it, Sphinx's layout would set it beside the equation)
+  featMarkWideBoxes('mjx-container[display="true"]', "feat-equation-hint",
+                    "\u2194 The equation continues: swipe it sideways", "div.math");
+}
+window.addEventListener("load", () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) MathJax.startup.promise.then(featMarkWideTables);
+});
 document.addEventListener("DOMContentLoaded", featMarkWideTables);
 window.addEventListener("load", featMarkWideTables);
 window.addEventListener("resize", featMarkWideTables);
