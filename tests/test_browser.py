@@ -445,24 +445,28 @@ def test_page_shows_no_machinery_and_never_scrolls_sideways_at_1280_and_390_px(v
     assert not v.problems, f"{path}:\n" + "\n".join(v.problems)
 
 
+def wide_boxes_say_so_only_on_a_phone(page, box: str, hint: str) -> str:
+    """The boxes ``box`` wider than their column carry a visible line ``p.<hint>`` each on a
+    390 px phone and none at 1280 px (book/featbook.js): returns the JS list of the shown lines."""
+    lines = f"Array.from(document.querySelectorAll('p.{hint}')).filter(p => !p.hidden)"
+    wide = f"() => Array.from(document.querySelectorAll('{box}')).filter(b => b.scrollWidth > b.clientWidth + 1).length"
+    assert page.evaluate(wide) == page.evaluate(f"() => {lines}.length") == 0
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_function(f"() => {lines}.length > 0")
+    assert page.evaluate(f"() => {lines}.length") == page.evaluate(wide) > 0
+    return lines
+
+
 def test_an_equation_wider_than_a_phone_says_it_scrolls_sideways(visit):
     """Eq. (7) of chapter 04 is wider than a 390 px column and scrolls in its own box, its label cut
     off with no cue (a reader's review): such a box gets the edge shadow and a line under it
     (book/featbook.js, checked again after MathJax typesets); at 1280 px, where it fits, neither."""
     v, page = visit("notebooks/04_feat_on_colored_mnist.html")
-    shown = "() => Array.from(document.querySelectorAll('p.feat-equation-hint')).filter(p => !p.hidden).length"
-    wide = ("() => Array.from(document.querySelectorAll('mjx-container[display=\"true\"]')).filter("
-            "b => b.scrollWidth > b.clientWidth + 1).length")
-    assert page.evaluate(wide) == page.evaluate(shown) == 0
-    page.set_viewport_size({"width": 390, "height": 844})
-    page.wait_for_function(f"() => ({shown})() > 0")
-    assert page.evaluate(shown) == page.evaluate(wide) > 0
-    assert page.evaluate("() => Array.from(document.querySelectorAll('p.feat-equation-hint')).filter(p => !p.hidden)"
-                         ".every(p => p.previousElementSibling.matches('div.math') && "
+    lines = wide_boxes_say_so_only_on_a_phone(page, 'mjx-container[display=\\"true\\"]', "feat-equation-hint")
+    assert page.evaluate(f"() => {lines}.every(p => p.previousElementSibling.matches('div.math') && "
                          "p.previousElementSibling.querySelector('mjx-container.feat-overflows'))")
     # under the equation, not beside it
-    assert page.evaluate("() => Array.from(document.querySelectorAll('p.feat-equation-hint')).filter(p => !p.hidden)"
-                         ".every(p => p.getBoundingClientRect().top >= "
+    assert page.evaluate(f"() => {lines}.every(p => p.getBoundingClientRect().top >= "
                          "p.previousElementSibling.getBoundingClientRect().bottom - 1)")
 
 
@@ -470,13 +474,7 @@ def test_a_table_wider_than_a_phone_says_it_scrolls_sideways(visit):
     """Table 7 (six columns) does not fit 390 px and scrolls in its own box: a line under it says
     there are more columns (book/featbook.js); at 1280 px, where it fits, no such line shows."""
     v, page = visit("notebooks/04_feat_on_colored_mnist.html")
-    shown = "() => Array.from(document.querySelectorAll('p.feat-scroll-hint')).filter(p => !p.hidden).length"
-    wide = ("() => Array.from(document.querySelectorAll('div.feat-table-scroll')).filter("
-            "b => b.scrollWidth > b.clientWidth + 1).length")
-    assert page.evaluate(wide) == page.evaluate(shown) == 0
-    page.set_viewport_size({"width": 390, "height": 844})
-    page.wait_for_function(f"() => ({shown})() > 0")
-    assert page.evaluate(shown) == page.evaluate(wide) > 0
+    lines = wide_boxes_say_so_only_on_a_phone(page, "div.feat-table-scroll", "feat-scroll-hint")
     # the hint sits right under the box it is about
-    assert page.evaluate("() => Array.from(document.querySelectorAll('p.feat-scroll-hint')).filter(p => !p.hidden)"
-                         ".every(p => p.previousElementSibling.scrollWidth > p.previousElementSibling.clientWidth + 1)")
+    assert page.evaluate(f"() => {lines}.every(p => p.previousElementSibling.scrollWidth > "
+                         "p.previousElementSibling.clientWidth + 1)")
