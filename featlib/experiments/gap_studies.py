@@ -330,6 +330,19 @@ def frozen_pretraining(seed: int, device: torch.device, dataset: str = "cmnist02
                       for objective in objectives], ignore_index=True)
 
 
+def _saliency_study(seed: int, device: torch.device, dataset: str, n_train: int, n_test: int, n_attribution: int,
+                    epoch_scale: float, cache_dir: Path | None):
+    """The :class:`~featlib.experiments.saliency_cmnist.SaliencyStudy` of a ``saliency`` study and its
+    ``-maps`` twin, its models kept beside ``cache_dir`` (in ``<cache_dir>/../saliency``): one place
+    builds both, so the maps describe the networks the measures do."""
+    from .saliency_cmnist import SaliencyProtocol, SaliencyStudy
+
+    protocol = SaliencyProtocol(dataset=dataset, seed=seed, n_train=n_train, n_test=n_test,
+                                n_attribution=n_attribution, epoch_scale=epoch_scale)
+    models = None if cache_dir is None else Path(cache_dir).parent / "saliency"
+    return SaliencyStudy(protocol, cache_dir=models, device=device)
+
+
 @STUDIES.register("saliency")
 def saliency(seed: int, device: torch.device, dataset: str = "cmnist025-patch", n_train: int = 50000,
              n_test: int = 10000, n_attribution: int = 1000, epoch_scale: float = 1.0,
@@ -342,12 +355,7 @@ def saliency(seed: int, device: torch.device, dataset: str = "cmnist025-patch", 
     images, mean and std over the images. One row per model. ``saliency-20k``, ``-10k`` and ``-5k``
     are the same study on fewer training images, to find the largest size a CPU carries at which
     the direction (FeAT's features on colour less than ERM's) holds over seeds."""
-    from .saliency_cmnist import SaliencyProtocol, SaliencyStudy
-
-    protocol = SaliencyProtocol(dataset=dataset, seed=seed, n_train=n_train, n_test=n_test,
-                                n_attribution=n_attribution, epoch_scale=epoch_scale)
-    models = None if cache_dir is None else Path(cache_dir).parent / "saliency"
-    table = SaliencyStudy(protocol, cache_dir=models, device=device).table()
+    table = _saliency_study(seed, device, dataset, n_train, n_test, n_attribution, epoch_scale, cache_dir).table()
     return table.assign(dataset=dataset, seed=seed, n_train=n_train)
 
 
@@ -360,13 +368,8 @@ def saliency_maps(seed: int, device: torch.device, dataset: str = "cmnist025-pat
     :func:`saliency_map_images` draws the images again). The models are those of the
     ``saliency`` study of the same size and seed (the same protocol, the same models' cache), so
     the maps and the measures describe the same networks."""
-    from .saliency_cmnist import SaliencyProtocol, SaliencyStudy
-
-    protocol = SaliencyProtocol(dataset=dataset, seed=seed, n_train=n_train, n_test=n_test,
-                                n_attribution=n_maps, epoch_scale=epoch_scale)
-    models = None if cache_dir is None else Path(cache_dir).parent / "saliency"
-    rows = SaliencyStudy(protocol, cache_dir=models, device=device).coarse_gradcam_rows(n_maps)
-    return rows.assign(dataset=dataset, seed=seed, n_train=n_train, n_test=n_test)
+    study = _saliency_study(seed, device, dataset, n_train, n_test, n_maps, epoch_scale, cache_dir)
+    return study.coarse_gradcam_rows(n_maps).assign(dataset=dataset, seed=seed, n_train=n_train, n_test=n_test)
 
 
 STUDIES.register("saliency-maps")(saliency_maps)
