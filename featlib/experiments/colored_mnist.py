@@ -661,11 +661,12 @@ class ColoredMNISTExperiment:
         learner, seed = group
         return frame[(frame["learner"] == learner) & (frame["seed"] == seed)].reset_index(drop=True)
 
-    def _stack_missing_frozen(self, pieces: list[Piece]) -> dict:
+    def _stack_missing_frozen(self, pieces: list[Piece], done=None) -> dict:
         """Train the missing frozen pieces of each objective as one stack (each piece's wall time
         its share of the stack's). With a cache, those that no other process is computing (their
         locks are taken without waiting) are kept there; without one, the computed pieces are
-        returned, by piece."""
+        returned, by piece. ``done(objective, n)`` is called after each stack with the number of
+        pieces it trained (the OOD stage's progress bar)."""
         by_objective: dict[str, list[Piece]] = {}
         for piece in pieces:
             if piece.learner != "erm-nf" and self._read_piece(piece) is None:
@@ -692,6 +693,8 @@ class ColoredMNISTExperiment:
                 share = (time.perf_counter() - t0) / len(todo)
                 for piece in todo:
                     computed[piece] = self._keep(piece, self._split(frame, (piece.learner, piece.seed)), share)
+                if done is not None:
+                    done(objective, len(todo))
             finally:
                 for lock in locks:
                     lock.release()
@@ -701,12 +704,20 @@ class ColoredMNISTExperiment:
         """Every OOD-stage run of the protocol, one row each (resumes from the cache; a cached
         piece that is damaged is reported and recomputed)."""
         pieces = self.pieces_of()
-        computed = self._stack_missing_frozen(pieces) if self.stacked else {}
         frames = []
-        bar = tqdm(pieces, desc=f"{self.protocol.dataset} OOD stage", disable=not self.progress)
-        for piece in bar:
-            bar.set_postfix_str(f"{piece.objective} ({piece.learner})")
-            frames.append(computed[piece][0] if piece in computed else self.unit(piece)[0])
+        with tqdm(total=len(pieces), desc=f"{self.protocol.dataset} OOD stage", disable=not self.progress) as bar:
+            def stacked(objective: str, n: int) -> None:  # a stack of frozen pieces is done: the bar moves
+                bar.set_postfix_str(f"{objective} (frozen stack of {n})")
+                bar.update(n)
+
+            computed = self._stack_missing_frozen(pieces, done=stacked) if self.stacked else {}
+            for piece in pieces:
+                if piece in computed:
+                    frames.append(computed[piece][0])
+                    continue
+                bar.set_postfix_str(f"{piece.objective} ({piece.learner})")
+                frames.append(self.unit(piece)[0])
+                bar.update(1)
         return pd.concat(frames, ignore_index=True)
 
     def _oracle_row(self, seed: int) -> pd.DataFrame:
