@@ -498,6 +498,10 @@ def cmd_chapters(args) -> int:
             with open(out / f"{name}.log", "wb") as log:
                 rc, stopped = _run_until(argv, deadline, env=env, stdout=log)
             record["chapters"][name] = {"rc": rc, "wall_s": round(time.time() - started, 1), "stopped": stopped}
+            executed = out / f"{name}.ipynb"
+            if stopped and executed.exists():  # the chapter's process was killed before it tidied its notebook
+                _strip_images(executed)
+                record["chapters"][name]["stopped_in"] = where_it_stopped(executed, time.time())
             _log(f"chapter {name}: exit {rc} after {time.time() - started:.0f} s" + (" (stopped)" if stopped else ""))
 
     with ThreadPoolExecutor(len(lanes)) as pool:
@@ -509,18 +513,74 @@ def cmd_chapters(args) -> int:
     return 0 if len(ran) == len(chosen) else 1
 
 
+def _final_frames(text: str) -> str:
+    """A stream's text with each progress bar's frames (tqdm's lines rewritten after ``\\r``)
+    reduced to the last frame of each run of one bar: what a reader needs from a chapter's log,
+    not its thousands of frames. Other lines are kept as they are."""
+    kept: list[tuple[str | None, str]] = []
+    for frame in re.split(r"[\r\n]", text):
+        if not frame.strip():
+            continue
+        bar = frame.split(":", 1)[0] if "%|" in frame else None
+        if bar is not None and kept and kept[-1][0] == bar:
+            kept[-1] = (bar, frame)
+        else:
+            kept.append((bar, frame))
+    return "".join(f"{frame}\n" for _, frame in kept)
+
+
 def _strip_images(path: Path) -> None:
-    """Replace the figures of an executed notebook by a line saying their size: the sitting brings
-    back the proof that a chapter ran (its text outputs, any traceback), in the files that fit."""
+    """Replace the figures of an executed notebook by a line saying their size, and keep only the
+    last frame of each progress bar (papermill stores each write of a stream as an output of its
+    own: consecutive ones are joined first): the sitting brings back the proof that a chapter ran
+    (its text outputs, any traceback), in the files that fit."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
+        outputs = []
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             for kind in [k for k in data if k.startswith("image/")]:
                 data["text/plain"] = f"[{kind}, {len(data.pop(kind))} characters, left out by the sitting]"
+            if (output.get("output_type") == "stream" and outputs and outputs[-1].get("output_type") == "stream"
+                    and outputs[-1].get("name") == output.get("name")):
+                outputs[-1]["text"] = "".join(outputs[-1]["text"]) + "".join(output.get("text", ""))
+                continue
+            outputs.append(output)
+        for output in outputs:
+            if output.get("output_type") == "stream":
+                output["text"] = _final_frames("".join(output.get("text", "")))
+        if "outputs" in cell:
+            cell["outputs"] = outputs
     nbformat.write(nb, path)
+
+
+def where_it_stopped(path: Path, now: float) -> dict:
+    """How far a stopped chapter got, from the notebook papermill last saved: the code cell it was
+    running (its index among the code cells, its first line, how long it had run, from papermill's
+    start time) and the last lines it printed (the progress bars' last frames), or the last cell it
+    finished when none was running. papermill saves at most every 30 s or so, so "printed" lags."""
+    from datetime import datetime
+
+    cells = [c for c in json.loads(path.read_text())["cells"] if c.get("cell_type") == "code"]
+    meta = lambda c: c.get("metadata", {}).get("papermill", {})  # noqa: E731
+    running = [i for i, c in enumerate(cells) if meta(c).get("status") == "running"]
+    finished = [i for i, c in enumerate(cells) if meta(c).get("status") == "completed"]
+    if not running and not finished:
+        return {"cell": None, "state": "no cell had started"}
+    index = running[0] if running else finished[-1]
+    cell = cells[index]
+    source = "".join(cell.get("source", ""))
+    printed = _final_frames("".join("".join(o.get("text", "")) for o in cell.get("outputs", [])
+                                    if o.get("output_type") == "stream"))
+    found = {"cell": index, "of_cells": len(cells), "state": "running" if running else "the last cell finished",
+             "first_line": source.strip().splitlines()[0] if source.strip() else "",
+             "last_printed": [line for line in printed.splitlines() if line.strip()][-4:]}
+    started = meta(cell).get("start_time")
+    if running and started:
+        found["running_s"] = round(now - datetime.fromisoformat(started).timestamp(), 1)
+    return found
 
 
 def cmd_chapter(args) -> int:

@@ -274,3 +274,41 @@ def test_a_sitting_resumes_from_the_committed_pieces(sitting):
     frozen_out = steps["frozen-fp32"].argv[steps["frozen-fp32"].argv.index("--out") + 1]
     nf_out = steps["erm-nf-cmnist025-fp32-seed1"].argv[steps["erm-nf-cmnist025-fp32-seed1"].argv.index("--out") + 1]
     assert frozen_out == "_sitting/table2-frozen-fp32" and nf_out == "_sitting/table2-fp32"
+
+
+def test_a_stopped_chapter_says_how_far_it_got_and_its_bars_keep_their_last_frame(sitting, tmp_path):
+    """A chapter stopped at the end of its minutes is killed before it tidies its notebook: the
+    chapters step then reads the notebook papermill last saved and records the cell it was running,
+    for how long, and its last printed lines; papermill's one-output-per-write progress frames are
+    reduced to each bar's last frame (a stopped chapter 04 came back as 435 KB of frames)."""
+    import nbformat
+
+    frames = ["\rerm:   0%|          | 0/150", "\rerm:  91%|█████████ | 136/150", "\r      ", "\r",
+              "\rifeat round 1:  50%|█████     | 75/150", "\r   ", "\r", "\rcmnist025 OOD stage:   0%|  | 0/72"]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# a chapter"),
+                nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("start = time.perf_counter()\nrun()"),
+                nbformat.v4.new_code_cell("plot()")]
+    nb.cells[1].metadata["papermill"] = {"status": "completed", "start_time": "2026-11-27T16:32:34+00:00"}
+    nb.cells[2].metadata["papermill"] = {"status": "running", "start_time": "2026-11-27T16:32:40+00:00"}
+    nb.cells[3].metadata["papermill"] = {"status": "pending"}
+    nb.cells[2].outputs = [nbformat.v4.new_output("stream", name="stderr", text=f) for f in frames]
+    nb.cells[2].outputs.insert(0, nbformat.v4.new_output("stream", name="stdout", text="Device: cuda\n"))
+    path = tmp_path / "04.ipynb"
+    nbformat.write(nb, path)
+    sitting._strip_images(path)
+    kept = nbformat.read(path, as_version=4).cells[2].outputs
+    assert [(o.name, o.text) for o in kept] == [
+        ("stdout", "Device: cuda\n"),
+        ("stderr", "erm:  91%|█████████ | 136/150\nifeat round 1:  50%|█████     | 75/150\n"
+                   "cmnist025 OOD stage:   0%|  | 0/72\n")]
+    from datetime import datetime
+    now = datetime.fromisoformat("2026-11-27T16:35:42+00:00").timestamp()
+    found = sitting.where_it_stopped(path, now)
+    assert found == {"cell": 1, "of_cells": 3, "state": "running", "first_line": "start = time.perf_counter()",
+                     "last_printed": ["Device: cuda", "erm:  91%|█████████ | 136/150",
+                                      "ifeat round 1:  50%|█████     | 75/150", "cmnist025 OOD stage:   0%|  | 0/72"],
+                     "running_s": 182.0}
+    nb.cells[2].metadata["papermill"] = {"status": "completed"}
+    nbformat.write(nb, path)
+    assert sitting.where_it_stopped(path, now)["state"] == "the last cell finished"
