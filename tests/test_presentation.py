@@ -565,3 +565,12 @@ def test_the_erm_nf_column_from_a_gpu_stands_apart_until_each_cell_has_three_see
     fig = views.nf_pieces_sentence(frame([1]), records.query("seed == 1"), "cmnist025", "results/x")
     assert "2.0\xa0points" in fig or "2.0 points" in fig  # IRMv1's best length minus its worst: 0.02
     assert "ranks nothing" in fig
+    assert "With one seed there is no seed-to-seed spread" in fig
+    # at 2 seeds the seeds' spread exists and is named (frame's seeds differ by 0.1 point: std 0.05),
+    # as a rough yardstick, and the figure still ranks nothing
+    two = views.nf_pieces_sentence(frame([1, 2]), records.query("seed < 3"), "cmnist025", "results/x")
+    assert "no seed-to-seed spread" not in two and "ranks nothing" in two
+    from featbook import prose
+    spread = prose.points(0.0005, sign=False).replace("\xa0", " ")
+    assert f"The 2 seeds' own spread, about {spread}, is only a rough" in two.replace("\xa0", " ")
+    assert "ranks nothing" not in views.nf_pieces_sentence(frame([1, 2, 3]), records, "cmnist025", "results/x")

@@ -608,16 +608,22 @@ def _nf_provenance(nf_runs: pd.DataFrame, records: pd.DataFrame, datasets: Seque
 
 def nf_pieces_sentence(nf_runs: pd.DataFrame, records: pd.DataFrame, dataset: str, folder: str) -> str:
     """Chapter 03: what committed ERM-NF pieces (the whole-network runs of Fig. 1(b), from a GPU
-    sitting) are, and what they can carry: at one seed, how the figure looks at full size, not its verdict."""
+    sitting) are, and what they can carry: under 3 seeds, how the figure looks at full size, not its verdict."""
     curves = best_over_weights(nf_runs)
     penalised = curves[curves["objective"] != "erm"].groupby("objective")["mean"]
     spread = 100 * float((penalised.max() - penalised.min()).mean())
     text = (f"**Committed: the whole-network runs at full size** ({_nf_provenance(nf_runs, records, [dataset], folder)}). "
             f"Between an objective's best and worst pre-training length the best penalty weight's accuracy moves by "
             f"{prose.number(spread, 1)} points on average. ")
-    if nf_runs["seed"].nunique() < 3:
-        text += ("With so few seeds there is no seed-to-seed spread to set that against: the figure below shows "
+    seeds = nf_runs["seed"].nunique()
+    if seeds == 1:
+        text += ("With one seed there is no seed-to-seed spread to set that against: the figure below shows "
                  "what the paper's figure looks like at its size, and ranks nothing.")
+    elif seeds < 3:
+        noise = pretraining_findings(nf_runs, None)[1]
+        text += (f"The {prose.count(seeds, 'seed')}' own spread, about {prose.points(noise / 100, sign=False)}, is only a rough "
+                 "yardstick for that: the figure below shows what the paper's figure looks like at its size, and "
+                 "ranks nothing.")
     return text
 
 
