@@ -127,3 +127,29 @@ def test_the_frozen_stage_estimate_matches_the_committed_pieces_cpu_times():
         priced = est.parts["frozen-feature runs"][1]
         ratio = priced / statistics.median(times)
         assert 1 / 1.5 <= ratio <= 1.5, f"{objective}: estimate {priced:.0f} s, committed median {statistics.median(times):.0f} s"
+
+
+def test_the_gpu_estimate_of_a_frozen_stage_carries_the_overhead_an_h200_measured():
+    """On an H200 (results/sittings/2026-11-27-h200) chapter 04's colab run cell was stopped after
+    running_s seconds with ColoredMNIST-025's OOD stage unfinished, its feature learners done in
+    under 30 s (their bars' rates). featbook.estimate prices that stage on a GPU as arithmetic, which
+    scales with the GPU (its T4 figure over T4_OVER_H100 on an H100, no slower than an H200), plus a
+    per-step overhead, which does not (operator dispatch on the host). So the overhead it prices
+    must cover what the H200 spent beyond the arithmetic: it priced 20 s where the H200 spent over
+    120 s, and the chapter's estimate on a T4 was too low."""
+    import json
+
+    from featbook import estimate
+    from featlib.experiments.colored_mnist import make_protocol
+
+    stopped = json.loads((Path(__file__).resolve().parents[1] / "results" / "sittings" / "2026-11-27-h200" / "chapters"
+                          / "04_feat_on_colored_mnist.stopped.json").read_text())
+    assert stopped["state"] == "running" and stopped["last_printed"][-1].startswith("cmnist025 OOD stage:   0%")
+    colab = load_profile("colab")["04_feat_on_colored_mnist"]
+    protocol = make_protocol("featlib", dataset="cmnist025", seeds=tuple(colab["seeds"]), learners=tuple(colab["learners"]),
+                             penalty_weights=tuple(colab["penalty_weights"]), pretrain_epochs=tuple(colab["pretrain_epochs"]))
+    priced = estimate.cmnist([protocol], oracle=False).parts["frozen-feature runs"][0]
+    overhead = len(protocol.objectives) * protocol.ood_steps * estimate.FROZEN_STEP_OVERHEAD_S["t4"]
+    arithmetic_h100 = (priced - overhead) / estimate.T4_OVER_H100
+    spent = stopped["running_s"] - 30 - arithmetic_h100
+    assert overhead >= spent, f"overhead priced {overhead:.0f} s; the H200 spent at least {spent:.0f} s beyond the arithmetic"

@@ -68,6 +68,14 @@ BACKBONE_FWD_FLOPS = {"densenet121": 5.7e9, "resnet50": 8.2e9, "small_cnn": 5e6,
                       "distilbert": 86e6, "minilm": 21e6}
 #: Per optimiser step overhead (kernel launches, Python) on each device, seconds.
 STEP_OVERHEAD_S = {"t4": 1e-3, "cpu": 2e-4}
+#: The same for one step of a stack of frozen-feature heads on a GPU, where the step's arithmetic is
+#: small and its 110-350 eager operators a step (forward, backward and update, counted on the CPU
+#: with a dispatch counter for chapter 04's stacks of 9 x 9 heads) set its time. A lower bound,
+#: measured: on an H200 (results/sittings/2026-11-27-h200) chapter 04's ``colab`` OOD stage on
+#: ColoredMNIST-025 (8 objectives x 2,500 steps) ran more than 150 s unfinished, at least 7.5 ms a
+#: step, of which the FLOP count above explains about 1; a Colab host is slower than the H200's.
+#: The CPU keeps STEP_OVERHEAD_S: its frozen rates come from whole committed pieces.
+FROZEN_STEP_OVERHEAD_S = {"t4": 6.5e-3, "cpu": STEP_OVERHEAD_S["cpu"]}
 #: Download speed assumed for the WILDS archives (bytes per second) and a small model's step on a GPU.
 DOWNLOAD_BPS = 20e6
 
@@ -157,7 +165,7 @@ def cmnist(protocols, oracle: bool = True) -> Estimate:
                 return seeds * len(frozen) * sum(len(p.configurations(o)) * cost.get(o, 1.0) for o in p.objectives)
             head = p.n_train * p.hidden_dim / (50000 * 256) * p.ood_steps / 1000
             est.add("frozen-feature runs", *(runs(d) * head * _device_s(FROZEN_RUN_S, d)
-                                             + len(p.objectives) * p.ood_steps * STEP_OVERHEAD_S[d]
+                                             + len(p.objectives) * p.ood_steps * FROZEN_STEP_OVERHEAD_S[d]
                                              for d in ("t4", "cpu")))
     return est
 
