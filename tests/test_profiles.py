@@ -145,9 +145,9 @@ def test_the_gpu_estimate_of_a_frozen_stage_carries_the_overhead_an_h200_measure
     stopped = json.loads((Path(__file__).resolve().parents[1] / "results" / "sittings" / "2026-11-27-h200" / "chapters"
                           / "04_feat_on_colored_mnist.stopped.json").read_text())
     assert stopped["state"] == "running" and stopped["last_printed"][-1].startswith("cmnist025 OOD stage:   0%")
-    colab = load_profile("colab")["04_feat_on_colored_mnist"]
-    protocol = make_protocol("featlib", dataset="cmnist025", seeds=tuple(colab["seeds"]), learners=tuple(colab["learners"]),
-                             penalty_weights=tuple(colab["penalty_weights"]), pretrain_epochs=tuple(colab["pretrain_epochs"]))
+    # the colab profile of chapter 04 as the sitting ran it (commit e0fe248; a pre-training length was dropped since)
+    protocol = make_protocol("featlib", dataset="cmnist025", seeds=(1, 2, 3), learners=("erm", "bonsai", "ifeat"),
+                             penalty_weights=(100.0, 1000.0, 10000.0), pretrain_epochs=(0, 100, 200))
     priced = estimate.cmnist([protocol], oracle=False).parts["frozen-feature runs"][0]
     overhead = len(protocol.objectives) * protocol.ood_steps * estimate.FROZEN_STEP_OVERHEAD_S["t4"]
     arithmetic_h100 = (priced - overhead) / estimate.T4_OVER_H100
