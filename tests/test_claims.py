@@ -3,7 +3,7 @@
 import shutil
 from pathlib import Path
 
-from featbook import claims
+from featbook import claims, prose
 from featbook.cmnist_views import frozen_columns, table2_pieces_choice
 from featlib.experiments.table2_pieces import load_pieces
 
@@ -73,6 +73,29 @@ def test_the_gpu_erm_nf_pieces_are_named_with_their_seeds_and_kept_apart(tmp_pat
     assert ("too few to rank" in said) == (runs["seed"].nunique() < 3)
     fig1b = next(r for r in claims.claims(tmp_path) if r.paper == "Fig. 1(b)")
     assert said in fig1b.scale
+
+
+def test_fig1b_row_gives_the_whole_network_dependence_beside_the_frozen_form(tmp_path):
+    """Fig. 1(b)'s own form (whole networks, ColoredMNIST-025) is said in the row from the committed
+    ERM-NF runs, with the measure chapter 03 states and the seeds' spread; under 3 seeds no verdict.
+    Without the runs the row says nothing of them."""
+    assert claims._nf_dependence(tmp_path) == ""
+    shutil.copytree(REPO / "results" / claims.NF_PIECES, tmp_path / claims.NF_PIECES)
+    from featbook.cmnist_views import pretraining_findings
+
+    runs = load_pieces(tmp_path / claims.NF_PIECES)["runs"].query("learner == 'erm-nf' and dataset == 'cmnist025'")
+    spread, noise, _, _ = pretraining_findings(runs, None)
+    said = claims._nf_dependence(tmp_path)
+    assert said.startswith("; whole networks (the paper's form, ColoredMNIST-025, ")
+    assert f"moving by {prose.points(spread / 100, sign=False)} on average" in said
+    assert ("no verdict" in said) == (runs["seed"].nunique() < 3)
+    assert ("the seeds' own spread" in said) == (runs["seed"].nunique() > 1)
+    assert ("the paper's dependence" in said) == (spread >= claims.FIG1B_DEPENDENCE_POINTS)
+    for extra in (tmp_path / claims.NF_PIECES).glob("pieces/*/*/*/seed*.*"):  # keep the first seed only
+        if extra.stem != f"seed{runs['seed'].min()}":
+            extra.unlink()
+    one = claims._nf_dependence(tmp_path)
+    assert ", 1\xa0seed)" in one and "spread" not in one and one.endswith("no verdict")
 
 
 def test_the_saliency_row_reads_the_committed_study_with_its_size_and_seeds(tmp_path):
