@@ -506,6 +506,9 @@ def cmd_chapters(args) -> int:
 
     with ThreadPoolExecutor(len(lanes)) as pool:
         list(pool.map(run_lane, enumerate(lanes)))
+    from featbook.notebooks import NOTEBOOK_DIR
+
+    record["piece_records"] = collect_piece_records(NOTEBOOK_DIR / "_cache", out / "piece-records")
     record["chapters"] = {n: record["chapters"][n] for n in chosen}
     (out / "chapters.json").write_text(json.dumps(record, indent=1) + "\n")
     ran = [r for r in record["chapters"].values() if r.get("rc") == 0]
@@ -554,6 +557,23 @@ def _strip_images(path: Path) -> None:
         if "outputs" in cell:
             cell["outputs"] = outputs
     nbformat.write(nb, path)
+
+
+def collect_piece_records(cache: Path, into: Path) -> int:
+    """Copy the record (``.json``) of every piece the chapters' caches under ``cache`` hold into
+    ``into``, at the same relative paths: each names its objective, learner, device and wall seconds
+    (a frozen stack's share per piece), so that a chapter stopped mid-stage still says what each
+    finished stack cost on this GPU. The pieces' rows stay behind (the tarball carries records only);
+    how many records were copied is returned."""
+    import shutil
+
+    copied = 0
+    for record in sorted(cache.glob("**/pieces/**/*.json")) if cache.is_dir() else []:
+        target = into / record.relative_to(cache)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(record, target)
+        copied += 1
+    return copied
 
 
 def where_it_stopped(path: Path, now: float) -> dict:

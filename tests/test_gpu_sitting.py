@@ -312,3 +312,21 @@ def test_a_stopped_chapter_says_how_far_it_got_and_its_bars_keep_their_last_fram
     nb.cells[2].metadata["papermill"] = {"status": "completed"}
     nbformat.write(nb, path)
     assert sitting.where_it_stopped(path, now)["state"] == "the last cell finished"
+
+
+def test_the_chapters_step_brings_back_every_piece_record_its_caches_hold(sitting, tmp_path):
+    """A chapter's cache keeps a record per finished piece (its wall seconds, device, objective):
+    the chapters step copies those records, not the pieces' rows, so that even a chapter stopped
+    mid-stage says what each finished stack cost on the GPU."""
+    cache = tmp_path / "_cache"
+    for rel in ("cmnist/pieces/cmnist025/erm/irmv1/seed1-abc.json", "cmnist/pieces/cmnist025/erm/irmv1/seed1-abc.csv",
+                "cmnist/pieces/cmnist025/ifeat/clove/seed2-abc.json", "cmnist/features/erm-seed1.pt",
+                "saliency/models/erm.json"):
+        (cache / rel).parent.mkdir(parents=True, exist_ok=True)
+        (cache / rel).write_text(json.dumps({"wall_time_s": 1.5, "path": rel}))
+    into = tmp_path / "out" / "piece-records"
+    assert sitting.collect_piece_records(cache, into) == 2
+    copied = sorted(p.relative_to(into).as_posix() for p in into.rglob("*") if p.is_file())
+    assert copied == ["cmnist/pieces/cmnist025/erm/irmv1/seed1-abc.json", "cmnist/pieces/cmnist025/ifeat/clove/seed2-abc.json"]
+    assert json.loads((into / copied[0]).read_text())["wall_time_s"] == 1.5
+    assert sitting.collect_piece_records(tmp_path / "none", tmp_path / "out2") == 0 and not (tmp_path / "out2").exists()
