@@ -89,6 +89,11 @@ def test_the_committed_study_is_summarised_over_seeds_and_its_direction_said_see
     mlp_said = views.direction_sentence(three, 50000, ", Table 2's MLP on the two-channel images")
     assert "at 50,000 training images over 4\xa0seeds in Table 2's MLP form" in mlp_said
     assert "form" not in views.direction_sentence(three, 50000)
+    # where one pair goes the other way, the sentence counts the pairs rather than only saying "not all"
+    mixed = three.reset_index(drop=True)
+    mixed.loc[0, ["holds", "feat_minus_erm"]] = [False, 0.4]
+    assert views.direction_sentence(mixed, 2000).startswith(
+        f"The direction of the paper's Fig. 4 holds in {len(mixed) - 1} of {len(mixed)} (seed, measure) pairs, not in all")
 
 
 def test_the_maps_study_keeps_the_figures_gradcam_of_the_studys_own_models(tmp_path):
