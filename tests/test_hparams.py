@@ -95,6 +95,7 @@ def test_the_decisions_table_states_the_values_the_code_runs():
     assert d["FeAT's combined head"] == "the sum of the rounds' heads"
     assert inspect.signature(select_best).parameters["score"].default == "worst_test_acc"
     assert d["How a cell's configuration is chosen"] == "test-domain (oracle) selection"
+    assert d["The OOD stage's precision"] == "float32" and p.precision == "fp32"
     assert d["CLOvE's penalty weights, ColoredMNIST-01"].startswith("Appendix F.1's 1e1-1e5")
     assert p.penalty_weights == (1e1, 1e2, 1e3, 1e4, 1e5) and "clove" not in p.objective_options
     for name, h in hparams.DECISIONS.items():
