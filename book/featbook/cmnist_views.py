@@ -609,9 +609,7 @@ def _nf_provenance(nf_runs: pd.DataFrame, records: pd.DataFrame, datasets: Seque
 def nf_pieces_sentence(nf_runs: pd.DataFrame, records: pd.DataFrame, dataset: str, folder: str) -> str:
     """Chapter 03: what committed ERM-NF pieces (the whole-network runs of Fig. 1(b), from a GPU
     sitting) are, and what they can carry: under 3 seeds, how the figure looks at full size, not its verdict."""
-    curves = best_over_weights(nf_runs)
-    penalised = curves[curves["objective"] != "erm"].groupby("objective")["mean"]
-    spread = 100 * float((penalised.max() - penalised.min()).mean())
+    spread, noise, _, _ = pretraining_findings(nf_runs, None)
     text = (f"**Committed: the whole-network runs at full size** ({_nf_provenance(nf_runs, records, [dataset], folder)}). "
             f"Between an objective's best and worst pre-training length the best penalty weight's accuracy moves by "
             f"{prose.number(spread, 1)} points on average. ")
@@ -620,7 +618,6 @@ def nf_pieces_sentence(nf_runs: pd.DataFrame, records: pd.DataFrame, dataset: st
         text += ("With one seed there is no seed-to-seed spread to set that against: the figure below shows "
                  "what the paper's figure looks like at its size, and ranks nothing.")
     elif seeds < 3:
-        noise = pretraining_findings(nf_runs, None)[1]
         text += (f"The {prose.count(seeds, 'seed')}' own spread, about {prose.points(noise / 100, sign=False)}, is only a rough "
                  "yardstick for that: the figure below shows what the paper's figure looks like at its size, and "
                  "ranks nothing.")
