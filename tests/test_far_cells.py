@@ -67,7 +67,7 @@ def test_the_clove_grid_study_gives_the_cell_under_the_bonsai_authors_weights():
 
     frame = study_rows("cmnist01", "ifeat", "clove", {500: 0.70, 2500: 0.755}, weights=RFC_CLOVE_WEIGHTS_01[:2])
     evidence = cell_evidence({"clove-grid-01": frame}, "cmnist01", "ifeat", "clove")
-    assert list(evidence["change"]) == ["CLOvE's weights 1, 5 (the Bonsai authors' -01 grid)"]
+    assert list(evidence["change"]) == ["the Bonsai authors' -01 grid for CLOvE (weights 1, 5)"]
     assert evidence["mean"].tolist() == pytest.approx([0.755]) and not evidence["protocol"].any()
     assert cell_evidence({"clove-grid-01": frame}, "cmnist01", "erm", "clove").empty
     # a cell 3.5 paper stds above the paper's, put at the paper's by the study: explained by it
@@ -308,3 +308,36 @@ def test_the_list_says_what_the_spread_between_seeds_means_once_in_its_lead():
     assert "more seeds decide where the mean settles" in lead
     assert all("more seeds decide" not in v["sentence"] and "Traced to the spread between seeds." in v["sentence"]
                for v in seeds)
+
+
+def test_seed_noise_is_the_95_percent_interval_of_the_difference_with_the_wider_spread():
+    # IRMX on ERM's features, ColoredMNIST-025, at 5 seeds: 60.63 ± 2.17 against 64.05 ± 0.88 (10 seeds)
+    cell = {"mean": 60.63, "std": 2.17, "n_seeds": 5, "paper": 64.05, "paper_std": 0.88}
+    noise = views.seed_noise(cell)
+    assert noise["gap"] == pytest.approx(3.42)
+    assert noise["interval"] == pytest.approx(2.78 * 2.17 * np.sqrt(1 / 5 + 1 / 10))  # t(4), our spread the wider
+    assert not noise["within"]
+    # the paper's spread where it is the wider; few seeds give a wide interval (t(1) = 12.71)
+    assert views.seed_noise(cell | {"std": 0.5})["interval"] == pytest.approx(2.78 * 0.88 * np.sqrt(0.3))
+    assert views.seed_noise(cell | {"n_seeds": 2})["within"]
+    assert views.seed_noise(cell | {"n_seeds": 1}) is None
+    # beyond 10 seeds, 2.0 in place of t
+    assert views.seed_noise(cell | {"n_seeds": 20})["interval"] == pytest.approx(2.0 * 2.17 * np.sqrt(1 / 20 + 1 / 10))
+
+
+def test_a_cell_too_far_for_its_seeds_is_not_the_seeds_even_where_one_seed_lands_near():
+    cell = {"dataset": "cmnist025", "learner": "erm", "objective": "irmx", "mean": 60.63, "std": 2.17,
+            "n_seeds": 5, "paper": 64.05, "paper_std": 0.88, "z": (60.63 - 64.05) / 0.88,
+            "seed_values": ((1, 62.69), (2, 60.42), (3, 58.96), (4, 63.41), (5, 57.68))}
+    verdict = views.far_cell_verdict(cell, evidence(("ood-length-025", "2,500 OOD steps", True, 0.6269, 0.0, 1)))
+    text = plain(verdict["sentence"])
+    assert verdict["explained"] is None and "Not explained yet." in text
+    assert "2 of 5 within that band" in text and "by selection" not in text
+    assert "Over 5 seeds our mean lies 3.42 points from the paper's, outside the 3.30-point interval" in text
+    # a study setting that lands within the band still explains it, the seeds' interval said beside
+    longer = views.far_cell_verdict(cell, evidence(("ood-length-025", "2,500 OOD steps", True, 0.6269, 0.0, 1),
+                                                   ("ood-length-025", "3,000 OOD steps", False, 0.6390, 0.0, 1)))
+    assert longer["explained"] == "study" and "outside the 3.30-point interval" in plain(longer["sentence"])
+    # the same mean over 2 seeds is within what two seeds allow: the seeds
+    two = cell | {"n_seeds": 2, "seed_values": ((1, 62.69), (2, 58.57))}
+    assert views.far_cell_verdict(two, evidence(("ood-length-025", "2,500 OOD steps", True, 0.6269, 0.0, 1)))["explained"] == "seeds"

@@ -1541,6 +1541,30 @@ def far_cells(runs: pd.DataFrame, threshold: float = FAR_Z) -> pd.DataFrame:
     return frame.reindex(frame["z"].abs().sort_values(ascending=False).index).reset_index(drop=True)
 
 
+#: Seeds behind each of the paper's Table 2 cells (Sec. 6: "mean and std over 10 runs").
+PAPER_SEEDS = 10
+
+#: Student's t at 97.5% (a two-sided 95% interval) for 1 to 9 degrees of freedom; 2.0 beyond.
+_T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
+
+
+def seed_noise(cell) -> dict | None:
+    """Whether the seeds alone can account for a far cell's distance from the paper's: the 95%
+    interval of the difference between our mean over ``n_seeds`` and the paper's over
+    :data:`PAPER_SEEDS`, with a spread between seeds as wide as the wider of ours and the paper's
+    (``std``, ``paper_std``, %) and Student's t at ``n_seeds`` − 1 degrees of freedom (few seeds,
+    a wide interval). Returns ``{"gap", "interval", "within"}`` (points), or None under 2 seeds.
+    A cell outside the interval is not "the spread between seeds" however many of its seeds land
+    near the paper's (:func:`far_cell_verdict`)."""
+    n = int(cell["n_seeds"])
+    if n < 2 or pd.isna(cell.get("std")):
+        return None
+    spread = max(float(cell["std"]), float(cell["paper_std"]))
+    interval = _T975.get(n - 1, 2.0) * spread * np.sqrt(1 / n + 1 / PAPER_SEEDS)
+    gap = abs(float(cell["mean"]) - float(cell["paper"]))
+    return {"gap": gap, "interval": interval, "within": bool(gap <= interval)}
+
+
 def _study_value(row) -> str:
     """A study's cell as a reader reads it: "80.36 ± 2.20 (3 seeds, `frozen-steps`)"."""
     value = prose.mean_std(row["mean"], row["std"] if row["n_seeds"] > 1 else None, scale=100)
@@ -1575,7 +1599,8 @@ def far_cell_verdict(cell, evidence: pd.DataFrame, threshold: float = FAR_Z) -> 
 
     - ``"seeds"`` when the protocol's own setting lands within ``threshold`` paper stds of the
       paper's on the study's seeds and, where the cell carries Table 2's own seeds
-      (``seed_values``), at least one of those lands there too: the distance is then the spread
+      (``seed_values``), at least one of those lands there too, and the distance lies within the
+      interval the spread between seeds allows (:func:`seed_noise`): the distance is then the spread
       between seeds (a setting closer by more than half a paper std is named beside it). A study
       whose per-seed selection reaches the band while none of Table 2's seeds does shows a
       selection effect, not the seeds;
@@ -1605,18 +1630,26 @@ def far_cell_verdict(cell, evidence: pd.DataFrame, threshold: float = FAR_Z) -> 
     closer = within["_gap"] < within["study"].map(protocol_gap).fillna(np.inf) - 0.1 * cell["paper_std"]
     changed = within[~within["protocol"] & closer].sort_values("_gap")
     band = f"within {prose.number(threshold, 0)} paper stds of the paper's"
+    noise = seed_noise(cell)
     if not own.empty:
         best_own = own.iloc[0]
         own_said = f"The protocol's own setting gives {_study_value(best_own)}, {band}.{own_seeds}"
-        if near is None or near > 0:  # the protocol itself lands near the paper's: the seeds, first
+        beyond = noise is not None and not noise["within"]  # too far for the seeds, whatever one seed does
+        if not beyond and (near is None or near > 0):  # the protocol itself lands near the paper's: the seeds, first
             closer = changed[changed["_gap"] < best_own["_gap"] - 0.5 * cell["paper_std"]]
             still = ("" if closer.empty else
                      f" {closer.iloc[0]['change'][0].upper()}{closer.iloc[0]['change'][1:]} gives "
                      f"{_study_value(closer.iloc[0])}, closer still ({STUDY_CHOICES.get(closer.iloc[0]['study'], '')}).")
             return {"explained": "seeds", "sentence": (
                 f"{head} {own_said} {SEEDS_VERDICT}{still}")}
-        own_said += (" The study's value is the best of its configurations on its own seeds, so it reaches the "
-                     "band by selection, not by a seed of Table 2's.")
+        if near == 0:
+            own_said += (" The study's value is the best of its configurations on its own seeds, so it reaches the "
+                         "band by selection, not by a seed of Table 2's.")
+        if beyond:
+            own_said += (f" Over {prose.count(int(cell['n_seeds']), 'seed')} our mean lies "
+                         f"{prose.number(noise['gap'])} points from the paper's, outside the "
+                         f"{prose.number(noise['interval'])}-point interval that the spread between seeds allows "
+                         "(95%, Student's t): more seeds alone would not close it.")
     else:
         own_said = own_seeds.strip()
     if not changed.empty:
