@@ -1504,6 +1504,32 @@ def ood_length_table(summary: pd.DataFrame, dataset: str, score: str = "worst_te
                  note=f"Penalised objectives; {_over(n)}, full data. 0 is the paper's table.")
 
 
+def length_cells_table(frame: pd.DataFrame, dataset: str, learner: str, protocol_steps: int,
+                       steps: Sequence[int] | None = None) -> Table:
+    """A length study's cells one by one (``ood-length-025-erm``, chapter 09): rows the objectives,
+    columns the OOD stage's lengths (``steps``, default every scored one), each cell Table 2's rule at
+    that length (the configuration with the best mean worst-test accuracy over the study's seeds),
+    mean ± std over seeds (%), and the paper's cell beside them."""
+    part = frame[(frame["dataset"] == dataset) & (frame["learner"] == learner) & (frame["step"] > 0)]
+    steps = sorted(part["step"].unique()) if steps is None else [s for s in steps if s in set(part["step"])]
+    rows = []
+    for objective in [o for o in OBJECTIVE_LABELS if o in set(part["objective"])]:
+        runs = part[part["objective"] == objective]
+        row = {"objective": OBJECTIVE_LABELS[objective]}
+        for step in steps:
+            best = select_best(runs[runs["step"] == step].drop(columns="step")).iloc[0]
+            heading = f"{prose.integer(step)} steps" + (" (protocol)" if step == protocol_steps else "")
+            row[heading] = prose.mean_std(best["mean"], best["std"] if best["n_seeds"] > 1 else None, scale=100)
+        paper = TABLE2.get(dataset, {}).get(objective, {}).get(learner)
+        row["the paper's"] = prose.mean_std(*paper) if paper else prose.MISSING
+        rows.append(row)
+    n = int(part["seed"].nunique()) if len(part) else 0
+    return table(pd.DataFrame(rows), caption=f"{DATASET_LABELS[dataset]}, {LEARNER_LABELS[learner]}'s features: each "
+                                             "cell at each length of the OOD stage",
+                 note=f"Each cell: the best configuration at that length, its worst-test accuracy (%), {_over(n)}, "
+                      "full data; the paper's: mean ± std over 10 seeds.")
+
+
 # -- the cells far from the paper's, and what the gap studies say of each (issue 33) -------------
 #: A frozen cell further than this many of the paper's standard deviations from the paper's value
 #: is listed in chapter 04 with what the committed gap studies measured on it.
