@@ -341,3 +341,19 @@ def test_a_cell_too_far_for_its_seeds_is_not_the_seeds_even_where_one_seed_lands
     # the same mean over 2 seeds is within what two seeds allow: the seeds
     two = cell | {"n_seeds": 2, "seed_values": ((1, 62.69), (2, 58.57))}
     assert views.far_cell_verdict(two, evidence(("ood-length-025", "2,500 OOD steps", True, 0.6269, 0.0, 1)))["explained"] == "seeds"
+
+
+def test_the_protocols_own_setting_is_read_from_the_study_with_the_most_seeds():
+    # one seed of one study lands the protocol's length near the paper's; five seeds of another do not
+    cell = {"dataset": "cmnist025", "learner": "erm", "objective": "irmx", "mean": 60.63, "std": 2.17,
+            "n_seeds": 5, "paper": 64.05, "paper_std": 0.88, "z": (60.63 - 64.05) / 0.88,
+            "seed_values": ((1, 62.69), (2, 60.42), (3, 58.96), (4, 63.41), (5, 57.68))}
+    verdict = views.far_cell_verdict(cell, evidence(("ood-length-025", "2,500 OOD steps", True, 0.6269, 0.0, 1),
+                                                    ("ood-length-025-erm", "2,500 OOD steps", True, 0.6060, 0.0106, 5),
+                                                    ("ood-length-025-erm", "3,000 OOD steps", False, 0.6426, 0.0188, 5)))
+    text = plain(verdict["sentence"])
+    assert verdict["explained"] == "study"
+    assert "3,000 OOD steps gives 64.26 ± 1.88 (5 seeds, `ood-length-025-erm`), within 2 paper stds" in text
+    assert ("where the protocol's own setting does not come near: it gives 60.60 ± 1.06 (5 seeds, "
+            "`ood-length-025-erm`).") in text
+    assert "62.69 (1 seed" not in text

@@ -93,3 +93,39 @@ def test_the_clove_conclusion_counts_settings_near_the_papers_cell_per_column():
     assert "implementation" not in clove_01_conclusion(clove_01_summary(_clove_rows(values)))
     shown = clove_01_table(summary, 1).frame
     assert list(shown["OOD steps"][:2]) == ["501", "2,500"] and shown.iloc[-1]["CLOvE"] == "paper (Table 2)"
+
+
+def _length(values_by_step, seeds=(1, 2), weights=(1e2, 1e3)):
+    """ood-length-025-erm rows: at each step the second weight scores ``values_by_step[step]`` on
+    seed 1 and 1 point more on seed 2 (%), the first weight 5 points less."""
+    return pd.DataFrame([{"dataset": "cmnist025", "seed": s, "learner": "erm", "objective": "irmx",
+                          "penalty_weight": w, "pretrain_epochs": 0, "step": step,
+                          "worst_test_acc": (v + (s - 1) - (5 if w == weights[0] else 0)) / 100}
+                         for step, v in values_by_step.items() for s in seeds for w in weights])
+
+
+def test_the_length_table_gives_table_2s_cell_at_each_length_beside_the_papers():
+    from featbook.cmnist_views import length_cells_table
+
+    frame = _length({0: 10.0, 2500: 60.0, 3000: 64.0, 4000: 67.0})
+    shown = length_cells_table(frame, "cmnist025", "erm", 2500).frame
+    assert list(shown.columns) == ["OOD steps", "IRMX"]
+    assert list(shown["OOD steps"]) == ["2,500 (protocol)", "3,000", "4,000", "the paper's"]  # step 0 left out
+    cells = shown["IRMX"].str.replace("\xa0", " ").tolist()
+    assert cells == ["60.50 ± 0.50", "64.50 ± 0.50", "67.50 ± 0.50", "64.05 ± 0.88"]  # seeds 60, 61; the better weight
+    some = length_cells_table(frame, "cmnist025", "erm", 2500, steps=(3000, 3500)).frame
+    assert list(some["OOD steps"]) == ["3,000", "the paper's"]  # a length not scored is left out
+
+
+def test_the_length_sentence_says_the_rise_past_the_protocols_length_and_where_the_paper_lies():
+    from featbook.cmnist_views import length_cell_sentence
+
+    text = length_cell_sentence(_length({2500: 60.0, 3000: 64.0, 4000: 67.0}), "cmnist025", "erm", "irmx", 2500)
+    text = text.replace("\xa0", " ")
+    assert text.startswith("Over 2 seeds, IRMX on ERM's features gives 60.50 ± 0.50 at the protocol's 2,500 steps, "
+                           "64.50 ± 0.50 at 3,000 and 67.50 ± 0.50 at 4,000: +7.0 points")
+    # the paper's 64.05 ± 0.88: within 1.76 of 64.5 only
+    assert text.endswith("At 3,000 steps, and there only, ours lies within 2 paper stds of the paper's 64.05 ± 0.88.")
+    none = length_cell_sentence(_length({2500: 50.0, 3000: 51.0}), "cmnist025", "erm", "irmx", 2500)
+    assert "At no length scored does ours lie within 2 paper stds" in none.replace("\xa0", " ")
+    assert length_cell_sentence(_length({3000: 64.0}), "cmnist025", "erm", "irmx", 2500) == ""  # no protocol length

@@ -1506,28 +1506,67 @@ def ood_length_table(summary: pd.DataFrame, dataset: str, score: str = "worst_te
 
 def length_cells_table(frame: pd.DataFrame, dataset: str, learner: str, protocol_steps: int,
                        steps: Sequence[int] | None = None) -> Table:
-    """A length study's cells one by one (``ood-length-025-erm``, chapter 09): rows the objectives,
-    columns the OOD stage's lengths (``steps``, default every scored one), each cell Table 2's rule at
-    that length (the configuration with the best mean worst-test accuracy over the study's seeds),
-    mean ± std over seeds (%), and the paper's cell beside them."""
+    """A length study's cells one by one (``ood-length-025-erm``, chapter 09): a row per length of
+    the OOD stage (``steps``, default every scored one), a column per objective, each cell Table 2's
+    rule at that length (the configuration with the best mean worst-test accuracy over the study's
+    seeds), mean ± std over seeds (%); the paper's cells in the last row. Long, not wide: it reads
+    on a phone."""
     part = frame[(frame["dataset"] == dataset) & (frame["learner"] == learner) & (frame["step"] > 0)]
     steps = sorted(part["step"].unique()) if steps is None else [s for s in steps if s in set(part["step"])]
-    rows = []
-    for objective in [o for o in OBJECTIVE_LABELS if o in set(part["objective"])]:
-        runs = part[part["objective"] == objective]
-        row = {"objective": OBJECTIVE_LABELS[objective]}
-        for step in steps:
-            best = select_best(runs[runs["step"] == step].drop(columns="step")).iloc[0]
-            heading = f"{prose.integer(step)} steps" + (" (protocol)" if step == protocol_steps else "")
-            row[heading] = prose.mean_std(best["mean"], best["std"] if best["n_seeds"] > 1 else None, scale=100)
-        paper = TABLE2.get(dataset, {}).get(objective, {}).get(learner)
-        row["the paper's"] = prose.mean_std(*paper) if paper else prose.MISSING
-        rows.append(row)
+    objectives = [o for o in OBJECTIVE_LABELS if o in set(part["objective"])]
     n = int(part["seed"].nunique()) if len(part) else 0
-    return table(pd.DataFrame(rows), caption=f"{DATASET_LABELS[dataset]}, {LEARNER_LABELS[learner]}'s features: each "
+    rows = []
+    for step in steps:
+        row = {"OOD steps": prose.integer(step) + (" (protocol)" if step == protocol_steps else "")}
+        for objective in objectives:
+            runs = part[(part["objective"] == objective) & (part["step"] == step)]
+            best = select_best(runs.drop(columns="step")).iloc[0]
+            row[OBJECTIVE_LABELS[objective]] = prose.mean_std(best["mean"], best["std"] if n > 1 else None, scale=100)
+        rows.append(row)
+    paper = {OBJECTIVE_LABELS[o]: (prose.mean_std(*cell) if (cell := TABLE2.get(dataset, {}).get(o, {}).get(learner))
+                                   else prose.MISSING) for o in objectives}
+    rows.append({"OOD steps": "the paper's", **paper})
+    return table(pd.DataFrame(rows), caption=f"{DATASET_LABELS[dataset]}, {LEARNER_LABELS[learner]}'s features: the "
                                              "cell at each length of the OOD stage",
                  note=f"Each cell: the best configuration at that length, its worst-test accuracy (%), {_over(n)}, "
                       "full data; the paper's: mean ± std over 10 seeds.")
+
+
+def length_cell_sentence(frame: pd.DataFrame, dataset: str, learner: str, objective: str, protocol_steps: int,
+                         threshold: float = 2.0) -> str:
+    """What a length study says of one cell (chapter 09): its value at the protocol's length and at
+    the longest scored, how much it still rises past the protocol's, and at which lengths it lands
+    within ``threshold`` paper stds of the paper's cell. "" when the study lacks the cell or the
+    protocol's length."""
+    part = frame[(frame["dataset"] == dataset) & (frame["learner"] == learner) & (frame["objective"] == objective)
+                 & (frame["step"] > 0)]
+    if part.empty or protocol_steps not in set(part["step"]):
+        return ""
+    at = {int(step): select_best(runs.drop(columns="step")).iloc[0] for step, runs in part.groupby("step")}
+    paper = TABLE2.get(dataset, {}).get(objective, {}).get(learner)
+    n = int(part["seed"].nunique())
+
+    def value(step):
+        return prose.mean_std(at[step]["mean"], at[step]["std"] if n > 1 else None, scale=100)
+
+    last = max(at)
+    later = [s for s in sorted(at) if s > protocol_steps]
+    said = (f"Over {prose.count(n, 'seed')}, {OBJECTIVE_LABELS[objective]} on {LEARNER_LABELS[learner]}'s features gives "
+            f"{value(protocol_steps)} at the protocol's {prose.integer(protocol_steps)} steps")
+    if later:
+        said += ", " + prose.listing([f"{value(s)} at {prose.integer(s)}" for s in later])
+        rise = 100 * (at[last]["mean"] - at[protocol_steps]["mean"])
+        said += (f": {prose.number(rise, 1, sign=True)} points from the protocol's length to "
+                 f"{prose.integer(last)} steps")
+    said += "."
+    if paper is None or not paper[1] > 0:
+        return said
+    near = [s for s in sorted(at) if abs(100 * at[s]["mean"] - paper[0]) <= threshold * paper[1]]
+    band = f"within {prose.number(threshold, 0)} paper stds of the paper's {prose.mean_std(*paper)}"
+    if not near:
+        return f"{said} At no length scored does ours lie {band}."
+    only = ", and there only," if len(near) < len(at) else ""
+    return f"{said} At {prose.listing([prose.integer(s) for s in near])} steps{only} ours lies {band}."
 
 
 # -- the cells far from the paper's, and what the gap studies say of each (issue 33) -------------
@@ -1623,8 +1662,8 @@ def far_cell_verdict(cell, evidence: pd.DataFrame, threshold: float = FAR_Z) -> 
     """What the committed gap studies say of one far cell (a row of :func:`far_cells`), given its
     rows of :func:`featlib.experiments.gap_studies.cell_evidence`. ``explained`` is
 
-    - ``"seeds"`` when the protocol's own setting lands within ``threshold`` paper stds of the
-      paper's on the study's seeds and, where the cell carries Table 2's own seeds
+    - ``"seeds"`` when the protocol's own setting (as the study with the most seeds measured it)
+      lands within ``threshold`` paper stds of the paper's on the study's seeds and, where the cell carries Table 2's own seeds
       (``seed_values``), at least one of those lands there too, and the distance lies within the
       interval the spread between seeds allows (:func:`seed_noise`): the distance is then the spread
       between seeds (a setting closer by more than half a paper std is named beside it). A study
@@ -1649,7 +1688,10 @@ def far_cell_verdict(cell, evidence: pd.DataFrame, threshold: float = FAR_Z) -> 
     gap = (100 * evidence["mean"] - cell["paper"]).abs()
     scored = evidence.assign(_gap=gap)
     within = scored[gap <= threshold * cell["paper_std"]]
-    own = within[within["protocol"]].sort_values("_gap")
+    # the protocol's own setting as the study with the most seeds measured it (the closest among equals)
+    protocol_rows = scored[scored["protocol"]].sort_values(["n_seeds", "_gap"], ascending=[False, True])
+    own = protocol_rows.iloc[:1]
+    own = own[own["_gap"] <= threshold * cell["paper_std"]]
     # a changed setting explains the cell when it lands within the band and closer to the paper than
     # its own study's protocol row by more than a tenth of a paper std (not a tie with the protocol)
     protocol_gap = scored[scored["protocol"]].groupby("study")["_gap"].min()
@@ -1680,7 +1722,10 @@ def far_cell_verdict(cell, evidence: pd.DataFrame, threshold: float = FAR_Z) -> 
         own_said = own_seeds.strip()
     if not changed.empty:
         best = changed.iloc[0]
-        where = ", where the protocol's own setting does not come near." if own.empty else "."
+        where = "."
+        if own.empty:
+            where = (", where the protocol's own setting does not come near" +
+                     (f": it gives {_study_value(protocol_rows.iloc[0])}." if not protocol_rows.empty else "."))
         return {"explained": "study", "sentence": (
             f"{head} Explained by {STUDY_CHOICES.get(best['study'], best['study'])}: {best['change']} gives "
             f"{_study_value(best)}, {band}{where}{' ' + own_said if own_said else ''}")}
