@@ -20,7 +20,14 @@ minutes on the GPU, not on typing, so the whole plan is one job, waited for in o
    full size for the sitting's seeds (``gap_studies saliency``, issue 35: about 16 min a seed on a
    T4); each finished seed is kept in ``studies/`` (collected), the whole study in ``saliency/``,
    then its GradCAM maps (``gap_studies saliency-maps``: the same models, read from their cache);
-5. ``erm-nf``: the whole-network ERM-NF column seed by seed, dataset by dataset; with
+5. ``lengths`` (only when asked for by ``--steps``): the ``ood-length`` gap studies of the OOD
+   stage's length (``gap_studies ood-length-025`` then ``ood-length-01``, issue 33: about two CPU
+   hours a seed each, which the protocol's length rests on at one seed) for the sitting's seeds,
+   into ``gaps/``; each finished seed is kept in ``studies/`` (collected, the learned features
+   left out). Back here, ``python -m featlib.cli.gap_studies ood-length-025 --seeds <seeds> --out
+   results/cmnist-gaps --cache-dir <unpacked>/_sitting/studies`` adds those seeds to the committed
+   study from their cached rows, without computing them;
+6. ``erm-nf``: the whole-network ERM-NF column seed by seed, dataset by dataset; with
    ``--precisions fp32 bf16`` each (seed, dataset) at each precision before the next, so that
    however early the sitting ends, the precisions have the same cells and seeds to compare at
    table level (``featlib.cli.compare_paths``'s rule).
@@ -98,7 +105,11 @@ CHAPTER_CHANGES = {"06_which_features_are_learned": {"wilds_datasets": ["camelyo
 #: Chapters that share a cache folder run one after the other (05 fabricates the WILDS data and
 #: trains the models that 06 explains); every other chapter runs beside them.
 CHAPTER_LANES = (("05_feat_on_wilds", "06_which_features_are_learned"),)
-STEP_NAMES = ("chapters", "bench", "cost", "frozen", "saliency", "erm-nf")
+STEP_NAMES = ("chapters", "bench", "cost", "frozen", "saliency", "lengths", "erm-nf")
+#: Steps a sitting runs only when ``--steps`` names them.
+ASKED_ONLY = ("saliency", "lengths")
+#: The ``ood-length`` studies the ``lengths`` step runs, in order.
+LENGTH_STUDIES = ("ood-length-025", "ood-length-01")
 STAGGER_S = 1.0  # seconds between the lanes' starts
 GRACE_S = 60.0  # a step still running this long after the sitting's end is stopped
 FROZEN_LEARNERS = ("erm", "bonsai", "ifeat")
@@ -158,6 +169,10 @@ def plan(seeds: list[int], precisions: list[str], *, size: str = "full", bench_a
         out += [Step(study, ["-m", "featlib.cli.gap_studies", study, "--seeds", *map(str, seeds),
                              "--out", str(SITTING / "saliency"), "--cache-dir", str(SITTING / "studies")])
                 for study in ("saliency", "saliency-maps")]  # the maps from the models the first trained
+    if "lengths" in steps:  # each finished seed kept in studies/ (collected), as the saliency study's
+        out += [Step(study, ["-m", "featlib.cli.gap_studies", study, "--seeds", *map(str, seeds),
+                             "--out", str(SITTING / "gaps"), "--cache-dir", str(SITTING / "studies")])
+                for study in LENGTH_STUDIES]
     if "erm-nf" in steps:
         out += [Step(f"erm-nf-{dataset}-{precision}-seed{seed}", table([dataset], ["erm-nf"], precision, [seed]),
                      budgeted=True)
@@ -681,12 +696,22 @@ def cmd_status(args) -> int:
 
 
 def _tar(path: Path) -> None:
-    """``_sitting/`` less the caches, the installed wheels and the tree record, as a tarball at ``path``."""
+    """``_sitting/`` less the caches, the installed wheels, the tree record and the features the
+    studies learned (``studies/cmnist/<dataset>/features``: 0.7 MB a learner and seed, which this
+    machine learns again as it needs them), as a tarball at ``path``."""
     skip = {SITTING / "cache", SITTING / "deps", SITTING / "tree.json"}
+    studies = SITTING / "studies" / "cmnist"
+
+    def kept(info):
+        name = Path(info.name)
+        if any(name == s or s in name.parents for s in skip):
+            return None
+        if studies in name.parents and "features" in name.relative_to(studies).parts:
+            return None
+        return info
+
     with tarfile.open(path, "w:gz") as tar:
-        tar.add(ROOT / SITTING, arcname=str(SITTING),
-                filter=lambda info: None if any(Path(info.name) == s or s in Path(info.name).parents
-                                                 for s in skip) else info)
+        tar.add(ROOT / SITTING, arcname=str(SITTING), filter=kept)
 
 
 def snapshot(out: Path) -> Path:
@@ -743,8 +768,8 @@ def parse_args(argv):
         p.add_argument("--seeds", nargs="+", type=int, default=list(range(1, 11)))
         p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], help="of the ERM-NF column, each per seed")
         p.add_argument("--size", default="full", choices=SIZES, help="run_cmnist --size (small: a dry run on a CPU)")
-        p.add_argument("--steps", nargs="+", default=[n for n in STEP_NAMES if n != "saliency"], choices=STEP_NAMES,
-                       help="the steps, in the plan's order (default: all but saliency)")
+        p.add_argument("--steps", nargs="+", default=[n for n in STEP_NAMES if n not in ASKED_ONLY], choices=STEP_NAMES,
+                       help="the steps, in the plan's order (default: all but saliency and lengths)")
         p.add_argument("--chapters-profile", default="small", help="the profile the chapters run at (step chapters)")
         p.add_argument("--chapter-minutes", type=float, default=4.0, help="the chapters' minutes, at most")
         p.add_argument("--chapters", nargs="+", default=[], metavar="NAME",

@@ -330,3 +330,34 @@ def test_the_chapters_step_brings_back_every_piece_record_its_caches_hold(sittin
     assert copied == ["cmnist/pieces/cmnist025/erm/irmv1/seed1-abc.json", "cmnist/pieces/cmnist025/ifeat/clove/seed2-abc.json"]
     assert json.loads((into / copied[0]).read_text())["wall_time_s"] == 1.5
     assert sitting.collect_piece_records(tmp_path / "none", tmp_path / "out2") == 0 and not (tmp_path / "out2").exists()
+
+
+def test_the_lengths_step_runs_both_length_studies_when_asked_and_brings_back_their_seeds_not_features(
+        sitting, tmp_path, monkeypatch):
+    """Issue 33's ood-length studies rest on one seed; a sitting adds seeds when ``--steps`` names
+    ``lengths``: both studies into one folder, each finished seed kept in ``studies/`` (collected),
+    the learned features left out of the tarball (this machine learns them again)."""
+    import tarfile
+
+    assert "lengths" not in sitting.parse_args(["start"]).steps
+    steps = sitting.plan([2, 3], ["fp32"], steps=["frozen", "lengths", "erm-nf"])
+    names = [s.name for s in steps]
+    assert names[:3] == ["frozen-fp32", "ood-length-025", "ood-length-01"] and names[3].startswith("erm-nf")
+    lengths = [s for s in steps if s.name.startswith("ood-length")]
+    assert all(s.argv[s.argv.index("--seeds") + 1:s.argv.index("--out")] == ["2", "3"] for s in lengths)
+    assert {tuple(s.argv[s.argv.index("--out"):]) for s in lengths} == {
+        ("--out", "_sitting/gaps", "--cache-dir", "_sitting/studies")}
+    monkeypatch.setattr(sitting, "ROOT", tmp_path)
+    files = ["_sitting/studies/ood-length-025-seed2-abc.csv",
+             "_sitting/studies/cmnist/study-parts/ood-length-cmnist025-seed2-irmv1-abc.csv",
+             "_sitting/studies/cmnist/cmnist025/features/erm-seed2-abc.pt",
+             "_sitting/studies/gaps/saliency/models/erm.pt", "_sitting/cache/cmnist/x.pt", "_sitting/gaps/provenance.json"]
+    for rel in files:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    sitting._tar(tmp_path / "s.tar.gz")
+    with tarfile.open(tmp_path / "s.tar.gz") as tar:
+        packed = {m.name for m in tar.getmembers() if m.isfile()}
+    assert packed == {"_sitting/studies/ood-length-025-seed2-abc.csv",
+                      "_sitting/studies/cmnist/study-parts/ood-length-cmnist025-seed2-irmv1-abc.csv",
+                      "_sitting/studies/gaps/saliency/models/erm.pt", "_sitting/gaps/provenance.json"}
