@@ -1533,11 +1533,12 @@ def length_cells_table(frame: pd.DataFrame, dataset: str, learner: str, protocol
 
 
 def length_cell_sentence(frame: pd.DataFrame, dataset: str, learner: str, objective: str, protocol_steps: int,
-                         threshold: float = 2.0) -> str:
+                         threshold: float | None = None) -> str:
     """What a length study says of one cell (chapter 09): its value at the protocol's length and at
     the longest scored, how much it still rises past the protocol's, and at which lengths it lands
-    within ``threshold`` paper stds of the paper's cell. "" when the study lacks the cell or the
-    protocol's length."""
+    within ``threshold`` paper stds of the paper's cell (default :data:`FAR_Z`, chapter 04's far
+    cells' band). "" when the study lacks the cell or the protocol's length."""
+    threshold = FAR_Z if threshold is None else threshold
     part = frame[(frame["dataset"] == dataset) & (frame["learner"] == learner) & (frame["objective"] == objective)
                  & (frame["step"] > 0)]
     if part.empty or protocol_steps not in set(part["step"]):
@@ -1663,12 +1664,12 @@ def far_cell_verdict(cell, evidence: pd.DataFrame, threshold: float = FAR_Z) -> 
     rows of :func:`featlib.experiments.gap_studies.cell_evidence`. ``explained`` is
 
     - ``"seeds"`` when the protocol's own setting (as the study with the most seeds measured it)
-      lands within ``threshold`` paper stds of the paper's on the study's seeds and, where the cell carries Table 2's own seeds
-      (``seed_values``), at least one of those lands there too, and the distance lies within the
-      interval the spread between seeds allows (:func:`seed_noise`): the distance is then the spread
-      between seeds (a setting closer by more than half a paper std is named beside it). A study
-      whose per-seed selection reaches the band while none of Table 2's seeds does shows a
-      selection effect, not the seeds;
+      lands within ``threshold`` paper stds of the paper's on the study's seeds and, where the cell
+      carries Table 2's own seeds (``seed_values``), at least one of those lands there too, and the
+      distance lies within the interval the spread between seeds allows (:func:`seed_noise`): the
+      distance is then the spread between seeds (a setting closer by more than half a paper std is
+      named beside it). A study whose per-seed selection reaches the band while none of Table 2's
+      seeds does shows a selection effect, not the seeds;
     - ``"study"`` when a setting other than the protocol's lands within the band, closer than its own
       study's protocol row by more than a tenth of a paper std (the closest is named, with the open
       choice it tests);
