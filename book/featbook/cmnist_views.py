@@ -1504,6 +1504,12 @@ def ood_length_table(summary: pd.DataFrame, dataset: str, score: str = "worst_te
                  note=f"Penalised objectives; {_over(n)}, full data. 0 is the paper's table.")
 
 
+def _best_by_step(part: pd.DataFrame) -> dict[int, pd.Series]:
+    """One cell's runs in a length study (step > 0), Table 2's rule at each scored length:
+    ``{step: best configuration's row}`` (its ``mean``, ``std``, ``n_seeds``)."""
+    return {int(step): select_best(runs.drop(columns="step")).iloc[0] for step, runs in part.groupby("step")}
+
+
 def length_cells_table(frame: pd.DataFrame, dataset: str, learner: str, protocol_steps: int,
                        steps: Sequence[int] | None = None) -> Table:
     """A length study's cells one by one (``ood-length-025-erm``, chapter 09): a row per length of
@@ -1515,13 +1521,13 @@ def length_cells_table(frame: pd.DataFrame, dataset: str, learner: str, protocol
     steps = sorted(part["step"].unique()) if steps is None else [s for s in steps if s in set(part["step"])]
     objectives = [o for o in OBJECTIVE_LABELS if o in set(part["objective"])]
     n = int(part["seed"].nunique()) if len(part) else 0
+    best = {o: _best_by_step(part[part["objective"] == o]) for o in objectives}
     rows = []
     for step in steps:
         row = {"OOD steps": prose.integer(step) + (" (protocol)" if step == protocol_steps else "")}
         for objective in objectives:
-            runs = part[(part["objective"] == objective) & (part["step"] == step)]
-            best = select_best(runs.drop(columns="step")).iloc[0]
-            row[OBJECTIVE_LABELS[objective]] = prose.mean_std(best["mean"], best["std"] if n > 1 else None, scale=100)
+            cell = best[objective][step]
+            row[OBJECTIVE_LABELS[objective]] = prose.mean_std(cell["mean"], cell["std"] if n > 1 else None, scale=100)
         rows.append(row)
     paper = {OBJECTIVE_LABELS[o]: (prose.mean_std(*cell) if (cell := TABLE2.get(dataset, {}).get(o, {}).get(learner))
                                    else prose.MISSING) for o in objectives}
@@ -1543,7 +1549,7 @@ def length_cell_sentence(frame: pd.DataFrame, dataset: str, learner: str, object
                  & (frame["step"] > 0)]
     if part.empty or protocol_steps not in set(part["step"]):
         return ""
-    at = {int(step): select_best(runs.drop(columns="step")).iloc[0] for step, runs in part.groupby("step")}
+    at = _best_by_step(part)
     paper = TABLE2.get(dataset, {}).get(objective, {}).get(learner)
     n = int(part["seed"].nunique())
 

@@ -229,7 +229,8 @@ STUDIES.register("ood-length-01")(functools.partial(ood_length, dataset="cmnist0
 #: Table 2's and to 4,000 steps: ``ood-length-025`` trains every column but on one seed, which put
 #: that cell still rising at 2,500 steps. Its features are learned as the pieces' are, so at the
 #: protocol's length it repeats Table 2's runs of the cell up to float rounding (the machine that
-#: made the pieces' features may differ), which this chaotic cell amplifies to a few tenths of a point.
+#: made the pieces' features may differ), which this unsettled cell amplifies: up to 3.5 points a run
+#: for the seeds whose features it learned again (results/cmnist-gaps/README.md).
 STUDIES.register("ood-length-025-erm")(functools.partial(
     ood_length, dataset="cmnist025", learners=("erm",), objectives=("irmx",), steps=4000))
 
