@@ -200,6 +200,9 @@ def test_a_cell_no_study_brings_near_the_paper_is_not_explained_and_says_what_wa
                                                     ("ood-length-01", "3,000 OOD steps", False, 0.7901, 0.0, 1)))
     assert verdict["explained"] is None
     assert "Not explained yet" in plain(verdict["sentence"]) and "79.00 to 79.01 over its 2 settings (1 seed)" in plain(verdict["sentence"])
+    one = views.far_cell_verdict(CELL, evidence(("ood-length-01", "2,500 OOD steps", True, 0.790, 0.0, 1),
+                                                ("clove-grid-01", "the Bonsai authors' weights", False, 0.7737, 0.01, 2)))
+    assert "gives 77.37 in its one setting (2 seeds)" in plain(one["sentence"])  # not "77.37 to 77.37"
     bare = views.far_cell_verdict(CELL, evidence())
     assert bare["explained"] is None and "No committed study varies this cell yet" in plain(bare["sentence"])
 

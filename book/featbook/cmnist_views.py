@@ -1740,8 +1740,9 @@ def far_cell_verdict(cell, evidence: pd.DataFrame, threshold: float = FAR_Z) -> 
     for study, rows in evidence.groupby("study", sort=False):
         low, high = 100 * rows["mean"].min(), 100 * rows["mean"].max()
         seeds = prose.count(int(rows["n_seeds"].max()), "seed")
-        spans.append(f"`{study}` ({STUDY_CHOICES.get(study, study)}) gives {prose.number(low)} to "
-                     f"{prose.number(high)} over its {prose.count(len(rows), 'setting')} ({seeds})")
+        values = (f"{prose.number(high)} in its one setting" if len(rows) == 1 else
+                  f"{prose.number(low)} to {prose.number(high)} over its {prose.count(len(rows), 'setting')}")
+        spans.append(f"`{study}` ({STUDY_CHOICES.get(study, study)}) gives {values} ({seeds})")
     if own.empty:
         said = (f"Not explained yet: {prose.listing(spans)}, none within {prose.number(threshold, 0)} paper stds "
                 f"of the paper's.{' ' + own_said if own_said else ''}")
