@@ -585,8 +585,8 @@ STUDY_CHOICES = {
     "frozen-steps": "the OOD stage's length and the head's L2, neither of which the paper gives for this stage",
     "bonsai-dro-length": "Bonsai's DRO round, 150 epochs in Table 6 and 500 in Appendix F.1's text",
     "clove-01": "the authors' CLOvE code: one 512-example minibatch per environment and step, no L2, 501 steps",
-    "clove-grid-01": "CLOvE's penalty weights: Appendix F.1 gives every objective 1e1 to 1e5, the Bonsai authors' "
-                     "ColoredMNIST-01 script gives CLOvE alone 1 to 100",
+    "clove-grid-01": "CLOvE's penalty weights, 1e1 to 1e5 for every objective in Appendix F.1 and 1 to 100 for "
+                     "CLOvE alone in the Bonsai authors' ColoredMNIST-01 script",
 }
 
 
