@@ -621,6 +621,15 @@ def nf_pieces_sentence(nf_runs: pd.DataFrame, records: pd.DataFrame, dataset: st
         text += (f"The {prose.count(seeds, 'seed')}' own spread, about {prose.points(noise / 100, sign=False)}, is only a rough "
                  "yardstick for that: the figure below shows what the paper's figure looks like at its size, and "
                  "ranks nothing.")
+    else:
+        from featbook.claims import FIG1B_DEPENDENCE_POINTS
+
+        shown = spread >= FIG1B_DEPENDENCE_POINTS
+        text += (f"Over {prose.count(seeds, 'seed')}, whose own spread is about {prose.points(noise / 100, sign=False)}, "
+                 + ("that is the paper's finding at full size: an objective's OOD accuracy depends on how long ERM ran "
+                    "before it." if shown else
+                    f"that is not the paper's finding: the dependence on ERM's length stays under the "
+                    f"{prose.number(FIG1B_DEPENDENCE_POINTS, 0)} points this book asks of it."))
     return text
 
 
@@ -629,9 +638,16 @@ def nf_column_sentence(nf_runs: pd.DataFrame, records: pd.DataFrame, folder: str
     seeds than a comparison needs (3), or beside it once they do."""
     datasets = [d for d in DATASET_LABELS if d in set(nf_runs["dataset"])]
     text = f"**The whole-network column** ({_nf_provenance(nf_runs, records, datasets, folder)}). "
-    if nf_runs.groupby(["dataset", "objective"])["seed"].nunique().min() < 3:
-        text += ("While its cells hold fewer than 3 seeds, the column stands here, apart from Table 2: it shows what "
-                 "the column looks like at full size, ranks nothing and enters no margin.")
+    joined = nf_ranked_datasets(nf_runs)
+    if not joined:
+        text += (f"While its cells hold fewer than {TABLE2_MIN_SEEDS} seeds, the column stands here, apart from Table 2: "
+                 "it shows what the column looks like at full size, ranks nothing and enters no margin.")
+    else:
+        rest = [DATASET_LABELS[d] for d in TABLE2 if d not in joined]
+        text += (f"Its {prose.listing(DATASET_LABELS[d] for d in joined)} cells hold {TABLE2_MIN_SEEDS} seeds or more "
+                 f"each, so they stand in Table 2 above, each with its n"
+                 + (f"; {prose.listing(rest)}'s cells still wait for a GPU" if rest else "")
+                 + ". Like the paper's, FeAT's margin does not compare with this column.")
     best = select_best(nf_runs[nf_runs["objective"] != "erm"])
     best = best.assign(paper=[TABLE2.get(r.dataset, {}).get(r.objective, {}).get("erm-nf", (np.nan,))[0]
                               for r in best.itertuples()]).dropna(subset=["paper", "mean"])
@@ -735,6 +751,31 @@ def table2(frame: pd.DataFrame, caption: str, note: str | None = None) -> Tables
     return Tables(out)
 
 
+def nf_ranked_datasets(nf_runs: pd.DataFrame) -> list[str]:
+    """The datasets on which every ERM-NF cell (each of Table 2's objectives) holds at least
+    :data:`TABLE2_MIN_SEEDS` seeds: the part of the GPU's column that may stand in Table 2."""
+    nf_runs = nf_runs[nf_runs["learner"] == "erm-nf"]
+    seeds = nf_runs.groupby(["dataset", "objective"])["seed"].nunique()
+    return [d for d in TABLE2 if all(seeds.get((d, o), 0) >= TABLE2_MIN_SEEDS for o in TABLE2[d])]
+
+
+def with_nf_column(pieces: dict, nf_pieces: dict | None) -> dict:
+    """Chapter 04's Table 2 pieces with the ERM-NF column that GPU sittings committed
+    (``results/cmnist-erm-nf-<gpu>``), for each dataset where every cell of that column holds
+    :data:`TABLE2_MIN_SEEDS` seeds (:func:`nf_ranked_datasets`); elsewhere the column stays out
+    (its cells read *not yet run*). The frozen pieces' oracle is kept. Only the table takes
+    these: margins, distances and far cells are about the frozen columns."""
+    if nf_pieces is None or nf_pieces["runs"].empty:
+        return pieces
+    joined = nf_ranked_datasets(nf_pieces["runs"])
+    if not joined:
+        return pieces
+    keep = (nf_pieces["runs"]["learner"] == "erm-nf") & nf_pieces["runs"]["dataset"].isin(joined)
+    kept_records = (nf_pieces["records"]["learner"] == "erm-nf") & nf_pieces["records"]["dataset"].isin(joined)
+    return dict(pieces, runs=pd.concat([pieces["runs"], nf_pieces["runs"][keep]], ignore_index=True),
+                records=pd.concat([pieces["records"], nf_pieces["records"][kept_records]], ignore_index=True))
+
+
 def table2_from_pieces(pieces: dict, learners: Sequence[str]) -> tuple[str, Tables]:
     """Chapter 04's Table 2 from committed pieces (:func:`featlib.experiments.table2_pieces.load_pieces`):
     the sentence that introduces it (how many pieces, made on what, over how many seeds) and the
@@ -745,7 +786,17 @@ def table2_from_pieces(pieces: dict, learners: Sequence[str]) -> tuple[str, Tabl
     records = pieces["records"]
     counts = sorted(set(select_best(pieces["runs"])["n_seeds"])) if not pieces["runs"].empty else []
     uniform = len(counts) == 1
-    devices = prose.listing(sorted({"a CPU" if d == "cpu" else str(d) for d in records["device"]}))
+
+    def made_on(devices):
+        return prose.listing(sorted({"a CPU" if d == "cpu" else (f"one {prose.gpu_name(d)}" if prose.gpu_name(d) else str(d))
+                                     for d in devices}))
+
+    nf = records["learner"] == "erm-nf"  # the ERM-NF column, from GPU sittings (with_nf_column)
+    devices = made_on(records.loc[~nf, "device"])
+    if nf.any():
+        devices += (f"; the ERM-NF column on "
+                    f"{prose.listing(DATASET_LABELS[d] for d in TABLE2 if d in set(records.loc[nf, 'dataset']))} "
+                    f"on {made_on(records.loc[nf, 'device'])}, from GPU sittings")
     seeds = (f"every cell is over {prose.count(counts[0], 'seed')}" if uniform
              else "each cell says over how many seeds it is")
     nf_apart = "erm-nf" in learners and "erm-nf" not in set(records["learner"])
