@@ -153,3 +153,29 @@ def test_the_gpu_estimate_of_a_frozen_stage_carries_the_overhead_an_h200_measure
     arithmetic_h100 = (priced - overhead) / estimate.T4_OVER_H100
     spent = stopped["running_s"] - 30 - arithmetic_h100
     assert overhead >= spent, f"overhead priced {overhead:.0f} s; the H200 spent at least {spent:.0f} s beyond the arithmetic"
+
+
+def test_the_gpu_estimate_of_chapter_04_at_the_colab_profile_is_no_lower_than_an_h200s_whole_run():
+    """The third sitting ran chapter 04 at the ``colab`` profile to its end on an H200
+    (results/sittings/2026-11-28-h200/chapters): its run cell took 174 s. The estimator's figure for
+    that cell on an H100 (its T4 arithmetic over T4_OVER_H100, the per-step overhead as it is, since
+    host overhead does not shrink with the GPU) must not be lower than what the H200 spent: a lower
+    one would promise a Colab user less time than the fastest GPU measured needs."""
+    import json
+
+    from featbook import estimate, profiles
+    from featlib.experiments.colored_mnist import make_protocol
+
+    folder = Path(__file__).resolve().parents[1] / "results" / "sittings" / "2026-11-28-h200" / "chapters"
+    record = json.loads((folder / "chapters.json").read_text())
+    assert record["profile"] == "colab" and record["chapters"]["04_feat_on_colored_mnist"]["rc"] == 0
+    cells = json.loads((folder / "cell-times.json").read_text())["cells"]
+    run_cell = next(c["duration_s"] for c in cells if c["first_line"] == "start = time.perf_counter()")
+    chapter = profiles.load("colab")["04_feat_on_colored_mnist"]
+    protocols = [make_protocol("featlib", dataset=d, seeds=tuple(chapter["seeds"]), learners=tuple(chapter["learners"]),
+                               penalty_weights=tuple(chapter["penalty_weights"]),
+                               pretrain_epochs=tuple(chapter["pretrain_epochs"])) for d in ("cmnist025", "cmnist01")]
+    est = estimate.cmnist(protocols)
+    overhead = sum(len(p.objectives) * p.ood_steps * estimate.FROZEN_STEP_OVERHEAD_S["t4"] for p in protocols)
+    on_h100 = (est.t4_s - overhead) / estimate.T4_OVER_H100 + overhead
+    assert on_h100 >= run_cell, f"the estimate gives {on_h100:.0f} s on an H100; an H200 spent {run_cell:.0f} s"
