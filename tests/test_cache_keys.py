@@ -14,7 +14,7 @@ SMALL = dict(n_train=1000, n_test=500, hidden_dim=8)
 #: For every field of CMNISTProtocol, a second valid value (keep one per field: see the docstring).
 CMNIST_OTHER = {
     "dataset": "cmnist01", "seeds": (2,), "objectives": ("erm",), "learners": ("erm",), "penalty_weights": (3.0,),
-    "pretrain_epochs": (7,), "ood_steps": 11, "nf_ood_steps": 13, "hidden_dim": 9, "n_train": 999, "n_test": 499, "n_val": 333, "epoch_scale": 0.5,
+    "objective_penalty_weights": {"irmv1": (2.0,)}, "pretrain_epochs": (7,), "ood_steps": 11, "nf_ood_steps": 13, "hidden_dim": 9, "n_train": 999, "n_test": 499, "n_val": 333, "epoch_scale": 0.5,
     "max_rounds": 3, "retain_weight": 0.5, "termination_threshold": 1.2, "termination_rule": "undivided",
     "head_combination": "average", "lr": 2e-3, "l2": 2e-3, "eval_every": 7, "env_reduction": "sum",
     "warmup_penalty_weight": 1.0, "objective_options": {"irmv1": {"steps": 5}}, "precision": "bf16",

@@ -26,6 +26,7 @@ and width 64 with the paper's steps and configurations (:data:`featlib.experimen
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 import json
 import sys
 import time
@@ -71,6 +72,10 @@ def parse_args(argv):
     parser.add_argument("--objective-file", nargs="+", type=Path, default=[], metavar="FILE",
                         help="Python files that register objectives of your own (featlib.objectives."
                              "load_objective_file; book/own_objective.md), checked before any work")
+    parser.add_argument("--objective-weights", nargs="+", default=[], metavar="OBJECTIVE=W,W,...",
+                        help="penalty weights for one objective alone instead of the protocol's grid, e.g. "
+                             "clove=1,5,10,50,100 (the grid decided for ColoredMNIST-01's CLOvE cells, "
+                             "featlib.hparams.CLOVE_WEIGHTS_01); its pieces get keys of their own")
     parser.add_argument("--size", default="full", choices=list(SIZES),
                         help="full: the paper's sizes (a GPU); reduced: 2,000 training images and width 64, the paper's "
                              "steps and configurations (about 20 minutes a seed on a 2-core CPU); small: chapter 04's small profile, minutes on a CPU; "
@@ -95,6 +100,8 @@ def prepare(args) -> list[CMNISTProtocol]:
     check_sequence("--learners", args.learners, unique=True)
     chosen = {k: v for k, v in (("precision", args.precision), ("ood_path", args.ood_path)) if v is not None}
     chosen.update(_objectives(args))
+    if args.objective_weights:
+        chosen["objective_penalty_weights"] = objective_weights(args.objective_weights)
     # make_protocol's recipe, with this module's CMNISTProtocol; --size over the preset
     preset = PROTOCOL_PRESETS.get(args.preset).values | SIZES[args.size]
     protocols = [CMNISTProtocol(**(preset | dict(dataset=d, seeds=tuple(args.seeds), learners=tuple(args.learners), **chosen)))
@@ -115,6 +122,22 @@ def prepare(args) -> list[CMNISTProtocol]:
         from ..experiments.table2_pieces import check_folder_protocols
         check_folder_protocols(protocols, args.out, args.preset)
     return protocols
+
+
+def objective_weights(items: Sequence[str]) -> dict[str, tuple[float, ...]]:
+    """``--objective-weights clove=1,5,10``: objective -> its penalty weights (checked again, with the
+    objective, by :class:`CMNISTProtocol`)."""
+    out = {}
+    for item in items:
+        name, sep, weights = item.partition("=")
+        try:
+            if not sep or not name or name in out:
+                raise ValueError
+            out[name] = tuple(float(w) for w in weights.split(","))
+        except ValueError:
+            raise ValueError(f"--objective-weights: {item!r} is not OBJECTIVE=W,W,... with each objective once "
+                             "(e.g. clove=1,5,10,50,100)") from None
+    return out
 
 
 def _objectives(args) -> dict:

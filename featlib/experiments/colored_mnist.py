@@ -61,7 +61,7 @@ from ..models.stacked import StackedHeads, StackedMLP
 from ..objectives import OBJECTIVES, make_objective
 from ..training import DEFAULT_PRECISION, OOD_PATHS, PRECISIONS
 from ..training.ood_stage import Environments, LabelledInputs, OODStageConfig, StackRuns, train_stack
-from ..hparams import APPENDIX_F1, TABLE6, values
+from ..hparams import APPENDIX_F1, OBJECTIVE_GRIDS, TABLE6, values
 from .cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS, preset_of
 from ..validation import (
     check_seed,
@@ -154,6 +154,10 @@ class CMNISTProtocol:
     objectives: tuple[str, ...] = TABLE2_OBJECTIVES
     learners: tuple[str, ...] = TABLE2_LEARNERS
     penalty_weights: tuple[float, ...] = PAPER["penalty_weights"]
+    #: Per objective, the penalty weights that replace ``penalty_weights`` for that objective alone
+    #: (:meth:`penalty_grid`). None: the dataset's entry of :data:`featlib.hparams.OBJECTIVE_GRIDS`
+    #: (Table 2's protocol) when ``penalty_weights`` is Appendix F.1's grid, else none; ``{}``: none.
+    objective_penalty_weights: dict | None = None
     pretrain_epochs: tuple[int, ...] = PAPER["pretrain_epochs"]
     ood_steps: int = PAPER["ood_steps"]  # of the frozen-feature columns' OOD stage
     nf_ood_steps: int = PAPER["nf_ood_steps"]  # of the ERM-NF column's, ERM pre-training included
@@ -201,6 +205,7 @@ class CMNISTProtocol:
             check_choice("learners", learner, ("erm-nf",) + FEATURE_LEARNER_NAMES)
         for weight in self.penalty_weights:
             check_positive("penalty_weights", weight, allow_zero=True)
+        object.__setattr__(self, "objective_penalty_weights", self._own_grids())
         for epochs in self.pretrain_epochs:
             check_int("pretrain_epochs", epochs, minimum=0)
         check_int("ood_steps", self.ood_steps, minimum=1)
@@ -255,9 +260,36 @@ class CMNISTProtocol:
                            head_combination=self.head_combination)
         return options
 
+    def _own_grids(self) -> dict[str, tuple[float, ...]]:
+        """``objective_penalty_weights`` resolved (None: :data:`~featlib.hparams.OBJECTIVE_GRIDS`'
+        entry for the dataset, only under Appendix F.1's grid) and checked: each key an objective
+        with a penalty, each value a non-empty sequence of distinct non-negative weights."""
+        grids = self.objective_penalty_weights
+        if grids is None:
+            grids = OBJECTIVE_GRIDS.get(self.dataset, {}) if tuple(self.penalty_weights) == tuple(
+                APPENDIX_F1["penalty_weights"].value) else {}
+        if not isinstance(grids, dict):
+            raise ValueError(f"objective_penalty_weights must be a mapping objective -> penalty weights; got {grids!r}")
+        out = {}
+        for objective, weights in grids.items():
+            if not OBJECTIVES.get(objective).has_penalty:
+                raise ValueError(f"objective_penalty_weights[{objective!r}]: {objective} has no penalty, so no "
+                                 "penalty weights; give weights to a penalised objective")
+            name = f"objective_penalty_weights[{objective!r}]"
+            weights = tuple(float(w) for w in check_sequence(name, weights, unique=True))
+            for weight in weights:
+                check_positive(name, weight, allow_zero=True)
+            out[objective] = weights
+        return out
+
+    def penalty_grid(self, objective: str) -> tuple[float, ...]:
+        """The penalty weights ``objective``'s runs try: its own grid
+        (``objective_penalty_weights``) or the protocol's ``penalty_weights``."""
+        return self.objective_penalty_weights.get(objective, self.penalty_weights)
+
     def configurations(self, objective: str) -> list[tuple[float, int]]:
         """(penalty weight, ERM pre-training epochs) pairs; ERM ignores both, so it has one."""
-        return configurations(objective, self.penalty_weights, self.pretrain_epochs)
+        return configurations(objective, self.penalty_grid(objective), self.pretrain_epochs)
 
     #: What each kind of cached result leaves out of its key, and why. Keys are made by
     #: exclusion: every other field of the protocol is in the key, so a field added later is in
@@ -265,7 +297,8 @@ class CMNISTProtocol:
     #: never reused for a new field; tests/test_cache_keys.py checks that every name here is a field).
     PER_PIECE = {"seeds": "each piece is one seed and names it", "objectives": "each piece is one objective",
                  "learners": "each piece is one learner"}
-    OOD_ONLY = {"penalty_weights": "OOD stage", "pretrain_epochs": "OOD stage", "ood_steps": "OOD stage",
+    OOD_ONLY = {"penalty_weights": "OOD stage", "objective_penalty_weights": "OOD stage",
+                "pretrain_epochs": "OOD stage", "ood_steps": "OOD stage",
                 "nf_ood_steps": "OOD stage (ERM-NF)",
                 "eval_every": "OOD stage", "env_reduction": "OOD stage", "warmup_penalty_weight": "OOD stage",
                 "objective_options": "OOD stage", "precision": "OOD stage (feature learning runs in fp32)",
@@ -273,14 +306,17 @@ class CMNISTProtocol:
     FEAT_ONLY = {"max_rounds": "FeAT/iFeAT only", "retain_weight": "FeAT/iFeAT only",
                  "termination_threshold": "FeAT/iFeAT only", "termination_rule": "FeAT/iFeAT only",
                  "head_combination": "FeAT/iFeAT only"}
+    #: An objective's own grid is in its own pieces' keys only (as their ``penalty_weights``,
+    #: :meth:`ood_piece_key`), so giving CLOvE a grid leaves every other objective's pieces valid.
+    OWN_GRID = {"objective_penalty_weights": "in the key of its objective's pieces alone, as their penalty_weights"}
     KEY_EXCLUSIONS = {
         # the learned features of one learner and seed (FeAT's fields kept for every learner:
         # the keys of features cached before exclusion stay valid)
         "features": {**PER_PIECE, **OOD_ONLY},
         # an OOD-stage piece (objective, learner, seed) on learned features: everything but what the piece names
-        "ood": dict(PER_PIECE),
+        "ood": {**PER_PIECE, **OWN_GRID},
         # an ERM-NF piece: whole networks from their initialisation, no feature learning before
-        "nf": {**PER_PIECE, "ood_steps": "the frozen-feature columns' OOD stage (ERM-NF trains nf_ood_steps)",
+        "nf": {**PER_PIECE, **OWN_GRID, "ood_steps": "the frozen-feature columns' OOD stage (ERM-NF trains nf_ood_steps)",
                "epoch_scale": "feature learning (ERM-NF learns no features first)", **FEAT_ONLY},
         # the oracle run: ERM on the colour-free data
         "oracle": {**PER_PIECE, **OOD_ONLY, **FEAT_ONLY},
@@ -314,10 +350,14 @@ class CMNISTProtocol:
         learning and the frozen columns read, so that two protocols that differ there share their
         ERM-NF pieces); for an objective loaded from a file of one's own, the file's SHA-256 too
         (:func:`featlib.experiments.objective_files.objective_source`: editing the file makes its pieces
-        anew)."""
+        anew). An objective with a grid of its own (:meth:`penalty_grid`) has that grid as the
+        key's ``penalty_weights``: its pieces are those of a protocol that gives every objective that
+        grid, and no other objective's key changes."""
         from .objective_files import objective_source
 
-        return self.key(self.piece_fields(learner), **objective_source(objective))
+        own = ({"penalty_weights": self.objective_penalty_weights[objective]}
+               if objective in self.objective_penalty_weights else {})
+        return self.key(self.piece_fields(learner), **objective_source(objective), **own)
 
     def piece_key(self, piece) -> str:
         """The key of a piece of this protocol (:class:`featlib.store.pieces.Piece`): the oracle's
@@ -326,11 +366,15 @@ class CMNISTProtocol:
             return self.key(CMNISTProtocol.ORACLE_FIELDS)
         return self.ood_piece_key(piece.objective, piece.learner)
 
-    def ood_fields(self, learner: str = "erm") -> dict:
-        """What a piece of ``learner`` records of its protocol: every field that changes its runs
-        (:attr:`OOD_FIELDS`, or :attr:`NF_FIELDS` for ERM-NF)."""
+    def ood_fields(self, learner: str = "erm", objective: str | None = None) -> dict:
+        """What a piece of ``learner`` (and ``objective``) records of its protocol: every field that
+        changes its runs (:attr:`OOD_FIELDS`, or :attr:`NF_FIELDS` for ERM-NF), ``penalty_weights``
+        being the weights that objective's runs tried (:meth:`penalty_grid`)."""
         fields = self.piece_fields(learner)
-        return {k: v for k, v in dataclasses.asdict(self).items() if k in fields}
+        out = {k: v for k, v in dataclasses.asdict(self).items() if k in fields}
+        if objective is not None and "penalty_weights" in out:
+            out["penalty_weights"] = self.penalty_grid(objective)
+        return out
 
     def ood_config(self, objective: str, kind: str = "frozen") -> OODStageConfig:
         """The OOD stage of ``objective`` on frozen features (``kind="frozen"``: ``ood_steps``) or on
@@ -578,7 +622,7 @@ class ColoredMNISTExperiment:
             self.origin["commit"] = git_commit()
         loaded = objective_file(piece.objective)
         oracle = piece.learner == ORACLE  # ERM on grey images: no OOD stage, so no precision or path of one
-        return {"protocol_key": self.piece_key(piece), "protocol": p.ood_fields(piece.learner), "preset": preset_of(p),
+        return {"protocol_key": self.piece_key(piece), "protocol": p.ood_fields(piece.learner, piece.objective), "preset": preset_of(p),
                 "precision": None if oracle else p.precision, "ood_path": None if oracle else p.ood_path,
                 "device": describe_device(self.device),
                 "torch": torch.__version__, "featlib_version": __version__, "wall_time_s": seconds, **self.origin,

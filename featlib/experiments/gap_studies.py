@@ -65,6 +65,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import __version__
+from ..hparams import CLOVE_WEIGHTS_01
 from ..data.colored_mnist import make_colored_mnist
 from ..feature_learning import FEATURE_LEARNERS
 from ..store.keys import key as store_key
@@ -268,7 +269,7 @@ def clove_01(seed: int, device: torch.device, dataset: str = "cmnist01", steps: 
 #: scripts/coloredmnist/inversecoloredmnist_rfc.sh: "1 5 10 50 100 500", of which its loop runs the
 #: first five; every other objective there, and CLOvE on ColoredMNIST-025, gets 1e3-1e5). The FeAT
 #: authors' ColoredMNIST code is built on that repository.
-RFC_CLOVE_WEIGHTS_01 = (1.0, 5.0, 10.0, 50.0, 100.0)
+RFC_CLOVE_WEIGHTS_01 = CLOVE_WEIGHTS_01  # featlib.hparams: the grid decided for Table 2's -01 CLOvE cells
 
 
 @STUDIES.register("clove-grid-01")
