@@ -1,5 +1,6 @@
 """The gap studies' summaries change one thing at a time, flag weights the protocol could not
 choose, show no spread for one seed, and end in one sentence that says what the study shows."""
+import pytest
 import pandas as pd
 
 from featbook.cmnist_views import erm_nf_erm_conclusion, frozen_steps_changes, frozen_steps_conclusion, frozen_steps_table
@@ -129,3 +130,43 @@ def test_the_length_sentence_says_the_rise_past_the_protocols_length_and_where_t
     none = length_cell_sentence(_length({2500: 50.0, 3000: 51.0}), "cmnist025", "erm", "irmx", 2500)
     assert "At no length scored does ours lie within 2 paper stds" in none.replace("\xa0", " ")
     assert length_cell_sentence(_length({3000: 64.0}), "cmnist025", "erm", "irmx", 2500) == ""  # no protocol length
+
+
+def test_the_clove_grid_study_is_judged_by_its_criterion_against_table_2s_f1_cells(monkeypatch):
+    """clove-grid-01 beside Table 2's Appendix F.1 cells: each cell's distance is
+    (ours - paper) / paper std, and the verdict is the criterion fixed before the third seed ran."""
+    from featbook import cmnist_views as views
+    from featlib.experiments import gap_studies
+    from featlib.experiments.paper_values import TABLE2
+    from featlib.hparams import APPENDIX_F1, CLOVE_WEIGHTS_01
+
+    paper = {l: TABLE2["cmnist01"]["clove"][l] for l in ("erm", "bonsai", "ifeat")}
+
+    def rows(weights, at, step=None):  # every config scores 0.5 but the top weight, which scores ``at`` per learner
+        return pd.DataFrame([dict(dataset="cmnist01", learner=l, objective="clove", penalty_weight=w, pretrain_epochs=e,
+                                  seed=s, worst_test_acc=(at[l] if w == weights[-1] else 0.5) + 0.001 * (s - 2),
+                                  **({} if step is None else {"step": step}))
+                             for l in paper for w in weights for e in (0, 50) for s in (1, 2, 3)])
+
+    near = {l: (paper[l][0] + 1.0 * paper[l][1]) / 100 for l in paper}  # +1 paper std each
+    far = {l: (paper[l][0] + (3.0 if l == "ifeat" else 0.5) * paper[l][1]) / 100 for l in paper}
+    f1 = APPENDIX_F1["penalty_weights"].value
+    study = pd.concat([rows(CLOVE_WEIGHTS_01, near, 2500), rows(CLOVE_WEIGHTS_01, far, 500)])
+    table2 = pd.concat([rows(f1, far), rows(f1, near).assign(objective="irmv1")])
+    summary = gap_studies.clove_grid_summary(study, table2)
+    assert list(summary["grid"].unique()) == ["script", "f1"] and set(summary["n_seeds"]) == {3}
+    script = summary[summary["grid"] == "script"].set_index("learner")
+    assert script["z"].round(6).tolist() == [1.0, 1.0, 1.0] and set(script["penalty_weight"]) == {100.0}
+    assert summary.loc[summary["grid"] == "f1", "z"].abs().sum() == pytest.approx(4.0)
+    said = views.clove_grid_conclusion(summary)
+    assert "+1.0, +1.0 and +1.0 paper stds (3.0 in all)" in said and "(4.0 in all)" in said
+    assert "is met: the script's weights are the decision" in said
+    assert "until then its ColoredMNIST-01 CLOvE cells are Appendix F.1's" in said  # hparams.OBJECTIVE_GRIDS is empty
+    monkeypatch.setattr(views, "OBJECTIVE_GRIDS", {"cmnist01": {"clove": CLOVE_WEIGHTS_01}})
+    assert "until then" not in views.clove_grid_conclusion(summary)
+    # the study at the authors' 500 steps would miss the band: FeAT's cell 3 paper stds off
+    assert "is not met: Appendix F.1's grid stays" in views.clove_grid_conclusion(
+        gap_studies.clove_grid_summary(study, table2, step=500))
+    assert "not at hand" in views.clove_grid_conclusion(gap_studies.clove_grid_summary(study))
+    text = views.clove_grid_table(summary)._repr_html_()
+    assert "(+1.0)" in text and "paper (Table 2)" in text and "3.0" in text

@@ -478,6 +478,32 @@ def clove_01_summary(frame: pd.DataFrame, steps: tuple[int, ...] | None = None) 
     return out[[c for c in columns if c in out] + [c for c in out if c not in columns]]
 
 
+def clove_grid_summary(frame: pd.DataFrame, table2_runs: pd.DataFrame | None = None,
+                       step: int | None = None) -> pd.DataFrame:
+    """The ``clove-grid-01`` study beside Table 2: per (grid, learner), the ColoredMNIST-01 CLOvE
+    cell Table 2's rule (:func:`select_best`) gives at the protocol's OOD length (``step``), its
+    mean, std and seeds, and its distance from the paper's cell in paper stds (``z``). Grid
+    ``"script"`` is the study's (:data:`RFC_CLOVE_WEIGHTS_01`); ``"f1"`` Appendix F.1's, from
+    ``table2_runs`` (Table 2's pieces made under it), when given."""
+    from ..hparams import APPENDIX_F1
+    from .colored_mnist import select_best
+    from .paper_values import TABLE2
+
+    step = int(APPENDIX_F1["ood_steps"].value) if step is None else step
+    parts = [select_best(frame[frame["step"] == step].drop(columns="step")).assign(grid="script")]
+    if table2_runs is not None:
+        f1 = table2_runs[(table2_runs["dataset"] == "cmnist01") & (table2_runs["objective"] == "clove")
+                         & table2_runs["learner"].isin(set(frame["learner"]))
+                         & table2_runs["penalty_weight"].isin(APPENDIX_F1["penalty_weights"].value)]
+        if len(f1):
+            parts.append(select_best(f1).assign(grid="f1"))
+    out = pd.concat(parts, ignore_index=True)
+    paper = [TABLE2[r.dataset][r.objective][r.learner] for r in out.itertuples()]
+    out["z"] = [(100 * r.mean - mean) / std for r, (mean, std) in zip(out.itertuples(), paper)]
+    return out[["grid", "dataset", "learner", "objective", "penalty_weight", "pretrain_epochs", "mean", "std",
+                "n_seeds", "z"]]
+
+
 def bonsai_dro_length_summary(frame: pd.DataFrame) -> pd.DataFrame:
     """Per (DRO length, objective): the frozen-feature configuration with the best mean worst-test
     accuracy over seeds (test-domain selection, as Table 2), its mean, std and number of seeds."""
