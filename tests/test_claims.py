@@ -70,9 +70,13 @@ def test_the_gpu_erm_nf_pieces_are_named_with_their_seeds_and_kept_apart(tmp_pat
     runs = load_pieces(tmp_path / claims.NF_PIECES)["runs"].query("learner == 'erm-nf'")
     said = claims._nf_pieces(tmp_path)
     assert f"{runs['seed'].nunique()}\xa0seed" in said and "ColoredMNIST-025" in said
-    assert ("too few to rank" in said) == (runs["seed"].nunique() < 3)
+    assert ("too few to rank" in said) == ("shown apart" in said) == (runs["seed"].nunique() < 3)
     fig1b = next(r for r in claims.claims(tmp_path) if r.paper == "Fig. 1(b)")
     assert said in fig1b.scale
+    for extra in (tmp_path / claims.NF_PIECES).glob("pieces/*/*/*/seed*.*"):  # two seeds: apart, ranking nothing
+        if int(extra.stem.removeprefix("seed")) > 2:
+            extra.unlink()
+    assert "2\xa0seeds on ColoredMNIST-025 from a GPU, shown apart (too few to rank)" in claims._nf_pieces(tmp_path)
 
 
 def test_fig1b_row_gives_the_whole_network_dependence_beside_the_frozen_form(tmp_path):

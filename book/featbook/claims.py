@@ -144,8 +144,8 @@ def _nf_pieces(results: Path) -> str:
         return "the whole-network (ERM-NF) runs wait for a GPU"
     seeds = runs["seed"].nunique()
     datasets = prose.listing(sorted({"ColoredMNIST-025" if d == "cmnist025" else "ColoredMNIST-01" for d in runs["dataset"]}))
-    return (f"the whole-network (ERM-NF) runs: {prose.count(seeds, 'seed')} on {datasets} from a GPU, shown apart"
-            + (" (too few to rank)" if seeds < 3 else ""))
+    return (f"the whole-network (ERM-NF) runs: {prose.count(seeds, 'seed')} on {datasets} from a GPU"
+            + (", shown apart (too few to rank)" if seeds < 3 else ""))
 
 
 #: Fig. 1(b)'s dependence on pre-training counts as shown when an objective's accuracy moves by at
