@@ -96,3 +96,21 @@ def test_bad_objective_weights_get_one_line_and_exit_2_before_any_work(tmp_path,
                            "--cache-dir", str(tmp_path / "cache")], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_the_decided_grids_pieces_already_carry_the_key_that_landing_it_gives(monkeypatch):
+    """results/cmnist-table2-clove01 holds the -01 CLOvE pieces made with --objective-weights before
+    the decision lands: each must be the piece Table 2's protocol asks for once hparams.OBJECTIVE_GRIDS
+    has the entry (so that they merge into results/cmnist-table2 as they are), and not before."""
+    records = sorted((REPO / "results" / "cmnist-table2-clove01" / "pieces").glob("*/*/*/seed*.json"))
+    clove = [r for r in records if r.parts[-2] == "clove"]
+    assert clove
+
+    def matches(path):
+        dataset, learner, objective = path.parts[-4:-1]
+        piece = Piece(dataset, learner, objective, int(path.stem.removeprefix("seed")))
+        return make_protocol("featlib", dataset=dataset).piece_key(piece) == json.loads(path.read_text())["protocol_key"]
+
+    assert not any(matches(r) for r in clove)
+    monkeypatch.setattr(colored_mnist, "OBJECTIVE_GRIDS", {"cmnist01": OWN})
+    assert all(matches(r) for r in records)
