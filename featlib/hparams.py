@@ -151,7 +151,8 @@ DECISIONS: dict[str, HParam] = {
         "stds, 2.8 in all; Appendix F.1's grid (results/cmnist-table2, 4 seeds) gives -0.6, +0.2 and +3.5, 4.2 "
         "in all. The criterion, fixed before the third seed ran (all three cells within 2 paper stds, summed "
         "distance below Appendix F.1's), is met: decided for the script's weights, every column alike. The "
-        "protocol changes together with the 15 pieces that apply it (in progress), so that Table 2 never shows "
+        "protocol changes together with the 15 pieces that apply it (in progress in results/cmnist-table2-clove01, "
+        "OBJECTIVE_GRIDS), so that Table 2 never shows "
         "cells of one grid under the other"),
     "FeAT's combined head": HParam(
         "the sum of the rounds' heads",
