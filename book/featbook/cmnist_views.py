@@ -878,8 +878,7 @@ def table7_choices_table(comparison: pd.DataFrame, caption: str) -> Table:
         key = (int(r["round"]), r["metric"])
         row = rows.setdefault(key, {"round": str(key[0]), "quantity": _METRIC_LABELS.get(r["metric"], r["metric"])})
         ours = prose.mean_std(r["mean"], r["std"]) if r["n_seeds"] > 1 else prose.number(r["mean"])  # no spread of one seed
-        z = f"{r['z']:+.1f}".replace("-", "−")
-        row[f"{r['choice']} (n = {int(r['n_seeds'])})"] = Stacked(ours, f"{z} paper std", paper=True)
+        row[f"{r['choice']} (n = {int(r['n_seeds'])})"] = Stacked(ours, f"{_stds(r['z'])} paper std", paper=True)
         row["paper"] = prose.mean_std(r["paper_mean"], r["paper_std"])
     order = list(_METRIC_LABELS)
     frame = pd.DataFrame([rows[k] for k in sorted(rows, key=lambda k: (k[0], order.index(k[1]) if k[1] in order else 9))])
@@ -936,6 +935,11 @@ def _weight(w: float) -> str:
     """A penalty weight as the paper writes it: 1e4, or 5e3."""
     mantissa, exponent = f"{w:.0e}".split("e")
     return f"{mantissa}e{int(exponent)}"
+
+
+def _stds(z: float) -> str:
+    """A distance in paper stds as the tables write it: "+1.3", "−0.1" (one decimal, always signed)."""
+    return f"{z:+.1f}".replace("-", "\u2212")
 
 
 def _over(n_seeds: int) -> str:
@@ -1149,9 +1153,6 @@ CLOVE_GRID_LABELS = {"script": "the Bonsai authors' script: 1, 5, 10, 50, 100",
                      "f1": "Appendix F.1: 1e1 to 1e5 (Table 2's pieces)"}
 
 
-def _stds(z: float) -> str:
-    """A distance in paper stds as the tables write it: "+1.3", "−0.1" (one decimal, always signed)."""
-    return ("+" if z >= 0 else "\u2212") + f"{abs(z):.1f}"
 
 
 def clove_grid_table(summary: pd.DataFrame) -> Table:
