@@ -440,8 +440,8 @@ def tiny_protocol(**overrides):
     from featlib.experiments.colored_mnist import CMNISTProtocol
 
     base = {"seeds": (1, 2), "objectives": ("erm", "irmv1", "iga"), "learners": ("erm-nf", "erm"),
-            "penalty_weights": (1e2, 1e4), "pretrain_epochs": (0, 5), "ood_steps": 15, "hidden_dim": HIDDEN,
-            "n_train": 300, "n_test": 200, "epoch_scale": 0.1, "max_rounds": 2, "eval_every": 5}
+            "penalty_weights": (1e2, 1e4), "pretrain_epochs": (0, 5), "ood_steps": 15, "nf_ood_steps": 15,
+            "hidden_dim": HIDDEN, "n_train": 300, "n_test": 200, "epoch_scale": 0.1, "max_rounds": 2, "eval_every": 5}
     return CMNISTProtocol(**(base | overrides))
 
 

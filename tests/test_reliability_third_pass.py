@@ -175,7 +175,7 @@ def test_case_2d_merge_refuses_a_target_that_a_link_leads_out_of_the_folder(tmp_
 
 # -- 3. one writer per pieces folder -------------------------------------------------------------------
 TINY = dict(objectives=("erm", "irmv1"), penalty_weights=(1e2, 1e4), pretrain_epochs=(0, 5), ood_steps=10,
-            hidden_dim=16, n_train=300, n_test=200, n_val=100, epoch_scale=0.1, max_rounds=2, eval_every=5)
+            nf_ood_steps=10, hidden_dim=16, n_train=300, n_test=200, n_val=100, epoch_scale=0.1, max_rounds=2, eval_every=5)
 
 
 @pytest.fixture

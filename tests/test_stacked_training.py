@@ -152,7 +152,7 @@ def test_stack_equals_a_plain_reference_style_loop(data):
 
 def tiny_protocol(**overrides):
     base = dict(seeds=(1, 2), objectives=("erm", "irmv1", "vrex"), learners=("erm-nf", "erm", "feat"),
-                penalty_weights=(1e2, 1e4), pretrain_epochs=(0, 5), ood_steps=15, hidden_dim=HIDDEN,
+                penalty_weights=(1e2, 1e4), pretrain_epochs=(0, 5), ood_steps=15, nf_ood_steps=15, hidden_dim=HIDDEN,
                 n_train=300, n_test=200, epoch_scale=0.1, max_rounds=2, eval_every=5)
     base.update(overrides)
     return CMNISTProtocol(**base)

@@ -12,7 +12,7 @@ from featlib.experiments.colored_mnist import CMNISTProtocol
 from featlib.experiments.table2_pieces import Piece, list_pieces, load_pieces, merge_pieces
 
 TINY = dict(objectives=("erm", "irmv1"), penalty_weights=(1e2, 1e4), pretrain_epochs=(0, 5), ood_steps=10,
-            hidden_dim=16, n_train=300, n_test=200, epoch_scale=0.1, max_rounds=2, eval_every=5)
+            nf_ood_steps=10, hidden_dim=16, n_train=300, n_test=200, epoch_scale=0.1, max_rounds=2, eval_every=5)
 
 
 @pytest.fixture

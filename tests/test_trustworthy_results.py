@@ -35,7 +35,7 @@ from featbook.notebook_params import check_parameters
 from featbook.notebooks import list_notebooks
 
 TINY = dict(seeds=(1, 2), objectives=("erm", "irmv1"), learners=("erm-nf", "erm"), penalty_weights=(1e2, 1e4),
-            pretrain_epochs=(0, 5), ood_steps=10, hidden_dim=16, n_train=300, n_test=200, epoch_scale=0.1,
+            pretrain_epochs=(0, 5), ood_steps=10, nf_ood_steps=10, hidden_dim=16, n_train=300, n_test=200, epoch_scale=0.1,
             max_rounds=2, eval_every=5)
 KEYS = ["learner", "objective", "seed", "penalty_weight", "pretrain_epochs"]
 ENV = {**os.environ, "FEATLIB_DEVICE": "cpu", "OMP_NUM_THREADS": "1"}

@@ -40,7 +40,7 @@ from featlib.store.files import CacheWarning, CorruptFileError
 from featlib.experiments.colored_mnist import CMNISTProtocol, ColoredMNISTExperiment
 
 TINY = dict(seeds=(1,), objectives=("erm",), learners=("erm-nf", "erm"), penalty_weights=(1e2,), pretrain_epochs=(0, 5),
-            ood_steps=10, hidden_dim=16, n_train=300, n_test=200, epoch_scale=0.1, max_rounds=2, eval_every=5)
+            ood_steps=10, nf_ood_steps=10, hidden_dim=16, n_train=300, n_test=200, epoch_scale=0.1, max_rounds=2, eval_every=5)
 ENV = {**os.environ, "FEATLIB_DEVICE": "cpu", "OMP_NUM_THREADS": "1"}
 KEYS = ["learner", "objective", "seed", "penalty_weight", "pretrain_epochs"]
 
