@@ -18,6 +18,14 @@ REPO = Path(__file__).resolve().parents[1]
 OWN = {"clove": hparams.CLOVE_WEIGHTS_01}
 
 
+def carries_tables_key(record: Path) -> bool:
+    """Whether a committed piece's record (pieces/<dataset>/<learner>/<objective>/seed<N>.json)
+    holds the key that Table 2's protocol (preset featlib) gives that piece today."""
+    dataset, learner, objective = record.parts[-4:-1]
+    piece = Piece(dataset, learner, objective, int(record.stem.removeprefix("seed")))
+    return make_protocol("featlib", dataset=dataset).piece_key(piece) == json.loads(record.read_text())["protocol_key"]
+
+
 def test_an_objectives_own_grid_changes_its_configurations_and_its_key_alone():
     f1 = make_protocol("featlib", dataset="cmnist01")
     own = make_protocol("featlib", dataset="cmnist01", objective_penalty_weights=OWN)
@@ -69,13 +77,7 @@ def test_the_decided_grid_changes_the_keys_of_the_committed_01_clove_pieces_and_
     assert records
 
     def stale():
-        out = set()
-        for path in records:
-            dataset, learner, objective = path.parts[-4:-1]
-            piece = Piece(dataset, learner, objective, int(path.stem.removeprefix("seed")))
-            if make_protocol("featlib", dataset=dataset).piece_key(piece) != json.loads(path.read_text())["protocol_key"]:
-                out.add((dataset, objective))
-        return out
+        return {tuple(path.parts[i] for i in (-4, -2)) for path in records if not carries_tables_key(path)}
 
     assert colored_mnist.OBJECTIVE_GRIDS == hparams.OBJECTIVE_GRIDS == {}  # not landed: Table 2 is F.1's
     assert stale() == set()
@@ -106,11 +108,6 @@ def test_the_decided_grids_pieces_already_carry_the_key_that_landing_it_gives(mo
     clove = [r for r in records if r.parts[-2] == "clove"]
     assert clove
 
-    def matches(path):
-        dataset, learner, objective = path.parts[-4:-1]
-        piece = Piece(dataset, learner, objective, int(path.stem.removeprefix("seed")))
-        return make_protocol("featlib", dataset=dataset).piece_key(piece) == json.loads(path.read_text())["protocol_key"]
-
-    assert not any(matches(r) for r in clove)
+    assert not any(carries_tables_key(r) for r in clove)
     monkeypatch.setattr(colored_mnist, "OBJECTIVE_GRIDS", {"cmnist01": OWN})
-    assert all(matches(r) for r in records)
+    assert all(carries_tables_key(r) for r in records)

@@ -1153,8 +1153,6 @@ CLOVE_GRID_LABELS = {"script": "the Bonsai authors' script: 1, 5, 10, 50, 100",
                      "f1": "Appendix F.1: 1e1 to 1e5 (Table 2's pieces)"}
 
 
-
-
 def clove_grid_table(summary: pd.DataFrame) -> Table:
     """The ``clove-grid-01`` study (:func:`featlib.experiments.gap_studies.clove_grid_summary`): a row
     per penalty grid, a column per feature learner, each cell ours with its distance from the
