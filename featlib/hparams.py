@@ -116,12 +116,12 @@ TABLE6_DECISIONS: dict[str, HParam] = {
 CLOVE_WEIGHTS_01 = (1.0, 5.0, 10.0, 50.0, 100.0)
 
 #: Per dataset, objectives that Table 2's protocol runs on a grid of their own instead of Appendix
-#: F.1's (:attr:`featlib.experiments.colored_mnist.CMNISTProtocol.objective_penalty_weights`).
-#: Empty while the decided ColoredMNIST-01 CLOvE grid (:data:`CLOVE_WEIGHTS_01`) waits for its 15
-#: pieces: the entry ``{"cmnist01": {"clove": CLOVE_WEIGHTS_01}}`` lands with them, so that Table 2
-#: never shows cells of one grid under the other. Until then ``run_cmnist --objective-weights
-#: clove=1,5,10,50,100`` makes those pieces under their own keys.
-OBJECTIVE_GRIDS: dict[str, dict[str, tuple[float, ...]]] = {}
+#: F.1's (:attr:`featlib.experiments.colored_mnist.CMNISTProtocol.objective_penalty_weights`): CLOvE
+#: on ColoredMNIST-01 (:data:`CLOVE_WEIGHTS_01`, :data:`DECISIONS`). The entry landed together with
+#: the 15 pieces that apply it (seeds 1-5 of the three frozen columns, results/cmnist-table2), so
+#: that Table 2 never showed cells of one grid under the other; the Appendix F.1-grid pieces it
+#: replaced are kept in results/cmnist-table2-clove01-appendix-f1.
+OBJECTIVE_GRIDS: dict[str, dict[str, tuple[float, ...]]] = {"cmnist01": {"clove": CLOVE_WEIGHTS_01}}
 
 #: Every choice of the ColoredMNIST protocol that the paper leaves open or contradicts, with the value
 #: featlib takes, its source and the measurement that decided it (chapter 04, "Protocol decisions";
@@ -141,19 +141,20 @@ DECISIONS: dict[str, HParam] = {
         "dropping it moves ColoredMNIST-01's V-REx and Fishr cells on ERM features by +1.6 and +1.2 points at "
         "5,000 steps; kept as the text says, for every column alike"),
     "CLOvE's penalty weights, ColoredMNIST-01": HParam(
-        "Appendix F.1's 1e1-1e5, as every objective's, until Table 2's -01 CLOvE pieces are made under the "
-        "decided 1, 5, 10, 50, 100",
+        "1, 5, 10, 50, 100 (the Bonsai authors' script) for CLOvE alone; Appendix F.1's 1e1-1e5 for every other "
+        "objective",
         "Appendix F.1 gives one grid for every objective; the Bonsai authors' ColoredMNIST-01 script "
         "(TjuJianyu/RFC, scripts/coloredmnist/inversecoloredmnist_rfc.sh), on which the FeAT authors' code is "
         "built, gives CLOvE alone 1, 5, 10, 50 and 100. Measured (results/cmnist-gaps, clove-grid-01, 3 seeds, "
         "full size): with the script's weights the three -01 CLOvE cells are 75.19, 72.63 and 76.69 (ERM's, "
         "Bonsai's and FeAT's features) against the paper's 74.73, 72.73 and 75.12: +1.3, -0.1 and +1.5 paper "
-        "stds, 2.8 in all; Appendix F.1's grid (results/cmnist-table2, 4 seeds) gives -0.6, +0.2 and +3.5, 4.2 "
-        "in all. The criterion, fixed before the third seed ran (all three cells within 2 paper stds, summed "
-        "distance below Appendix F.1's), is met: decided for the script's weights, every column alike. The "
-        "protocol changes together with the 15 pieces that apply it (in progress in results/cmnist-table2-clove01, "
-        "OBJECTIVE_GRIDS), so that Table 2 never shows "
-        "cells of one grid under the other"),
+        "stds, 2.8 in all; Appendix F.1's grid (results/cmnist-table2-clove01-appendix-f1, 4 seeds) gives -0.6, "
+        "+0.2 and +3.5, 4.2 in all. The criterion, fixed before the third seed ran (all three cells within 2 paper "
+        "stds, summed distance below Appendix F.1's), is met: decided for the script's weights, every column "
+        "alike (ERM-NF's -01 CLOvE pieces, none made yet, take it too). The protocol changed together with the "
+        "15 pieces that apply it (OBJECTIVE_GRIDS; results/cmnist-table2, seeds 1-5: -0.3, -0.2 and +1.5 paper "
+        "stds), so that Table 2 never showed cells of one grid under the other; the Appendix F.1-grid pieces "
+        "are kept in results/cmnist-table2-clove01-appendix-f1"),
     "FeAT's combined head": HParam(
         "the sum of the rounds' heads",
         "the authors' code (Algorithm 1 averages them). Measured (results/cmnist-rounds and "

@@ -7,15 +7,20 @@ import pandas as pd
 import pytest
 
 from featbook import cmnist_views as views
+from featlib import hparams
 from featlib.experiments.gap_studies import STUDY_CHOICES, cell_evidence
 from featlib.experiments.paper_values import TABLE2
 
 from test_table2_choice import runs
 
 
-def study_rows(dataset, learner, objective, values, weights=(10.0, 100.0), **extra):
-    """ood-length-style rows: ``values[step]`` is the worst-test accuracy of the second penalty
-    weight at that step; the first weight scores 0.1 less (so Table 2's rule picks the second)."""
+F1 = hparams.APPENDIX_F1["penalty_weights"].value
+
+
+def study_rows(dataset, learner, objective, values, weights=F1, **extra):
+    """ood-length-style rows over ``weights`` (Appendix F.1's grid, as the committed studies ran):
+    ``values[step]`` is the worst-test accuracy of every weight but the first at that step; the
+    first scores 0.1 less (so Table 2's rule picks another)."""
     rows = []
     for step, value in values.items():
         for i, weight in enumerate(weights):
@@ -52,25 +57,39 @@ def test_the_evidence_is_each_setting_of_each_study_chosen_by_table_2s_rule():
 def test_the_clove_study_gives_each_variant_at_the_reference_length_and_the_protocols():
     frame = pd.concat([study_rows("cmnist01", "ifeat", "clove", {500: 0.74 + k, 1000: 0.5, 2500: 0.79 - k}, variant=v)
                        for k, v in [(0.0, "protocol"), (0.01, "no-l2"), (0.02, "reference")]])
-    evidence = cell_evidence({"clove-01": frame}, "cmnist01", "ifeat", "clove")
+    # on ColoredMNIST-025 CLOvE's grid is Appendix F.1's: the protocol variant at its length is the protocol's own
+    evidence = cell_evidence({"clove-01": frame.assign(dataset="cmnist025")}, "cmnist025", "ifeat", "clove")
     changes = dict(zip(evidence["change"], evidence["mean"]))
     assert changes == pytest.approx({"the protocol's CLOvE at 500 steps": 0.74, "the protocol's CLOvE at 2,500 steps": 0.79,
                                      "no-l2 at 500 steps": 0.75, "no-l2 at 2,500 steps": 0.78,
                                      "reference at 500 steps": 0.76, "reference at 2,500 steps": 0.77})
     assert list(evidence.loc[evidence["protocol"], "change"]) == ["the protocol's CLOvE at 2,500 steps"]
+    # on -01 the protocol gives CLOvE the decided grid (hparams.OBJECTIVE_GRIDS): the study's F.1-grid
+    # runs are a changed setting, and say their weights
+    evidence = cell_evidence({"clove-01": frame}, "cmnist01", "ifeat", "clove")
+    assert not evidence["protocol"].any()
+    assert "the protocol's CLOvE at 2,500 steps (weights 10, 100, 1000, 10000, 100000)" in set(evidence["change"])
 
 
 def test_the_clove_grid_study_gives_the_cell_under_the_bonsai_authors_weights():
-    """clove-grid-01: CLOvE's -01 cells with the weights the Bonsai authors' script gives CLOvE,
-    at the protocol's length; a changed setting, never the protocol's own."""
+    """clove-grid-01: CLOvE's -01 cells with the weights the Bonsai authors' script gives CLOvE, at
+    the protocol's length. Since the decision landed (hparams.OBJECTIVE_GRIDS) they are the
+    protocol's own setting; against the protocol before it (Appendix F.1's grid for every
+    objective) a changed setting, which explained the far F.1-grid cell."""
+    from featlib.experiments.colored_mnist import CMNISTProtocol
     from featlib.experiments.gap_studies import RFC_CLOVE_WEIGHTS_01
 
-    frame = study_rows("cmnist01", "ifeat", "clove", {500: 0.70, 2500: 0.755}, weights=RFC_CLOVE_WEIGHTS_01[:2])
+    frame = study_rows("cmnist01", "ifeat", "clove", {500: 0.70, 2500: 0.755}, weights=RFC_CLOVE_WEIGHTS_01)
     evidence = cell_evidence({"clove-grid-01": frame}, "cmnist01", "ifeat", "clove")
-    assert list(evidence["change"]) == ["the Bonsai authors' -01 grid for CLOvE (weights 1, 5)"]
-    assert evidence["mean"].tolist() == pytest.approx([0.755]) and not evidence["protocol"].any()
+    assert list(evidence["change"]) == ["the Bonsai authors' -01 grid for CLOvE (weights 1, 5, 10, 50, 100)"]
+    assert evidence["mean"].tolist() == pytest.approx([0.755]) and evidence["protocol"].all()
     assert cell_evidence({"clove-grid-01": frame}, "cmnist01", "erm", "clove").empty
-    # a cell 3.5 paper stds above the paper's, put at the paper's by the study: explained by it
+    part = study_rows("cmnist01", "ifeat", "clove", {2500: 0.755}, weights=RFC_CLOVE_WEIGHTS_01[:2])
+    assert not cell_evidence({"clove-grid-01": part}, "cmnist01", "ifeat", "clove")["protocol"].any()  # not the whole grid
+    before = CMNISTProtocol(dataset="cmnist01", objective_penalty_weights={})
+    evidence = cell_evidence({"clove-grid-01": frame}, "cmnist01", "ifeat", "clove", protocol=before)
+    assert not evidence["protocol"].any()
+    # the F.1-grid cell, 3.5 paper stds above the paper's, put at the paper's by the study: explained by it
     cell = {"dataset": "cmnist01", "learner": "ifeat", "objective": "clove", "mean": 0.7887, "std": 0.011,
             "n_seeds": 4, "paper": 75.12, "paper_std": 1.08, "z": 3.5}
     verdict = views.far_cell_verdict(cell, evidence)

@@ -128,7 +128,8 @@ def test_the_erm_length_study_trains_irmx_on_erm_features_only(tmp_path):
     n_configs = len(CMNISTProtocol(dataset="cmnist025", **tiny).configurations("irmx"))
     assert len(rows) == 3 * n_configs
     evidence = gap_studies.cell_evidence({"ood-length-025-erm": rows}, "cmnist025", "erm", "irmx",
-                                         protocol=CMNISTProtocol(dataset="cmnist025", ood_steps=20))
+                                         protocol=CMNISTProtocol(dataset="cmnist025", ood_steps=20,
+                                                                         penalty_weights=TINY["penalty_weights"]))
     assert list(evidence["change"]) == ["10 OOD steps", "20 OOD steps"]
     assert list(evidence["protocol"]) == [False, True]
 

@@ -158,12 +158,20 @@ def test_the_clove_grid_study_is_judged_by_its_criterion_against_table_2s_f1_cel
     script = summary[summary["grid"] == "script"].set_index("learner")
     assert script["z"].round(6).tolist() == [1.0, 1.0, 1.0] and set(script["penalty_weight"]) == {100.0}
     assert summary.loc[summary["grid"] == "f1", "z"].abs().sum() == pytest.approx(4.0)
+    # the decided grid's runs (weights 10 and 100 are in both grids) never enter the F.1 row: seeds of
+    # the decided grid alone are left out, a seed holding both grids counts for neither
+    decided = rows(CLOVE_WEIGHTS_01, {l: 0.9 for l in paper})
+    mixed = gap_studies.clove_grid_summary(study, pd.concat([table2, decided.assign(seed=decided["seed"] + 3)]))
+    pd.testing.assert_frame_equal(mixed, summary)
+    both = gap_studies.clove_grid_summary(study, pd.concat([table2, decided[decided["seed"] == 1]]))
+    assert set(both.loc[both["grid"] == "f1", "n_seeds"]) == {2}
     said = views.clove_grid_conclusion(summary)
     assert "+1.0, +1.0 and +1.0 paper stds (3.0 in all)" in said and "(4.0 in all)" in said
     assert "is met: the script's weights are the decision" in said
-    assert "until then its ColoredMNIST-01 CLOvE cells are Appendix F.1's" in said  # hparams.OBJECTIVE_GRIDS is empty
-    monkeypatch.setattr(views, "OBJECTIVE_GRIDS", {"cmnist01": {"clove": CLOVE_WEIGHTS_01}})
-    assert "until then" not in views.clove_grid_conclusion(summary)
+    assert "until then" not in said and "Table 2 applies them" in said  # hparams.OBJECTIVE_GRIDS holds it
+    monkeypatch.setattr(views, "OBJECTIVE_GRIDS", {})  # as before it landed
+    before = views.clove_grid_conclusion(summary)
+    assert "until then its ColoredMNIST-01 CLOvE cells are Appendix F.1's" in before and "applies them" not in before
     # the study at the authors' 500 steps would miss the band: FeAT's cell 3 paper stds off
     assert "is not met: Appendix F.1's grid stays" in views.clove_grid_conclusion(
         gap_studies.clove_grid_summary(study, table2, step=500))

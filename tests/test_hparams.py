@@ -96,8 +96,11 @@ def test_the_decisions_table_states_the_values_the_code_runs():
     assert inspect.signature(select_best).parameters["score"].default == "worst_test_acc"
     assert d["How a cell's configuration is chosen"] == "test-domain (oracle) selection"
     assert d["The OOD stage's precision"] == "float32" and p.precision == "fp32"
-    assert d["CLOvE's penalty weights, ColoredMNIST-01"].startswith("Appendix F.1's 1e1-1e5")
+    assert d["CLOvE's penalty weights, ColoredMNIST-01"].startswith("1, 5, 10, 50, 100 (the Bonsai authors' script)")
     assert p.penalty_weights == (1e1, 1e2, 1e3, 1e4, 1e5) and "clove" not in p.objective_options
+    p01 = CMNISTProtocol(dataset="cmnist01")
+    assert p01.penalty_grid("clove") == hparams.CLOVE_WEIGHTS_01 == (1.0, 5.0, 10.0, 50.0, 100.0)
+    assert p01.penalty_grid("irmv1") == p.penalty_grid("clove") == p.penalty_weights  # CLOvE on -01 alone
     for name, h in hparams.DECISIONS.items():
         assert "Measured" in h.source or "measured" in h.source or "results/" in h.source, name
 

@@ -43,9 +43,11 @@ MLP_STEP_S = {"h100": 2.63e-3, "cpu": 0.321}
 NF_RUN_STEP_S = {"h100": 51e-3 / 30, "cpu": 0.321 / 0.6}
 FROZEN_RUN_S = {"h100": 1 / 92.7, "cpu": 0.5}  # a 1,000-step head run; CPU: 77 GFLOP at 156 GFLOP/s
 #: A frozen-feature head run's cost by objective, as a multiple of :data:`FROZEN_RUN_S`, per device.
-#: CPU: the median wall time of the committed Table 2 pieces of each objective (results/cmnist-table2,
-#: featlib 0.5, a 2-core CPU, fp32; a piece is a cell's 30 runs of 2,500 steps, its evaluation
-#: included), per run and 1,000 steps, over FROZEN_RUN_S["cpu"]; CLOvE's kernel over pairs of
+#: CPU: the median wall time of the committed Table 2 pieces of each objective (results/cmnist-table2
+#: and, for CLOvE, its Appendix F.1-grid pieces in results/cmnist-table2-clove01-appendix-f1, whose
+#: walls, unlike the decided grid's, exclude feature learning; featlib 0.5, a 2-core CPU, fp32; a
+#: piece is a cell's 30 runs of 2,500 steps, its evaluation included), per run and 1,000 steps, over
+#: FROZEN_RUN_S["cpu"]; CLOvE's kernel over pairs of
 #: examples makes its step the dearest there. GPU: only IGA is dearer, by its share of the committed
 #: ERM-NF pieces on an H200 (results/cmnist-erm-nf-h200: IGA 120 s, the other penalised objectives
 #: 31-38 s, CLOvE 33 s); no frozen-head timing per objective is committed for a GPU.

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import json
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
@@ -74,8 +74,9 @@ def parse_args(argv):
                              "load_objective_file; book/own_objective.md), checked before any work")
     parser.add_argument("--objective-weights", nargs="+", default=[], metavar="OBJECTIVE=W,W,...",
                         help="penalty weights for one objective alone instead of the protocol's grid, e.g. "
-                             "clove=1,5,10,50,100 (the grid decided for ColoredMNIST-01's CLOvE cells, "
-                             "featlib.hparams.CLOVE_WEIGHTS_01); its pieces get keys of their own")
+                             "vrex=1,10,100; objectives not named keep the protocol's (Appendix F.1's, and "
+                             "ColoredMNIST-01's CLOvE its decided 1,5,10,50,100: featlib.hparams.OBJECTIVE_GRIDS); "
+                             "a piece whose weights differ from the protocol's gets a key of its own")
     parser.add_argument("--size", default="full", choices=list(SIZES),
                         help="full: the paper's sizes (a GPU); reduced: 2,000 training images and width 64, the paper's "
                              "steps and configurations (about 20 minutes a seed on a 2-core CPU); small: chapter 04's small profile, minutes on a CPU; "
@@ -100,12 +101,13 @@ def prepare(args) -> list[CMNISTProtocol]:
     check_sequence("--learners", args.learners, unique=True)
     chosen = {k: v for k, v in (("precision", args.precision), ("ood_path", args.ood_path)) if v is not None}
     chosen.update(_objectives(args))
-    if args.objective_weights:
-        chosen["objective_penalty_weights"] = objective_weights(args.objective_weights)
+    given = objective_weights(args.objective_weights) if args.objective_weights else {}
     # make_protocol's recipe, with this module's CMNISTProtocol; --size over the preset
     preset = PROTOCOL_PRESETS.get(args.preset).values | SIZES[args.size]
     protocols = [CMNISTProtocol(**(preset | dict(dataset=d, seeds=tuple(args.seeds), learners=tuple(args.learners), **chosen)))
                  for d in args.datasets]
+    if given:  # over each dataset's own grids (hparams.OBJECTIVE_GRIDS), which the objectives not named keep
+        protocols = [replace(p, objective_penalty_weights=dict(p.objective_penalty_weights) | given) for p in protocols]
     from ..experiments.objective_files import objective_file, path_notes
 
     for name in [n for n in protocols[0].objectives if objective_file(n) is not None]:

@@ -202,9 +202,15 @@ def ood_length(seed: int, device: torch.device, dataset: str, steps: int = 3000,
 
     # each objective is a part of its own in the cache folder, so a study stopped after an hour keeps
     # the objectives (clove-01: the variants) it finished and resumes from them
+    # (an objective's own grid, hparams.OBJECTIVE_GRIDS, is in its part's key: overrides do not show it)
     what = {"dataset": dataset, "seed": seed, "steps": steps, "eval_every": eval_every, "learners": list(learners),
             "overrides": overrides, "featlib": __version__}
-    return pd.concat([study_part(cache_dir, f"ood-length-{dataset}", seed, objective, what | {"objective": objective},
+
+    def part_what(objective: str) -> dict:
+        own = p.objective_penalty_weights
+        return what | {"objective": objective} | ({"own_grid": list(own[objective])} if objective in own else {})
+
+    return pd.concat([study_part(cache_dir, f"ood-length-{dataset}", seed, objective, part_what(objective),
                                  functools.partial(fit, objective)) for objective in objectives], ignore_index=True)
 
 
@@ -256,11 +262,14 @@ def clove_01(seed: int, device: torch.device, dataset: str = "cmnist01", steps: 
     (CLOvE's computed, never added) and one random 512-example minibatch per environment each step
     for the risk and the MMCE (their loop keeps only the last of its shuffled minibatches; on the
     plain path), then both. Scored every ``eval_every`` steps, so step 500 gives the reference code's
-    501-step length. Rows as :func:`ood_length`'s, with ``variant``."""
+    501-step length. Every variant runs Appendix F.1's weights, the grid of the cell it studies (the
+    protocol's before CLOvE's own -01 grid was decided, :data:`featlib.hparams.OBJECTIVE_GRIDS`), as
+    the committed study did. Rows as :func:`ood_length`'s, with ``variant``."""
     frames = []
     for variant, options, protocol in CLOVE_VARIANTS:
         frame = ood_length(seed, device, dataset, steps=steps, eval_every=eval_every, objectives=("clove",),
-                           cache_dir=cache_dir, **({"objective_options": {"clove": options}} | protocol | overrides))
+                           cache_dir=cache_dir, **({"objective_options": {"clove": options}, "objective_penalty_weights": {}}
+                                                   | protocol | overrides))
         frames.append(frame.assign(variant=variant))
     return pd.concat(frames, ignore_index=True)
 
@@ -393,10 +402,17 @@ STUDIES.register("saliency-mlp")(functools.partial(saliency, dataset="cmnist025"
 
 def study_key(name: str) -> str:
     """A short hash of what a study's pieces depend on: its name, its options' defaults (what
-    :func:`run_study` runs) and featlib's version."""
+    :func:`run_study` runs), featlib's version and, where its dataset gives one of its objectives a
+    grid of its own (:data:`featlib.hparams.OBJECTIVE_GRIDS`: -01 CLOvE in ``ood-length-01``), that
+    grid, so that a study made before the grid was decided is not resumed or extended under it."""
     options = {k: v.default for k, v in inspect.signature(STUDIES.get(name)).parameters.items()
                if v.default is not inspect.Parameter.empty}
-    payload = json.dumps({"study": name, "options": options, "featlib": __version__}, sort_keys=True, default=str)
+    payload = {"study": name, "options": options, "featlib": __version__}
+    if "dataset" in options and "objectives" in options:
+        own = CMNISTProtocol(dataset=options["dataset"]).objective_penalty_weights
+        grids = {objective: list(own[objective]) for objective in options["objectives"] if objective in own}
+        payload |= {"objective_grids": grids} if grids else {}
+    payload = json.dumps(payload, sort_keys=True, default=str)
     return store_key(json.loads(payload))
 
 
@@ -484,7 +500,10 @@ def clove_grid_summary(frame: pd.DataFrame, table2_runs: pd.DataFrame | None = N
     cell Table 2's rule (:func:`select_best`) gives at the protocol's OOD length (``step``), its
     mean, std and seeds, and its distance from the paper's cell in paper stds (``z``). Grid
     ``"script"`` is the study's (:data:`RFC_CLOVE_WEIGHTS_01`); ``"f1"`` Appendix F.1's, from
-    ``table2_runs`` (Table 2's pieces made under it), when given."""
+    ``table2_runs`` (pieces made under it: results/cmnist-table2-clove01-appendix-f1), when given:
+    only a (learner, seed) whose runs tried exactly Appendix F.1's five weights counts, so runs of
+    the decided grid, which shares two of them, never enter it (a seed that holds both grids' runs
+    counts for neither: pass the Appendix F.1 pieces apart)."""
     from ..hparams import APPENDIX_F1
     from .colored_mnist import select_best
     from .paper_values import TABLE2
@@ -493,8 +512,9 @@ def clove_grid_summary(frame: pd.DataFrame, table2_runs: pd.DataFrame | None = N
     parts = [select_best(frame[frame["step"] == step].drop(columns="step")).assign(grid="script")]
     if table2_runs is not None:
         f1 = table2_runs[(table2_runs["dataset"] == "cmnist01") & (table2_runs["objective"] == "clove")
-                         & table2_runs["learner"].isin(set(frame["learner"]))
-                         & table2_runs["penalty_weight"].isin(APPENDIX_F1["penalty_weights"].value)]
+                         & table2_runs["learner"].isin(set(frame["learner"]))]
+        grid = set(APPENDIX_F1["penalty_weights"].value)
+        f1 = f1.groupby(["learner", "seed"]).filter(lambda runs: set(runs["penalty_weight"]) == grid)
         if len(f1):
             parts.append(select_best(f1).assign(grid="f1"))
     out = pd.concat(parts, ignore_index=True)
@@ -631,12 +651,21 @@ def cell_evidence(studies: dict[str, pd.DataFrame], dataset: str, learner: str, 
     measured on one frozen cell of Table 2, each cell chosen by Table 2's rule (the configuration
     with the best mean worst-test accuracy over the study's seeds): one row per setting a study
     tried, with ``study``, ``change`` (the setting, in words), ``protocol`` (True where the
-    setting is the protocol's own, ``protocol``: the default :class:`CMNISTProtocol`), ``mean``,
-    ``std`` (fractions, over seeds) and ``n_seeds``. Frozen IB-IRM trains as IRMv1 (see the module
-    docstring), so its cell reads IRMv1's rows. Studies that do not cover the cell add no rows."""
-    protocol = protocol or CMNISTProtocol()
+    setting is the protocol's own: its OOD length and the penalty weights it gives the objective,
+    :meth:`CMNISTProtocol.penalty_grid`; ``protocol``: the default :class:`CMNISTProtocol` of
+    ``dataset``, so -01 CLOvE's is the decided grid of :data:`featlib.hparams.OBJECTIVE_GRIDS`),
+    ``mean``, ``std`` (fractions, over seeds) and ``n_seeds``. Frozen IB-IRM trains as IRMv1 (see
+    the module docstring), so its cell reads IRMv1's rows. Studies that do not cover the cell add
+    no rows."""
+    protocol = protocol or CMNISTProtocol(dataset=dataset)
     trained_as = "irmv1" if objective == "ib_irm" else objective
     rows = []
+
+    def protocols_grid(runs: pd.DataFrame) -> bool:
+        return trained_as == "erm" or set(runs["penalty_weight"]) == set(protocol.penalty_grid(trained_as))
+
+    def other_grid(runs: pd.DataFrame) -> str:  # said in the change where a study's weights are not the protocol's
+        return "" if protocols_grid(runs) else f" (weights {', '.join(f'{w:g}' for w in sorted(set(runs['penalty_weight'])))})"
 
     def add(study, change, is_protocol, best):
         if best is not None:
@@ -659,13 +688,15 @@ def cell_evidence(studies: dict[str, pd.DataFrame], dataset: str, learner: str, 
                     change = f"{int(step):,} OOD steps" if variant == "protocol" else f"{variant} at {int(step):,} steps"
                     if study == "clove-01" and variant == "protocol":
                         change = f"the protocol's CLOvE at {int(step):,} steps"
-                    add(study, change, variant == "protocol" and step == protocol.ood_steps, _best_cell(at))
+                    change += other_grid(at)
+                    add(study, change, variant == "protocol" and step == protocol.ood_steps and protocols_grid(at),
+                        _best_cell(at))
         elif study == "clove-grid-01":
             part = part[(part["learner"] == learner) & (part["objective"] == trained_as)
                         & (part["step"] == protocol.ood_steps)]
             if not part.empty:
                 weights = ", ".join(f"{w:g}" for w in sorted(part["penalty_weight"].unique()))
-                add(study, f"the Bonsai authors' -01 grid for CLOvE (weights {weights})", False,
+                add(study, f"the Bonsai authors' -01 grid for CLOvE (weights {weights})", protocols_grid(part),
                     _best_cell(part.drop(columns="step")))
         elif study == "frozen-steps" and learner == "erm":
             part = part[part["objective"] == trained_as]
