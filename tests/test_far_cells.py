@@ -68,7 +68,7 @@ def test_the_clove_study_gives_each_variant_at_the_reference_length_and_the_prot
     # runs are a changed setting, and say their weights
     evidence = cell_evidence({"clove-01": frame}, "cmnist01", "ifeat", "clove")
     assert not evidence["protocol"].any()
-    assert "the protocol's CLOvE at 2,500 steps (weights 10, 100, 1000, 10000, 100000)" in set(evidence["change"])
+    assert "the protocol's CLOvE code at 2,500 steps (weights 10, 100, 1000, 10000, 100000)" in set(evidence["change"])
 
 
 def test_the_clove_grid_study_gives_the_cell_under_the_bonsai_authors_weights():
@@ -300,6 +300,10 @@ def test_an_unexplained_cell_says_where_the_papers_value_sits_in_its_own_penalty
     assert views.penalty_response(grid({10.0: 80.0, 1e5: 81.0}), cell) == ""  # none near the paper's
     assert views.penalty_response(grid({10.0: 75.0}), cell) == ""  # one weight
     assert views.penalty_response(grid({10.0: 75.0, 1e5: 79.0}, learner="bonsai"), cell) == ""  # not this cell's runs
+    # the decided -01 CLOvE grid (1 to 100) reads as plain numbers, not powers of ten
+    decided = plain(views.penalty_response(grid({1.0: 75.0, 5.0: 75.5, 10.0: 77.9, 50.0: 78.2, 100.0: 79.0}), cell))
+    assert "gives 75.00 at 1, 75.50 at 5, 77.90 at 10, 78.20 at 50 and 79.00 at 100" in decided
+    assert "the 2 weakest weights" in decided
 
 
 def test_the_lead_names_a_dataset_with_more_seeds_and_the_cell_the_paper_prints_without_a_std():

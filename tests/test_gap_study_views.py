@@ -165,6 +165,9 @@ def test_the_clove_grid_study_is_judged_by_its_criterion_against_table_2s_f1_cel
     pd.testing.assert_frame_equal(mixed, summary)
     both = gap_studies.clove_grid_summary(study, pd.concat([table2, decided[decided["seed"] == 1]]))
     assert set(both.loc[both["grid"] == "f1", "n_seeds"]) == {2}
+    with pytest.warns(UserWarning, match="no \\(learner, seed\\) tried exactly Appendix F.1's five weights"):
+        alone = gap_studies.clove_grid_summary(study, decided)  # Table 2's pieces passed by mistake
+    assert list(alone["grid"].unique()) == ["script"]
     said = views.clove_grid_conclusion(summary)
     assert "+1.0, +1.0 and +1.0 paper stds (3.0 in all)" in said and "(4.0 in all)" in said
     assert "is met: the script's weights are the decision" in said

@@ -131,8 +131,6 @@ def test_a_study_that_an_objectives_own_grid_changes_carries_it_in_its_keys(monk
     monkeypatch.setattr(gap_studies, "ood_length", lambda *a, **kw: calls.append(kw) or pd.DataFrame())
     gap_studies.clove_01(1, "cpu")
     assert calls and all(kw["objective_penalty_weights"] == {} for kw in calls)
-    assert make_protocol("featlib", dataset="cmnist01", objective_penalty_weights={}).penalty_grid("clove") == \
-        hparams.APPENDIX_F1["penalty_weights"].value
 
 
 def test_objective_weights_on_the_command_line_keep_the_grids_of_the_objectives_not_named(tmp_path):
@@ -150,3 +148,14 @@ def test_objective_weights_on_the_command_line_keep_the_grids_of_the_objectives_
     assert p["cmnist01"].penalty_grid("clove") == hparams.CLOVE_WEIGHTS_01
     assert p["cmnist025"].penalty_grid("clove") == p["cmnist01"].penalty_grid("irmv1") == hparams.APPENDIX_F1["penalty_weights"].value
     assert protocols("clove=2,3")["cmnist01"].penalty_grid("clove") == (2.0, 3.0)
+
+
+def test_objective_weights_for_an_objective_not_run_get_one_line_and_exit_2(tmp_path):
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "featlib.cli.run_cmnist", "--out", str(out), "--pieces",
+                           "--size", "small", "--datasets", "cmnist01", "--objectives", "erm", "irmv1",
+                           "--objective-weights", "clove=1,5", "--cache-dir", str(tmp_path / "cache")],
+                          capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "--objective-weights names clove, which --objectives does not run" in done.stderr
+    assert not out.exists()

@@ -127,6 +127,7 @@ def test_the_frozen_stage_estimate_matches_the_committed_pieces_cpu_times():
             walls.setdefault(record["objective"], []).append(record["wall_time_s"])
     if not walls:
         pytest.skip("no committed CPU pieces of Table 2")
+    assert "clove" in walls  # the Appendix F.1-grid pieces price CLOvE: their folder must be there
     for objective, times in walls.items():
         protocol = CMNISTProtocol(seeds=(1,), learners=("erm",), objectives=(objective,))
         est = estimate.cmnist([protocol], oracle=False)

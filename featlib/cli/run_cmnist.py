@@ -106,6 +106,10 @@ def prepare(args) -> list[CMNISTProtocol]:
     preset = PROTOCOL_PRESETS.get(args.preset).values | SIZES[args.size]
     protocols = [CMNISTProtocol(**(preset | dict(dataset=d, seeds=tuple(args.seeds), learners=tuple(args.learners), **chosen)))
                  for d in args.datasets]
+    unrun = [name for name in given if name not in protocols[0].objectives]
+    if unrun:
+        raise ValueError(f"--objective-weights names {', '.join(unrun)}, which --objectives does not run "
+                         f"({' '.join(protocols[0].objectives)}): add it to --objectives or leave its weights out")
     if given:  # over each dataset's own grids (hparams.OBJECTIVE_GRIDS), which the objectives not named keep
         protocols = [replace(p, objective_penalty_weights=dict(p.objective_penalty_weights) | given) for p in protocols]
     from ..experiments.objective_files import objective_file, path_notes

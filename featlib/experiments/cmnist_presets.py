@@ -69,7 +69,8 @@ REFERENCE_OBJECTIVE_OPTIONS = REFERENCE_CODE["objective_options"].value
 
 PROTOCOL_PRESETS: Registry[ProtocolPreset] = Registry("preset")
 PROTOCOL_PRESETS.register("featlib")(ProtocolPreset(
-    "featlib", "Appendix F.1's values; 2,500 OOD steps on frozen features, 1,000 for ERM-NF (measured); penalty off during "
+    "featlib", "Appendix F.1's values but CLOvE's penalty weights on ColoredMNIST-01, 1 to 100 (the Bonsai authors' "
+               "script; measured); 2,500 OOD steps on frozen features, 1,000 for ERM-NF (measured); penalty off during "
                "pre-training; "
                "Eq. (2)'s summed risks; L2 on every trained tensor",
     "the paper (Appendix F.1) and our choices where it is silent"))

@@ -56,6 +56,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -203,8 +204,10 @@ def ood_length(seed: int, device: torch.device, dataset: str, steps: int = 3000,
     # each objective is a part of its own in the cache folder, so a study stopped after an hour keeps
     # the objectives (clove-01: the variants) it finished and resumes from them
     # (an objective's own grid, hparams.OBJECTIVE_GRIDS, is in its part's key: overrides do not show it)
+    # (clove-01's pinned {} is left out: with it a part is what it was before the decision, and keeps its key)
+    kept = {k: v for k, v in overrides.items() if not (k == "objective_penalty_weights" and not v)}
     what = {"dataset": dataset, "seed": seed, "steps": steps, "eval_every": eval_every, "learners": list(learners),
-            "overrides": overrides, "featlib": __version__}
+            "overrides": kept, "featlib": __version__}
 
     def part_what(objective: str) -> dict:
         own = p.objective_penalty_weights
@@ -514,7 +517,12 @@ def clove_grid_summary(frame: pd.DataFrame, table2_runs: pd.DataFrame | None = N
         f1 = table2_runs[(table2_runs["dataset"] == "cmnist01") & (table2_runs["objective"] == "clove")
                          & table2_runs["learner"].isin(set(frame["learner"]))]
         grid = set(APPENDIX_F1["penalty_weights"].value)
-        f1 = f1.groupby(["learner", "seed"]).filter(lambda runs: set(runs["penalty_weight"]) == grid)
+        kept = f1.groupby(["learner", "seed"]).filter(lambda runs: set(runs["penalty_weight"]) == grid)
+        if len(f1) and kept.empty:
+            warnings.warn("clove_grid_summary: table2_runs hold ColoredMNIST-01 CLOvE runs, but no (learner, seed) "
+                          "tried exactly Appendix F.1's five weights: pass the Appendix F.1 pieces "
+                          "(results/cmnist-table2-clove01-appendix-f1), not Table 2's", stacklevel=2)
+        f1 = kept
         if len(f1):
             parts.append(select_best(f1).assign(grid="f1"))
     out = pd.concat(parts, ignore_index=True)
@@ -653,7 +661,9 @@ def cell_evidence(studies: dict[str, pd.DataFrame], dataset: str, learner: str, 
     tried, with ``study``, ``change`` (the setting, in words), ``protocol`` (True where the
     setting is the protocol's own: its OOD length and the penalty weights it gives the objective,
     :meth:`CMNISTProtocol.penalty_grid`; ``protocol``: the default :class:`CMNISTProtocol` of
-    ``dataset``, so -01 CLOvE's is the decided grid of :data:`featlib.hparams.OBJECTIVE_GRIDS`),
+    ``dataset``, so -01 CLOvE's is the decided grid of :data:`featlib.hparams.OBJECTIVE_GRIDS`;
+    ``frozen-steps``, which studies V-REx and Fishr and tried 1e6 beyond their grid, is judged by its
+    length and head L2 alone),
     ``mean``, ``std`` (fractions, over seeds) and ``n_seeds``. Frozen IB-IRM trains as IRMv1 (see
     the module docstring), so its cell reads IRMv1's rows. Studies that do not cover the cell add
     no rows."""
@@ -662,7 +672,10 @@ def cell_evidence(studies: dict[str, pd.DataFrame], dataset: str, learner: str, 
     rows = []
 
     def protocols_grid(runs: pd.DataFrame) -> bool:
-        return trained_as == "erm" or set(runs["penalty_weight"]) == set(protocol.penalty_grid(trained_as))
+        if trained_as == "erm":
+            return True
+        tried, grid = np.unique(runs["penalty_weight"].to_numpy(float)), np.sort(protocol.penalty_grid(trained_as))
+        return len(tried) == len(grid) and bool(np.allclose(tried, grid, rtol=1e-9, atol=0.0))
 
     def other_grid(runs: pd.DataFrame) -> str:  # said in the change where a study's weights are not the protocol's
         return "" if protocols_grid(runs) else f" (weights {', '.join(f'{w:g}' for w in sorted(set(runs['penalty_weight'])))})"
@@ -686,8 +699,8 @@ def cell_evidence(studies: dict[str, pd.DataFrame], dataset: str, learner: str, 
                     if at.empty:
                         continue
                     change = f"{int(step):,} OOD steps" if variant == "protocol" else f"{variant} at {int(step):,} steps"
-                    if study == "clove-01" and variant == "protocol":
-                        change = f"the protocol's CLOvE at {int(step):,} steps"
+                    if study == "clove-01" and variant == "protocol":  # the protocol's code, on the study's grid
+                        change = f"the protocol's CLOvE{'' if protocols_grid(at) else ' code'} at {int(step):,} steps"
                     change += other_grid(at)
                     add(study, change, variant == "protocol" and step == protocol.ood_steps and protocols_grid(at),
                         _best_cell(at))
