@@ -516,8 +516,8 @@ def clove_grid_summary(frame: pd.DataFrame, table2_runs: pd.DataFrame | None = N
     if table2_runs is not None:
         f1 = table2_runs[(table2_runs["dataset"] == "cmnist01") & (table2_runs["objective"] == "clove")
                          & table2_runs["learner"].isin(set(frame["learner"]))]
-        grid = set(APPENDIX_F1["penalty_weights"].value)
-        kept = f1.groupby(["learner", "seed"]).filter(lambda runs: set(runs["penalty_weight"]) == grid)
+        grid = APPENDIX_F1["penalty_weights"].value
+        kept = f1.groupby(["learner", "seed"]).filter(lambda runs: same_grid(runs["penalty_weight"], grid))
         if len(f1) and kept.empty:
             warnings.warn("clove_grid_summary: table2_runs hold ColoredMNIST-01 CLOvE runs, but no (learner, seed) "
                           "tried exactly Appendix F.1's five weights: pass the Appendix F.1 pieces "
@@ -645,6 +645,13 @@ STUDY_CHOICES = {
 }
 
 
+def same_grid(weights, grid) -> bool:
+    """Whether the penalty weights a study's runs tried (``weights``, with repeats) are exactly
+    ``grid``, in any order, to float rounding."""
+    tried, grid = np.unique(np.asarray(weights, dtype=float)), np.unique(np.asarray(grid, dtype=float))
+    return len(tried) == len(grid) and bool(np.allclose(tried, grid, rtol=1e-9, atol=0.0))
+
+
 def _best_cell(rows: pd.DataFrame) -> pd.Series | None:
     """Table 2's rule on one cell's runs: the configuration with the best mean worst-test accuracy."""
     from .colored_mnist import select_best
@@ -672,13 +679,7 @@ def cell_evidence(studies: dict[str, pd.DataFrame], dataset: str, learner: str, 
     rows = []
 
     def protocols_grid(runs: pd.DataFrame) -> bool:
-        if trained_as == "erm":
-            return True
-        tried, grid = np.unique(runs["penalty_weight"].to_numpy(float)), np.sort(protocol.penalty_grid(trained_as))
-        return len(tried) == len(grid) and bool(np.allclose(tried, grid, rtol=1e-9, atol=0.0))
-
-    def other_grid(runs: pd.DataFrame) -> str:  # said in the change where a study's weights are not the protocol's
-        return "" if protocols_grid(runs) else f" (weights {', '.join(f'{w:g}' for w in sorted(set(runs['penalty_weight'])))})"
+        return trained_as == "erm" or same_grid(runs["penalty_weight"], protocol.penalty_grid(trained_as))
 
     def add(study, change, is_protocol, best):
         if best is not None:
@@ -699,11 +700,12 @@ def cell_evidence(studies: dict[str, pd.DataFrame], dataset: str, learner: str, 
                     if at.empty:
                         continue
                     change = f"{int(step):,} OOD steps" if variant == "protocol" else f"{variant} at {int(step):,} steps"
+                    own_grid = protocols_grid(at)
                     if study == "clove-01" and variant == "protocol":  # the protocol's code, on the study's grid
-                        change = f"the protocol's CLOvE{'' if protocols_grid(at) else ' code'} at {int(step):,} steps"
-                    change += other_grid(at)
-                    add(study, change, variant == "protocol" and step == protocol.ood_steps and protocols_grid(at),
-                        _best_cell(at))
+                        change = f"the protocol's CLOvE{'' if own_grid else ' code'} at {int(step):,} steps"
+                    if not own_grid:  # said where a study's weights are not the protocol's
+                        change += f" (weights {', '.join(f'{w:g}' for w in sorted(set(at['penalty_weight'])))})"
+                    add(study, change, variant == "protocol" and step == protocol.ood_steps and own_grid, _best_cell(at))
         elif study == "clove-grid-01":
             part = part[(part["learner"] == learner) & (part["objective"] == trained_as)
                         & (part["step"] == protocol.ood_steps)]
