@@ -177,6 +177,37 @@ DECISIONS: dict[str, HParam] = {
         "(seed 1; chapter 04 gives each column's mean over the committed seeds)"),
 }
 
+#: Table 2 under a protocol that uses none of the paper's numbers, written down on 2026-11-29 before
+#: any of its runs (``margin-curve-025`` and ``margin-curve-01`` in results/cmnist-margin; issue 56).
+#: Table 2's own protocol (:data:`DECISIONS`) is calibrated: its OOD length and -01 CLOvE grid were
+#: chosen as the ones closest to the paper's cells. Each entry here says what replaces that choice;
+#: what it leaves as it is (the learners' schedules, the head's L2, the precision) was not decided
+#: against the paper's table. A test keeps the study's settings equal to these.
+CONVERGED_PROTOCOL: dict[str, HParam] = {
+    "OOD stage's length": HParam(
+        "converged",
+        "every frozen-feature run trained 6,000 steps and scored every 500; a dataset's converged length is the "
+        "shortest scored length L from which no cell of the three frozen columns (each penalised objective, "
+        "its configuration chosen by the rule below at each length) rises at any later scored length by more "
+        "than that later cell's seed std (ddof 0); the table is read at L. Where no scored length meets it, "
+        "6,000 steps, reported as not converged"),
+    "Penalty weights": HParam(
+        "Appendix F.1's 1e1-1e5 for every objective, widened where the choice is on an edge",
+        "the one grid the paper states, for every objective on both datasets (the Bonsai authors' -01 CLOvE "
+        "weights are left out: they were taken for being closest to the paper's cells); where a cell's chosen "
+        "weight is 1e1 or 1e5, the grid gains the next decade on that side (1e0, 1e6: the same runs try them), "
+        "and a choice on the widened edge is reported as binding"),
+    "Pre-training lengths": HParam("0, 50, ..., 250 epochs", "Appendix F.1, as Table 2"),
+    "How a cell's configuration is chosen": HParam(
+        "test-domain (oracle) selection, training-domain validation beside",
+        "as Table 2 (DECISIONS): the rule the paper's numbers imply; the validation rule is shown beside"),
+    "FeAT's margin": HParam(
+        "FeAT's cell minus the better of ERM's and Bonsai's",
+        "per objective and dataset, means over seeds; a lead where the margin exceeds the larger seed std of the "
+        "two cells, a tie otherwise; the dataset's verdict counts leads, ties and losses"),
+    "Seeds": HParam("1-5", "the first five of Appendix F.1's ten; the margin curve needs 3"),
+}
+
 #: The FeAT authors' ``run_exp.py`` (built on the Bonsai authors' ``train.py``) where it differs
 #: from Appendix F.1: the frozen-feature runs' length, ERM as the pooled mean, the penalty at
 #: weight 1 during pre-training, Fishr's and CLOvE's L2.

@@ -164,19 +164,20 @@ def bonsai_dro_length(seed: int, device: torch.device, dataset: str = "cmnist025
 def ood_length(seed: int, device: torch.device, dataset: str, steps: int = 3000, eval_every: int = 500,
                learners: tuple = ("erm", "bonsai", "ifeat"),
                objectives: tuple = ("erm", "irmv1", "vrex", "irmx", "clove", "iga", "fishr"),
-               cache_dir: Path | None = None, **overrides) -> pd.DataFrame:
+               cache_dir: Path | None = None, progress: bool = False, **overrides) -> pd.DataFrame:
     """Every configuration of ``objectives`` on the frozen features of ``learners`` (the
     protocol's, with ``overrides`` of its fields; cached in ``cache_dir`` like the pieces'
     features), trained ``steps`` steps with
     the protocol's OOD stage (fast path, fp32, the head's L2 1e-3) and scored every
     ``eval_every`` steps: one row per (learner, objective, configuration, step) with
-    ``train_acc``, ``worst_test_acc`` and ``val_acc`` (the validation environments' mean)."""
+    ``train_acc``, ``worst_test_acc`` and ``val_acc`` (the validation environments' mean).
+    ``progress``: bars for feature learning and each objective's stack (stderr)."""
     from dataclasses import replace as replace_config
 
     from .colored_mnist import ColoredMNISTExperiment
 
     p = CMNISTProtocol(dataset=dataset, seeds=(seed,), learners=learners, objectives=objectives, **overrides)
-    experiment = ColoredMNISTExperiment(p, cache_dir=cache_dir, device=device, progress=False)
+    experiment = ColoredMNISTExperiment(p, cache_dir=cache_dir, device=device, progress=progress)
     data = experiment.data(seed)
     learned = [experiment.features(learner, seed) for learner in learners]
     with torch.no_grad():
@@ -192,7 +193,8 @@ def ood_length(seed: int, device: torch.device, dataset: str, steps: int = 3000,
         config = replace_config(p.ood_config(objective), steps=steps, eval_every=eval_every, record="every")
         runs = StackRuns.heads(stack, torch.tensor([[w for w, _ in configs]] * len(learned)),
                                torch.tensor([[k for _, k in configs]] * len(learned)))
-        history = train_stack(runs, Environments(train, tests, vals), config)
+        history = train_stack(runs, Environments(train, tests, vals), config,
+                              progress=f"{dataset} seed {seed} {objective}" if progress else False)
         val = history.mean_val_acc
         return pd.DataFrame([{"dataset": dataset, "seed": seed, "learner": learner, "objective": objective,
                               "penalty_weight": weight, "pretrain_epochs": pretrain, "step": step,
@@ -243,6 +245,23 @@ STUDIES.register("ood-length-01")(functools.partial(ood_length, dataset="cmnist0
 #: for the seeds whose features it learned again (results/cmnist-gaps/README.md).
 STUDIES.register("ood-length-025-erm")(functools.partial(
     ood_length, dataset="cmnist025", learners=("erm",), objectives=("irmx",), steps=4000))
+
+#: The margin curve (chapter 04; the protocol fixed before looking, :data:`featlib.hparams.CONVERGED_PROTOCOL`):
+#: the whole frozen table trained 6,000 OOD steps and scored every 500, so that one run gives Table 2
+#: at every length from the FeAT authors' 501 steps (scored at 500) to convergence, under both
+#: selection rules. Every penalised objective tries Appendix F.1's grid widened by a decade each way
+#: (1e0 to 1e6), so that a choice on F.1's edge is seen to bind or not without another run; on
+#: ColoredMNIST-01 CLOvE also tries the Bonsai authors' weights (1 to 100), so that the calibrated
+#: grid, F.1's and their union are all read from the same runs.
+MARGIN_STEPS = 6000
+MARGIN_WEIGHTS = (1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6)
+MARGIN_CLOVE_01 = tuple(sorted(set(MARGIN_WEIGHTS) | set(CLOVE_WEIGHTS_01)))
+STUDIES.register("margin-curve-025")(functools.partial(
+    ood_length, dataset="cmnist025", steps=MARGIN_STEPS, penalty_weights=MARGIN_WEIGHTS,
+    objective_penalty_weights={}, progress=True))
+STUDIES.register("margin-curve-01")(functools.partial(
+    ood_length, dataset="cmnist01", steps=MARGIN_STEPS, penalty_weights=MARGIN_WEIGHTS,
+    objective_penalty_weights={"clove": MARGIN_CLOVE_01}, progress=True))
 
 
 #: ``clove-01``'s variants: (name, CLOvE's options, protocol overrides). Each differs from the
@@ -408,9 +427,14 @@ def study_key(name: str) -> str:
     :func:`run_study` runs), featlib's version and, where its dataset gives one of its objectives a
     grid of its own (:data:`featlib.hparams.OBJECTIVE_GRIDS`: -01 CLOvE in ``ood-length-01``), that
     grid, so that a study made before the grid was decided is not resumed or extended under it."""
-    options = {k: v.default for k, v in inspect.signature(STUDIES.get(name)).parameters.items()
-               if v.default is not inspect.Parameter.empty}
+    study = STUDIES.get(name)
+    options = {k: v.default for k, v in inspect.signature(study).parameters.items()
+               if v.default is not inspect.Parameter.empty and k != "progress"}  # bars change no number
     payload = {"study": name, "options": options, "featlib": __version__}
+    # a registered partial's keywords that the signature does not show (they go to ``**overrides``:
+    # the margin curve's grids) are in the key too; studies without such keywords keep their keys
+    hidden = {k: v for k, v in getattr(study, "keywords", {}).items() if k not in options and k != "progress"}
+    payload |= {"overrides": hidden} if hidden else {}
     if "dataset" in options and "objectives" in options:
         own = CMNISTProtocol(dataset=options["dataset"]).objective_penalty_weights
         grids = {objective: list(own[objective]) for objective in options["objectives"] if objective in own}
