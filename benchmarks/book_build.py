@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from featlib.store.atomic import atomic_write_text
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -60,7 +62,7 @@ def edit(chapter: Path, kind: str) -> None:
         header = re.match(r"(:[^\n]*\n|---\n.*?---\n)*", text[after:], flags=re.S).end()
         at = after + header
         text = text[:at] + "# a comment added by the build benchmark\n" + text[at:]
-    chapter.write_text(text)
+    atomic_write_text(chapter, text)
 
 
 def main(argv: list[str] | None = None) -> int:

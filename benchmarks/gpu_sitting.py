@@ -76,6 +76,22 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+
+def atomic_write(path: Path, write) -> Path:
+    """``write(tmp)`` then rename ``tmp`` to ``path`` (featlib.store.atomic's rule, written out here:
+    the sitting's driver runs before featlib's dependencies are installed on the machine)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
 ROOT = Path(__file__).resolve().parents[1]
 SITTING = Path("_sitting")
 WHEELS = Path(".whl")
@@ -346,7 +362,7 @@ def run_job(steps: list[Step], minutes: float, *, python: str = sys.executable,
 
 
 def _write_steps(done: list[Step]) -> None:
-    (ROOT / SITTING / "steps.json").write_text(json.dumps([asdict(s) for s in done], indent=1) + "\n")
+    atomic_write_text(ROOT / SITTING / "steps.json", json.dumps([asdict(s) for s in done], indent=1) + "\n")
 
 
 def _environment() -> dict:
@@ -367,7 +383,7 @@ def _environment() -> dict:
 def cmd_prepare(args) -> int:
     record = tree_record()
     (ROOT / SITTING).mkdir(exist_ok=True)
-    (ROOT / SITTING / "tree.json").write_text(json.dumps(record, indent=1) + "\n")
+    atomic_write_text(ROOT / SITTING / "tree.json", json.dumps(record, indent=1) + "\n")
     platforms = [f"--platform=manylinux_2_{n}_x86_64" for n in (28, 27, 26, 24, 17)] + [
         "--platform=manylinux2014_x86_64", "--platform=manylinux1_x86_64"]
     for wheels, target in ((CARRIED_WHEELS, []), (CHAPTER_WHEELS, ["--only-binary=:all:", "--implementation=cp",
@@ -423,8 +439,8 @@ def cmd_start(args) -> int:
     log = open(ROOT / SITTING / "sitting.log", "ab")
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)
-    job.write_text(json.dumps({"pid": proc.pid, "commit": commit, "argv": argv, "started": time.time(),
-                               "minutes": args.minutes}, indent=1) + "\n")
+    atomic_write_text(job, json.dumps({"pid": proc.pid, "commit": commit, "argv": argv, "started": time.time(),
+                                       "minutes": args.minutes}, indent=1) + "\n")
     print(f"sitting started (pid {proc.pid}, commit {commit[:12]}, {args.minutes} min); `status` follows it",
           flush=True)
     if not args.wait:
@@ -525,7 +541,7 @@ def cmd_chapters(args) -> int:
 
     record["piece_records"] = collect_piece_records(NOTEBOOK_DIR / "_cache", out / "piece-records")
     record["chapters"] = {n: record["chapters"][n] for n in chosen}
-    (out / "chapters.json").write_text(json.dumps(record, indent=1) + "\n")
+    atomic_write_text(out / "chapters.json", json.dumps(record, indent=1) + "\n")
     ran = [r for r in record["chapters"].values() if r.get("rc") == 0]
     _log(f"chapters at profile {args.profile}: {len(ran)} of {len(chosen)} ran on {record['device']}")
     return 0 if len(ran) == len(chosen) else 1
@@ -586,7 +602,7 @@ def collect_piece_records(cache: Path, into: Path) -> int:
     for record in sorted(cache.glob("**/pieces/**/*.json")) if cache.is_dir() else []:
         target = into / record.relative_to(cache)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(record, target)
+        atomic_write(target, lambda tmp, record=record: shutil.copyfile(record, tmp))
         copied += 1
     return copied
 

@@ -26,7 +26,6 @@ NOT_RESULTS = {
     "book/featbook/profiles.py": "the parameter profiles",
     "book/featbook/build.py": "the book's source, staged for Sphinx",
     "book/featbook/executed.py": "executed chapter notebooks kept by key (featbook.executed)",
-    "book/featbook/claims.py": "the introduction's table, written into the staged book",
     "book/featbook/record.py": "the values a chapter records in its own notebook",
     "book/featbook/leaks.py": "the rendered HTML pages",
     "book/featbook/linkcheck.py": "the rendered HTML pages",

@@ -107,8 +107,10 @@ def configure_stage(stage_dir: Path) -> None:
     sphinx_config["html_css_files"] = [*sphinx_config.get("html_css_files", []), PAGE_CSS]
     sphinx_config["html_js_files"] = [*sphinx_config.get("html_js_files", []), PAGE_JS]
     config["exclude_patterns"] = [*config.get("exclude_patterns", []), MATHJAX_STATIC, SPHINX_EXT_DIR, PAGE_CSS_DIR]
-    config_path.write_text("# Staged by featbook.build from the repository's _config.yml.\n"
-                           + yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+    from featlib.store.atomic import atomic_write_text
+
+    atomic_write_text(config_path, "# Staged by featbook.build from the repository's _config.yml.\n"
+                      + yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
 
 
 def stage(executed_dir: Path, stage_dir: Path) -> None:
@@ -152,7 +154,9 @@ def sync_tree(source: Path, target: Path) -> int:
         if src.is_dir():
             dst.mkdir(exist_ok=True)
         elif not dst.exists() or dst.read_bytes() != src.read_bytes():
-            shutil.copy2(src, dst)
+            from featlib.store.atomic import atomic_write
+
+            atomic_write(dst, lambda tmp, src=src: shutil.copy2(src, tmp))
             copied += 1
     return copied
 

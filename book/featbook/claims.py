@@ -408,7 +408,8 @@ def markdown(rows: list[Claim]) -> str:
 def write(stage_dir: Path, results_dir: Path, executed_dir: Path | None) -> Path:
     """``book/claims.md`` in the staged book, from :func:`claims`."""
     path = Path(stage_dir) / "book" / CLAIMS_FILE
-    path.write_text("<!-- made by featbook.claims from the committed results at build time -->\n"
-                    + markdown(claims(results_dir, executed_dir)), encoding="utf-8")
-    return path
+    from featlib.store.atomic import atomic_write_text
+
+    return atomic_write_text(path, "<!-- made by featbook.claims from the committed results at build time -->\n"
+                             + markdown(claims(results_dir, executed_dir)))
 

@@ -43,11 +43,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from featbook.repository import Repository, repository
+from featlib.store.atomic import atomic_write_text
 from featlib.store.paths import inside
 
 #: Where fetched results go (relative to the working directory), unless told otherwise.
 FETCH_DIR = Path("_cache/committed")
+#: Seconds one wait for the server may take, and one file's download in all.
 TIMEOUT_S = 30
+DEADLINE_S = 120
+#: Bytes read from the network at a time; the manifest's largest size (no entry bounds it).
+CHUNK = 1 << 16
+MANIFEST_LIMIT = 16 << 20
 #: The manifest of the committed results: its path in the repository.
 MANIFEST = "results/manifest.json"
 #: A fetched folder's copy of its manifest entries (what it was checked against).
@@ -86,10 +92,46 @@ class FetchError(OSError):
     """A committed file could not be fetched intact."""
 
 
-def _get(url: str) -> bytes:
+def _get(url: str, limit: int | None = None) -> bytes:
+    """The body at ``url``, read in pieces as they arrive: at most ``limit`` bytes (a server that
+    sends more, or declares more, is refused at once: :class:`FetchError`), and for at most
+    :data:`DEADLINE_S` seconds in all (:data:`TIMEOUT_S` bounds each wait, not a server that drips)."""
     request = urllib.request.Request(url, headers={"User-Agent": "featlib"})
+    deadline = time.monotonic() + DEADLINE_S
+    chunks, size = [], 0
     with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310 (https URLs we build)
-        return response.read()
+        declared = response.headers.get("Content-Length", "")
+        if limit is not None and declared.isdigit() and int(declared) > limit:
+            raise FetchError(f"{url} declares {int(declared):,} bytes where {MANIFEST} lists {limit:,}")
+        while True:
+            if time.monotonic() > deadline:
+                raise FetchError(f"{url} took over {DEADLINE_S} s to arrive ({size:,} bytes so far); given up")
+            chunk = response.read1(CHUNK if limit is None else min(CHUNK, limit + 1 - size))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+            if limit is not None and size > limit:
+                raise FetchError(f"{url} sends more than the {limit:,} bytes {MANIFEST} lists; not read further")
+
+
+def _takes_limit(function) -> bool:
+    """Whether ``function`` (a reader, or a test's stand-in for one) takes ``limit``."""
+    import inspect
+
+    try:
+        return "limit" in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _bounded(read, path: str, limit: int):
+    """``read(path)`` for a reader that may stop at ``limit`` bytes (:func:`reader`'s); a body
+    longer than ``limit`` is :class:`FetchError` (not tried again: the file is not the listed one)."""
+    data = read(path, limit=limit) if _takes_limit(read) else read(path)
+    if len(data) > limit:
+        raise FetchError(f"{path} arrived as more than the {limit:,} bytes {MANIFEST} lists")
+    return data
 
 
 def _transient(err: BaseException) -> bool:
@@ -129,11 +171,15 @@ def reader(repo: Repository, get=_get):
     """A function ``path -> bytes`` reading a file of ``repo`` at its branch: GitHub's raw files
     (through ``get``) or, for a ``file://`` URL, ``git show``."""
     if repo.github is not None:
-        return lambda path: get(repo.raw_url(path))
+        bounded = _takes_limit(get)
+
+        def read(path: str, limit: int | None = None) -> bytes:
+            return get(repo.raw_url(path), limit=limit) if bounded else get(repo.raw_url(path))
+        return read
     if repo.url.startswith("file://"):
         git_dir = repo.url[len("file://"):]
 
-        def read(path: str) -> bytes:
+        def read(path: str, limit: int | None = None) -> bytes:
             done = subprocess.run(["git", "--git-dir", git_dir, "show", f"{repo.branch}:{path}"], capture_output=True)
             if done.returncode != 0:
                 raise FetchError(f"git could not read {path} of {repo.url} ({done.stderr.decode().strip()})")
@@ -170,6 +216,9 @@ def manifest_differences(results_dir: str | Path) -> list[str]:
     path = Path(results_dir) / Path(MANIFEST).name
     if not path.exists():
         return [f"{path} does not exist"]
+    if not is_manifest(path.read_bytes()):
+        raise ValueError(f"{path} is not a manifest of committed results (JSON with a 'files' mapping of results/ paths "
+                         "to bytes and sha256): restore it from git, or write it with python -m featbook.committed")
     written = json.loads(path.read_text()).get("files", {})
     actual = build_manifest(results_dir)["files"]
     return ([f"{p} is not listed" for p in sorted(set(actual) - set(written))]
@@ -177,18 +226,34 @@ def manifest_differences(results_dir: str | Path) -> list[str]:
             + [f"{p} changed" for p in sorted(set(actual) & set(written)) if actual[p] != written[p]])
 
 
+def is_manifest(data: bytes) -> bool:
+    """Whether ``data`` is a manifest this module writes: JSON ``{"files": {"results/...": {"bytes",
+    "sha256"}}}`` and nothing else."""
+    try:
+        record = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    files = record.get("files") if isinstance(record, dict) else None
+    return (isinstance(record, dict) and set(record) == {"files"} and isinstance(files, dict)
+            and all(isinstance(k, str) and k.startswith("results/") and isinstance(v, dict)
+                    and set(v) == {"bytes", "sha256"} for k, v in files.items()))
+
+
 def write_manifest(results_dir: str | Path) -> Path:
+    """Write ``results_dir/manifest.json`` atomically (a full disk leaves the old one whole)."""
+    from featlib.store.atomic import atomic_write_text
+
     path = Path(results_dir) / Path(MANIFEST).name
-    path.write_text(json.dumps(build_manifest(results_dir), indent=1, sort_keys=True) + "\n")
-    return path
+    return atomic_write_text(path, json.dumps(build_manifest(results_dir), indent=1, sort_keys=True) + "\n")
 
 
 # -- fetching ------------------------------------------------------------------------------------
 def _fetch_file(read, path: str, entry: dict, target: Path) -> None:
     """Fetch ``path`` into ``target`` (atomically: a failed write leaves no partial file) once it
     matches ``entry``; retried, then :class:`FetchError`."""
+    limit = entry.get("bytes") if isinstance(entry.get("bytes"), int) and entry.get("bytes") >= 0 else 0
     for _ in range(ATTEMPTS):
-        data = _read_retrying(read, path)
+        data = _read_retrying(lambda p: _bounded(read, p, limit), path)
         if matches(data, entry):
             target.parent.mkdir(parents=True, exist_ok=True)
             partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
@@ -231,8 +296,8 @@ def _own_cache(dest: Path, listed: set[str]) -> None:
     bookkeeping = {FETCH_MARKER, LOCAL_MANIFEST}
     if not dest.is_dir() or not any(dest.iterdir()):
         dest.mkdir(parents=True, exist_ok=True)
-        (dest / FETCH_MARKER).write_text("featbook's download cache of committed results (featbook.committed.fetch): "
-                                         "files the repository's manifest does not list are removed from it\n")
+        atomic_write_text(dest / FETCH_MARKER, "featbook's download cache of committed results (featbook.committed."
+                                               "fetch): files the repository's manifest does not list are removed from it\n")
         return
     stale = []
     for folder, dirs, names in os.walk(dest):  # links are not followed: a link itself is an entry
@@ -268,7 +333,7 @@ def fetch(sub: str, repo: Repository, dest: Path, get=_get) -> tuple[list[str], 
     intact)."""
     read = reader(repo, get)
     try:
-        manifest = json.loads(_read_retrying(read, MANIFEST))
+        manifest = json.loads(_read_retrying(lambda p: _bounded(read, p, MANIFEST_LIMIT), MANIFEST))
     except ValueError as err:
         raise FetchError(f"{MANIFEST} of {repo.url} is not valid JSON ({err})") from None
     prefix = sub.rstrip("/") + "/"
@@ -296,7 +361,7 @@ def fetch(sub: str, repo: Repository, dest: Path, get=_get) -> tuple[list[str], 
         _fetch_file(read, path, entry, target)
         downloaded += 1
     if entries:
-        (dest / LOCAL_MANIFEST).write_text(json.dumps({p[len(prefix):]: e for p, e in entries.items()}, indent=1))
+        atomic_write_text(dest / LOCAL_MANIFEST, json.dumps({p[len(prefix):]: e for p, e in entries.items()}, indent=1))
     elif dest.is_dir():  # everything withdrawn: no earlier fetch to fall back on either
         (dest / LOCAL_MANIFEST).unlink(missing_ok=True)
     return sorted(entries), downloaded
@@ -394,12 +459,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: results folder {args.results} does not exist; pass the repository's results/ folder",
               file=sys.stderr)
         return 2
+    path = args.results / Path(MANIFEST).name
+    if path.is_symlink() or (path.exists() and not (path.is_file() and is_manifest(path.read_bytes()))):
+        what = "differs from" if args.check else "would be overwritten, but is not"
+        print(f"error: {path} {what} a manifest of committed results (JSON with a 'files' mapping of results/ paths "
+              "to bytes and sha256); it is kept: pass the repository's results/ folder, or move that file out",
+              file=sys.stderr)
+        return 2
     if args.check:
         differences = manifest_differences(args.results)
         for line in differences:
             print(line)
         return 1 if differences else 0
-    print(f"wrote {write_manifest(args.results)}")
+    try:
+        print(f"wrote {write_manifest(args.results)}")
+    except OSError as err:
+        print(f"error: {err.filename or path}: {err.strerror or err}; the previous manifest is kept whole: free space, "
+              "then run again", file=sys.stderr)
+        return 2
     return 0
 
 

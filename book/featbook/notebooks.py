@@ -14,6 +14,7 @@ source (MyST roles intact, for the book to render), unless ``from_sources=False`
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from featbook.chapters import NOTEBOOK_DIR, REPO_ROOT, book_notebook, write_text
+from featlib.store.atomic import atomic_write_text
 
 PROFILE_DIR = NOTEBOOK_DIR / "profiles"
 
@@ -71,13 +73,64 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict | None = Non
     from featbook.notebook_params import check_parameters
 
     check_parameters(notebook, parameters or {}, cwd or notebook.parent)  # reject bad values before a kernel starts
+    from featlib.store.atomic import remove_stale_temporaries, temporary_sibling
+
     output.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(output, ".ipynb")
     start = time.perf_counter()
-    pm.execute_notebook(
-        str(notebook), str(output), parameters=parameters or {}, cwd=str(cwd or notebook.parent),
-        kernel_name="python3", progress_bar=False, log_output=False,
-    )
+    partial = temporary_sibling(output, ".ipynb")  # papermill writes as it goes: readers see the old or the whole
+    try:
+        pm.execute_notebook(
+            str(notebook), str(partial), parameters=parameters or {}, cwd=str(cwd or notebook.parent),
+            kernel_name="python3", progress_bar=False, log_output=False,
+        )
+    finally:  # a failed cell's notebook too, so that its error is visible in ``output``
+        if partial.exists():
+            os.replace(partial, output)
     return time.perf_counter() - start
+
+
+#: The file an execution writes into its ``--out``: the folder holds executed chapters that a later
+#: execution may replace (:func:`check_executed_out`).
+EXECUTED_MARKER = ".executed-by-featbook"
+
+
+def _written_by_papermill(path: Path) -> bool:
+    """Whether the notebook ``path`` is one papermill executed (an earlier execution's, before the
+    marker): its metadata names papermill."""
+    import json
+
+    try:
+        return "papermill" in json.loads(path.read_text(encoding="utf-8")).get("metadata", {})
+    except (OSError, ValueError, AttributeError, UnicodeDecodeError):
+        return False
+
+
+def check_executed_out(value, names: list[str]) -> Path:
+    """``--out`` of an execution, checked before anything is written (ValueError, one line naming
+    the value and the remedy): absent, empty, or a folder of executed chapters (it holds
+    :data:`EXECUTED_MARKER`, or only ``_sources/`` and chapter notebooks that papermill executed);
+    never the working directory or a folder holding it, a git checkout or featlib's own checkout
+    (:func:`featlib.store.folders.check_out`'s guards), and never a folder where a file of a name
+    this run writes (``names``) is the user's."""
+    from featlib.store.folders import check_out
+
+    from featlib.store.atomic import remove_stale_temporaries
+
+    chapters = [nb.name for nb in list_notebooks()]
+    for name in chapters if Path(value).is_dir() else ():  # partial outputs of killed executions: no one's files
+        remove_stale_temporaries(Path(value) / name, ".ipynb")
+    path = check_out("--out", value, "featbook.notebooks", keep=(EXECUTED_MARKER, "_sources", *chapters, *names))
+    target = path.resolve()
+    if not target.is_dir() or (target / EXECUTED_MARKER).is_file():
+        return path
+    theirs = [name for name in names if (target / name).exists() and not _written_by_papermill(target / name)]
+    if (target / "_sources").exists() and not (target / "_sources").is_dir():
+        theirs.append("_sources")
+    if theirs:
+        raise ValueError(f"--out {value} holds {theirs[0]}, which no execution wrote, and this run writes a file of that "
+                         "name: move it out, or name a new or empty folder")
+    return path
 
 
 def book_notebooks(out_dir: Path, notebooks: list[Path]) -> list[Path]:
@@ -91,7 +144,7 @@ def book_notebooks(out_dir: Path, notebooks: list[Path]) -> list[Path]:
         if not source.exists():
             raise ValueError(f"{nb.name} has no MyST source {source.name}; write the chapter as {source.name}")
         path = out_dir / nb.name
-        path.write_text(write_text(book_notebook(source)), encoding="utf-8")
+        atomic_write_text(path, write_text(book_notebook(source)))
         made.append(path)
     return made
 
@@ -112,12 +165,16 @@ def execute_all(profile: str | None, out_dir: Path, names: list[str] | None = No
         if missing:
             raise ValueError(f"notebook must be one of {sorted(by_stem)}; got {missing}")
         notebooks = [by_stem[n] for n in names]
+    check_executed_out(out_dir, [nb.name for nb in notebooks])  # before anything is written
     if from_sources:
         notebooks = book_notebooks(out_dir / "_sources", notebooks)
     from featbook.notebook_params import check_parameters
 
     for nb in notebooks:  # every notebook's parameters, before the first one runs
         check_parameters(nb, params.get(nb.stem, {}), NOTEBOOK_DIR)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out_dir / EXECUTED_MARKER, "chapters executed by featbook.notebooks: a later execution replaces "
+                                                 "them\n")
     times = {}
     if from_sources:
         from featbook.executed import code_digest, execute_cached

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from featbook.chapters import colab_notebook, sources, write_text
+from featlib.store.atomic import atomic_write_text
 from featbook.install_cell import install_cell_source
 from featbook.notebooks import NOTEBOOK_DIR
 
@@ -58,7 +59,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"out of sync: {path.name} (run python -m featbook.sync)")
         return 1 if stale or orphans else 0
     for path in stale:
-        path.write_text(expected(path.with_suffix(".md")), encoding="utf-8")
+        try:
+            atomic_write_text(path, expected(path.with_suffix(".md")))  # a full disk leaves the old notebook whole
+        except OSError as err:
+            print(f"error: {err.filename or path}: {err.strerror or err}; {path.name} is kept as it was: free space, "
+                  "then run again", file=sys.stderr)
+            return 2
         print(f"wrote {path.name}")
     return 0
 

@@ -33,20 +33,25 @@ def os_errors_in_one_line(main):
     """A command's ``main(argv) -> int`` whose :class:`OSError` (a full disk during a results
     commit or a piece's write, a folder removed meanwhile) is one line on stderr and exit status 2
     instead of a traceback. The commands write atomically, so what was finished stays whole. So is a
-    commit that would overwrite a user's file (:class:`featlib.store.folders.NotOurs`)."""
+    commit that would overwrite a user's file (:class:`featlib.store.folders.NotOurs`), and one
+    refused by the folder's lock (held by another run, lost while held, unavailable) or because
+    another command's results took the folder meanwhile."""
     import functools
 
-    from ..store.folders import NotOurs
+    from ..store.files import FolderBusy, LockLost, LockUnavailable
+    from ..store.folders import KindChanged, NotOurs
 
     @functools.wraps(main)
     def wrapped(*args, **kwargs):
         try:
             return main(*args, **kwargs)
+        except (NotOurs, FolderBusy, LockLost, LockUnavailable, KindChanged) as err:
+            # a user's file where the commit would write, a folder another run holds or took, a lock
+            # file deleted while held, a file system without locks: nothing written, and said so
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         except OSError as err:
             print(f"error: {describe_os_error(err)}", file=sys.stderr)
-            return 2
-        except NotOurs as err:  # a user's file where the commit would write: kept, and said so
-            print(f"error: {err}", file=sys.stderr)
             return 2
     return wrapped
 

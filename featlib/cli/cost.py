@@ -23,7 +23,7 @@ import torch
 
 from ..device import describe_device, get_device
 from ..store.provenance import git_commit
-from .common import OneLineParser, os_errors_in_one_line
+from .common import OneLineParser, holding, os_errors_in_one_line
 from ..store.folders import ResultFolder, check_out
 from ..cost.benchmark import COST_CASES, LEARNERS, CostSettings, run_cost_benchmark
 from ..cost.report import check_targets, format_table, format_targets, schedule_estimate, summarise
@@ -84,6 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError, KeyError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.out is None:
+        return _measure(args, argv, settings, cases)
+    # --out (whose records/ the run writes as it goes) held from here to the commit
+    return holding(args.out, "this benchmark", lambda: _measure(args, argv, settings, cases))
+
+
+def _measure(args, argv, settings, cases) -> int:
     device = get_device()
     start = time.perf_counter()
     commit = git_commit()  # now: the checkout may move while the run goes on

@@ -36,7 +36,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..store.files import CacheWriteError
-from .common import os_errors_in_one_line
+from .common import holding, os_errors_in_one_line
 from ..data.mnist import SOURCES
 from ..device import get_device
 from ..store.provenance import command_line, git_commit, provenance
@@ -213,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
         except (CacheWriteError, ValueError) as err:  # the pieces written so far stay; a rerun adds the rest
             print(f"error: {err}", file=sys.stderr)  # (ValueError: another run holds --out, or a protocol mix)
             return 2
+    # --out held from here to the commit: a second run into it (of any command) is refused at once
+    return holding(args.out, "this run", lambda: _run_and_commit(args, protocols, argv))
+
+
+def _run_and_commit(args, protocols: list[CMNISTProtocol], argv: list[str]) -> int:
     start = time.perf_counter()
     commit = git_commit()  # now: the checkout may move while the run goes on
     try:

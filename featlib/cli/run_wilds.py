@@ -26,7 +26,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..store.files import CacheWriteError
-from .common import OneLineParser, os_errors_in_one_line
+from .common import OneLineParser, holding, os_errors_in_one_line
 from ..data.wilds_data import WILDS_DATASETS
 from ..device import get_device
 from ..store.provenance import command_line, git_commit, provenance
@@ -98,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    # --out held from here to the commit: a second run into it (of any command) is refused at once
+    return holding(args.out, "this run", lambda: _run_and_commit(args, argv, experiment, start, commit))
+
+
+def _run_and_commit(args, argv: list[str], experiment, start: float, commit: str) -> int:
     protocol = experiment.protocol
     try:
         results = experiment.run()

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from ..store.atomic import atomic_write_text
 from ..registry import Registry
 from ..store.folders import replace_folder
 from ..validation import check_int
@@ -665,11 +666,11 @@ def _existing(target: Path, marker: dict) -> Path | None:
 
 def _write_release(folder: Path, version_dir: str, marker: dict) -> None:
     version = version_dir.rsplit("_v", 1)[1]
-    (folder / f"RELEASE_v{version}.txt").write_text(
-        f"Fabricated by featlib.data.wilds_fabricate (not the real {marker['name']} data).\n"
-    )
+    # (the folder is the fabrication's temporary sibling, renamed into place once complete)
+    atomic_write_text(folder / f"RELEASE_v{version}.txt",
+                      f"Fabricated by featlib.data.wilds_fabricate (not the real {marker['name']} data).\n")
     record = {**marker, "files": _file_digests(folder)}
-    (folder / MARKER).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    atomic_write_text(folder / MARKER, json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
 def fabricate_wilds(name: str, root: str | os.PathLike, *, seed: int = 0, **sizes: int) -> Path:

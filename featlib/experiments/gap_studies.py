@@ -193,8 +193,8 @@ def ood_length(seed: int, device: torch.device, dataset: str, steps: int = 3000,
         config = replace_config(p.ood_config(objective), steps=steps, eval_every=eval_every, record="every")
         runs = StackRuns.heads(stack, torch.tensor([[w for w, _ in configs]] * len(learned)),
                                torch.tensor([[k for _, k in configs]] * len(learned)))
-        history = train_stack(runs, Environments(train, tests, vals), config,
-                              progress=f"{dataset} seed {seed} {objective}" if progress else False)
+        bar = {"progress": f"{dataset} seed {seed} {objective}"} if progress else {}
+        history = train_stack(runs, Environments(train, tests, vals), config, **bar)
         val = history.mean_val_acc
         return pd.DataFrame([{"dataset": dataset, "seed": seed, "learner": learner, "objective": objective,
                               "penalty_weight": weight, "pretrain_epochs": pretrain, "step": step,

@@ -136,6 +136,20 @@ def run_variants(folder: str | Path, variants: Sequence[Variant], *, datasets: S
     pairs them). ``protocol_options``: ``learners``, ``objectives``, ``size``
     (:func:`variant_protocols`). Returns ``done``, ``remaining`` (per variant, the pieces still
     missing) and ``wall_time_s``."""
+    from contextlib import ExitStack
+
+    from .table2_pieces import folder_lock
+
+    with ExitStack() as held:  # every variant's folder held from its listing to its last piece
+        for v in variants:
+            held.enter_context(folder_lock(Path(folder) / v.name, "this comparison"))
+        return _run_variants_locked(folder, variants, datasets=datasets, seeds=seeds, preset=preset, commit=commit,
+                                    command=command, budget_s=budget_s, cache_dir=cache_dir,
+                                    mnist_source=mnist_source, device=device, progress=progress, **protocol_options)
+
+
+def _run_variants_locked(folder, variants, *, datasets, seeds, preset, commit, command, budget_s, cache_dir,
+                         mnist_source, device, progress, **protocol_options) -> dict:
     start, done = time.perf_counter(), 0
     device = device or get_device()
     have = {v.name: set(list_pieces(Path(folder) / v.name)) for v in variants}

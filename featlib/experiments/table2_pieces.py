@@ -167,8 +167,10 @@ def _merge_locked(sources: Sequence[str | Path], into: Path) -> dict:
             present[piece] = (frame, record)
             PieceStore(into).stem(piece)  # where it goes, checked now: a link out of ``into`` is refused first
             plan.append((source, piece))
+    target = PieceStore(into)
     for source, piece in plan:
-        PieceStore(source).copy(piece, PieceStore(into))  # CSV first: a record names a whole CSV
+        target.check_held()  # the lock file is still ours (a deleted one keeps no one out)
+        PieceStore(source).copy(piece, target)  # CSV first: a record names a whole CSV
     return {"added": len(plan), "identical": identical}
 
 
@@ -205,6 +207,10 @@ def compute_piece(experiment: ColoredMNISTExperiment, piece: Piece, folder: str 
     frame, record = experiment.unit(piece)
     seconds = time.perf_counter() - t0
     results = PieceStore(folder)
+    results.check_held()  # the folder's lock, taken by run_pieces, is still ours: no one else wrote meanwhile
+    if results.record(piece).exists():  # never replaced (only a lost lock would let another run put it there)
+        raise ValueError(f"{results.record(piece)} appeared while this run computed it (another run wrote "
+                         f"{folder}); it is kept: check the folder, then run again")
     if experiment.pieces is not None:
         experiment.pieces.copy(piece, results, experiment.piece_key(piece))
     else:

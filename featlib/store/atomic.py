@@ -43,15 +43,16 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_temporaries(path: str | Path) -> list[Path]:
-    """Delete the temporary siblings of ``path`` that processes of this host, no longer alive,
-    left behind (killed between writing and renaming); returns them."""
+def remove_stale_temporaries(path: str | Path, suffix: str = ".tmp") -> list[Path]:
+    """Delete the temporary siblings of ``path`` (:func:`temporary_sibling` names ending in
+    ``suffix``) that processes of this host, no longer alive, left behind (killed between writing
+    and renaming); returns them."""
     path = Path(path)
     host = socket.gethostname().split(".")[0] or "host"
     removed = []
     prefix = f".{path.name}.{host}."
     try:
-        candidates = [p for p in path.parent.iterdir() if p.name.startswith(prefix) and p.name.endswith(".tmp")]
+        candidates = [p for p in path.parent.iterdir() if p.name.startswith(prefix) and p.name.endswith(suffix)]
     except FileNotFoundError:
         return removed
     for tmp in candidates:

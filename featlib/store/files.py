@@ -25,15 +25,15 @@ sound, and otherwise computes it and writes it atomically. A bad file is reporte
 Before computing, :func:`cached` takes the piece's lock (:class:`PieceLock`): when two processes
 share a cache folder (chapter 04's parallel sweep workers, two ``run_cmnist`` on one
 ``--cache-dir``) the second waits for the first and then reads its file instead of computing the
-same piece again. Locks are ``flock`` locks on ``.<name>.lock`` files next to the pieces (they are
-released when their process dies, even by SIGKILL); where ``fcntl`` is missing (Windows) there is
-no lock, and two processes may compute one piece twice, harmlessly, since writes are atomic.
+same piece again. Locks are ``filelock`` locks on ``.<name>.lock`` files next to the pieces
+(``flock`` on Unix, ``msvcrt`` on Windows; released when their process dies, even by SIGKILL).
 A process that waits for a lock longer than :data:`LOCK_NOTICE_S` seconds says on stderr which
 file it waits for and which process holds it (a stopped process holds its locks). A piece that
 cannot be written (disk full) stops the run with :class:`CacheWriteError`, one line naming it.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -52,11 +52,6 @@ import pandas as pd
 from .atomic import atomic_write, atomic_write_text
 from .csv_io import frame_to_csv, read_csv
 from .legacy import RECORD_ALIASES
-
-try:
-    import fcntl
-except ImportError:  # Windows: no advisory locks (see the module docstring)
-    fcntl = None  # type: ignore[assignment]
 
 T = TypeVar("T")
 HEADER = "# featlib-csv"
@@ -256,17 +251,38 @@ def save_torch(path: str | Path, obj: Any, meta: dict | None = None) -> Path:
 
 
 # -- locks ---------------------------------------------------------------------------------------
+class LockUnavailable(ValueError):
+    """The file system cannot lock (ENOLCK, some network mounts): one line naming the folder."""
+
+
+class LockLost(ValueError):
+    """A folder's lock file was deleted or replaced while this process held it (``git clean -fX``,
+    a user tidying hidden files): another process may have taken the folder meanwhile, so this
+    one does not write (one line naming the folder and the remedy)."""
+
+
+#: The folder locks this process holds (:func:`hold_folder`), by lock file: what
+#: :func:`check_held` verifies before a commit.
+_HELD: dict[Path, list["PieceLock"]] = {}
+
+
 class PieceLock:
-    """An exclusive lock on producing ``path``, held by at most one process at a time."""
+    """An exclusive lock on producing ``path``, held by at most one process at a time: an advisory
+    lock on ``.<name>.lock`` beside it, taken through ``filelock`` (``flock`` on Unix, ``msvcrt``
+    on Windows), which the system drops with the process, however it ends. The lock remembers the
+    identity of the file it locked (device and inode), so that :meth:`still_held` can tell when
+    the file on disk is no longer it (deleted, or deleted and made again by another process), and
+    deletes the file when it lets go (:meth:`release`): no lock file outlives its run."""
 
     def __init__(self, path: str | Path):
         path = Path(path)
         self.path = path.with_name(f".{path.name}.lock")
-        self._handle = None
+        self._lock = None
+        self._identity = None
 
     @staticmethod
     def holder_of(handle) -> str:
-        """Which process holds the flock on the open file ``handle`` (Linux: from /proc/locks),
+        """Which process holds the lock on the open file ``handle`` (Linux: from /proc/locks),
         as words for a message."""
         try:
             inode = os.fstat(handle.fileno()).st_ino
@@ -281,39 +297,82 @@ class PieceLock:
             pass
         return "another process"
 
+    def _try(self) -> bool:
+        """One attempt: True when this process now holds the lock on the file at ``path``."""
+        import filelock
+
+        lock = filelock.FileLock(self.path, timeout=0)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            return False
+        except OSError as err:
+            if err.errno == errno.ENOLCK:
+                raise LockUnavailable(f"{self.path.parent}: its file system offers no file locks (ENOLCK), so two runs "
+                                      "could write it at once; use a folder on a local disk") from None
+            raise
+        fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
+        try:
+            held = os.fstat(fd) if fd is not None else os.stat(self.path)
+            on_disk = os.stat(self.path)
+        except (OSError, TypeError):
+            lock.release()
+            return False
+        if (held.st_dev, held.st_ino) != (on_disk.st_dev, on_disk.st_ino):
+            lock.release()  # the file was deleted between its opening and its lock: take the new one
+            return False
+        self._lock, self._identity = lock, (held.st_dev, held.st_ino)
+        return True
+
     def acquire(self, blocking: bool = True) -> bool:
         """Take the lock (waiting for it when ``blocking``, and saying on stderr what it waits for
         after :data:`LOCK_NOTICE_S` seconds); False if another process holds it."""
-        if self._handle is not None:
+        if self._lock is not None:
             raise RuntimeError(f"{self.path} is already held by this object")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a")  # noqa: SIM115  (kept open while the lock is held)
-        if fcntl is not None:
-            started, told = time.monotonic(), False
-            while True:
-                try:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if not blocking:
-                        handle.close()
-                        return False
-                waited = time.monotonic() - started
-                if not told and waited >= LOCK_NOTICE_S:
-                    told = True
-                    print(f"featlib: waiting for {self.path.with_name(self.path.name[1:-5])}: {self.holder_of(handle)} is "
-                          f"computing it (holding {self.path}); if that process is stopped or hung, continue or end "
-                          "it", file=sys.stderr, flush=True)
-                time.sleep(0.2 if waited < 10 else 1.0)
-        self._handle = handle
+        started, told = time.monotonic(), False
+        while not self._try():
+            if not blocking:
+                return False
+            waited = time.monotonic() - started
+            if not told and waited >= LOCK_NOTICE_S:
+                told = True
+                print(f"featlib: waiting for {self.path.with_name(self.path.name[1:-5])}: {self.holder()} is "
+                      f"computing it (holding {self.path}); if that process is stopped or hung, continue or end "
+                      "it", file=sys.stderr, flush=True)
+            time.sleep(0.2 if waited < 10 else 1.0)
         return True
 
+    def holder(self) -> str:
+        """Which process holds the lock file now, as words for a message."""
+        try:
+            with open(self.path) as handle:
+                return self.holder_of(handle)
+        except OSError:
+            return "another process"
+
+    def still_held(self) -> bool:
+        """Whether this object holds the lock and the file at ``path`` is still the one it locked."""
+        if self._lock is None:
+            return False
+        try:
+            on_disk = os.stat(self.path)
+        except OSError:
+            return False
+        return (on_disk.st_dev, on_disk.st_ino) == self._identity
+
     def release(self) -> None:
-        if self._handle is not None:
-            if fcntl is not None:
-                fcntl.flock(self._handle.fileno(), fcntl.LOCK_UN)
-            self._handle.close()
-            self._handle = None
+        """Delete the lock file, if it is still the one held, then unlock it: the file goes with the
+        lock. Deleting first is safe because :meth:`acquire` keeps a lock only on the file that is
+        at ``path`` once locked: a process that locks the deleted file finds it gone and tries again."""
+        if self._lock is not None:
+            if self.still_held():
+                try:
+                    os.unlink(self.path)
+                except OSError:  # Windows cannot delete an open file; filelock does it there
+                    pass
+            lock, self._lock, self._identity = self._lock, None, None
+            lock.release()
 
     def __enter__(self) -> "PieceLock":
         self.acquire()
@@ -330,21 +389,44 @@ class FolderBusy(ValueError):
 @contextmanager
 def hold_folder(lock: PieceLock, folder: Path, who: str = "this run"):
     """Hold ``lock`` for a writer of ``folder`` for its whole life; a second process is refused at
-    once (:class:`FolderBusy`, naming the holder). The lock goes with the holder however it ends
-    (an advisory ``flock``, which the kernel drops with the process)."""
+    once (:class:`FolderBusy`, naming the holder). The lock goes with the holder however it ends;
+    while held, every commit into the folder first checks that the lock file is still the one held
+    (:func:`check_held`)."""
     if not lock.acquire(blocking=False):
-        holder = "another process"
-        try:
-            with open(lock.path) as handle:
-                holder = PieceLock.holder_of(handle)
-        except OSError:
-            pass
-        raise FolderBusy(f"{folder} is being written by {holder} (it holds {lock.path}); let that run or "
+        raise FolderBusy(f"{folder} is being written by {lock.holder()} (it holds {lock.path}); let that run or "
                          f"merge finish, or end it, then start {who} again")
+    key = lock.path.resolve()
+    _HELD.setdefault(key, []).append(lock)
     try:
-        yield
+        yield lock
     finally:
+        held = _HELD.get(key, [])
+        if lock in held:
+            held.remove(lock)
+        if not held:
+            _HELD.pop(key, None)
         lock.release()
+
+
+def holds(lock_path: str | Path) -> bool:
+    """Whether this process holds the folder lock whose file is ``lock_path`` (:func:`hold_folder`)."""
+    return Path(lock_path).resolve() in _HELD
+
+
+def check_held(lock_path: str | Path, folder: str | Path) -> None:
+    """Before a write into ``folder``: :class:`LockLost` (one line) unless the lock file
+    ``lock_path`` that this process holds is still the file on disk. A lock file deleted while
+    held (``git clean -fX`` removes ignored files) no longer keeps another process out, so
+    whatever the folder holds now may be another run's, which this write would drop."""
+    held = _HELD.get(Path(lock_path).resolve())
+    lock = held[-1] if held else None  # the innermost hold of this process (a test may nest two runs)
+    if lock is None:
+        raise LockLost(f"{folder}: this process does not hold its lock {lock_path}, so it does not write it; "
+                       "run again")
+    if not lock.still_held():
+        raise LockLost(f"{folder}: its lock file {lock_path} was deleted or replaced while this run held it (git "
+                       "clean -fX removes it), so another run may have written the folder meanwhile; nothing was "
+                       "written: check the folder, then run again (finished pieces are in the cache)")
 
 
 # -- load or compute -----------------------------------------------------------------------------

@@ -20,8 +20,12 @@ absent, empty, or a results folder of its own kind (its ``provenance.json`` says
 the working directory and its ancestors, a git checkout, the library's own checkout, the cache
 folder or anything holding it, and other folders (one line naming the value and the remedy).
 
-Commands that add to a folder (``gap_studies``, ``run_rounds``: read it, merge, commit) hold its
-lock from the read to the commit (:func:`folder_lock`), so that no second run drops their files.
+Every command that writes a folder holds its lock (:func:`folder_lock`, ``.<name>.lock`` beside it)
+from its checks to its commit, so that no second run drops its files; :meth:`ResultFolder.commit`
+takes the lock itself where the caller holds none, checks that a held lock file is still the one
+on disk (a lock file deleted while held, by ``git clean -fX``, keeps no one out:
+:class:`featlib.store.files.LockLost`), and checks the folder's kind again under it
+(:class:`KindChanged`).
 
 :func:`read_folder` reads a result folder back: each file's bytes once (through one handle on the
 folder, so that a commit racing the read cannot mix two runs), checked against the manifest; the
@@ -46,7 +50,9 @@ from pathlib import Path
 import pandas as pd
 
 from .atomic import atomic_write, pid_alive
-from .files import CorruptFileError, PieceLock, hold_folder
+from contextlib import nullcontext
+
+from .files import CorruptFileError, PieceLock, check_held, hold_folder, holds
 from .csv_io import frame_to_csv, read_csv
 from .paths import inside
 
@@ -177,6 +183,11 @@ class NotOurs(ValueError):
     a file this run writes: it is the user's, and is not overwritten (one line naming it)."""
 
 
+class KindChanged(ValueError):
+    """The folder was taken by another command's results while this run went on (one line): its
+    commit would drop them, so it does not happen."""
+
+
 class ResultFolder:
     """The files of one run's ``--out``, written as a whole by :meth:`commit`. ``kind`` names the
     command (``featlib.cli.run_cmnist``...): :func:`check_out` lets a later run of the same
@@ -203,6 +214,27 @@ class ResultFolder:
         record = {**({"kind": self.kind} if self.kind else {}), **provenance,
                   "files": {name: {"bytes": len(data), "sha256": _digest(data)} for name, data in self.files.items()}}
         target = self.out.resolve()
+        lock = PieceLock(target)
+        if holds(lock.path):  # held since the run's checks: still ours? (a deleted lock file keeps no one out)
+            check_held(lock.path, self.out)
+            held = nullcontext()
+        else:  # a command that holds no lock while it works still commits under one
+            held = hold_folder(lock, self.out, "this run")
+        with held:
+            self._check_kind(target)  # again, under the lock: another command may have written it meanwhile
+            return self._commit_locked(target, record)
+
+    def _check_kind(self, target: Path) -> None:
+        """:class:`KindChanged` where ``target`` now holds another command's results."""
+        if self.kind is None or not target.is_dir():
+            return
+        found = _read_record(target / PROVENANCE)
+        if found is not None and kind_of(found) != self.kind:
+            raise KindChanged(f"{self.out} now holds the results of {kind_of(found) or 'another program'}, written while this run went on; "
+                              f"this run's results would replace them, so they are not written: give another --out "
+                              "and run again (finished pieces are in the cache)")
+
+    def _commit_locked(self, target: Path, record: dict) -> Path:
         if target.is_dir():  # an entry no run wrote is carried over, never overwritten
             listed = _listed(_read_record(target / PROVENANCE))
             theirs = sorted(n for n in self.files if n not in listed and os.path.lexists(target / n))

@@ -21,7 +21,8 @@ One format, two kinds of root (:class:`PieceStore`):
 Committing a piece is copying its two files from the cache to a results folder
 (:meth:`PieceStore.copy`), bytes unchanged: the record keeps what made the piece. Writers of a
 folder hold its lock for their whole life (:meth:`PieceStore.lock`): the check of what the
-folder holds and every write happen under it, so two runs never both write one folder.
+folder holds and every write happen under it, so two runs never both write one folder; each write
+first checks that the lock file is still the one held (:meth:`PieceStore.check_held`).
 """
 from __future__ import annotations
 
@@ -36,14 +37,15 @@ import pandas as pd
 
 from .atomic import atomic_write_text
 from .csv_io import frame_to_csv, read_csv
-from .files import CorruptFileError, FolderBusy, PieceLock, hold_folder  # noqa: F401  (FolderBusy: its home was here)
+from .files import CorruptFileError, FolderBusy, PieceLock, check_held, hold_folder  # noqa: F401  (FolderBusy: its home was here)
 from .keys import digest
 from .legacy import RECORD_ALIASES
 from .paths import inside
 
 #: The learner name of a seed's oracle piece (objective "erm").
 ORACLE = "oracle"
-#: The lock file of a folder of pieces (beside ``pieces/``), held by the one process writing it.
+#: The lock file that folders of pieces held inside them before their lock moved beside the folder
+#: (:meth:`PieceStore.lock`): a folder holding one is still a folder of pieces.
 LOCK_NAME = ".pieces.lock"
 #: The file name (without suffix) of a piece in a results folder, as :meth:`Piece.name` writes it.
 SEED_NAME = re.compile(r"seed([1-9][0-9]*)")
@@ -195,5 +197,15 @@ class PieceStore:
         """Hold the folder for a run's or a merge's whole life (see the module docstring). A second
         process is refused at once (:class:`FolderBusy`, naming the holder); the lock goes with the
         holder however it ends (:func:`featlib.store.files.hold_folder`)."""
-        lock = PieceLock(self.root / LOCK_NAME[1:-5])  # PieceLock(x) locks .x.lock beside x
-        return hold_folder(lock, self.root, who)
+        return hold_folder(PieceLock(self.root.resolve()), self.root, who)
+
+    def lock_path(self) -> Path:
+        """The file of the folder's lock: ``.<name>.lock`` beside it, the lock every command that
+        writes a folder takes (:func:`featlib.store.folders.folder_lock`), so that a pieces run, a
+        merge and a results command into one folder exclude each other."""
+        return PieceLock(self.root.resolve()).path
+
+    def check_held(self) -> None:
+        """Before a write: :class:`featlib.store.files.LockLost` unless this process still holds
+        the folder's lock (its file deleted meanwhile, by ``git clean -fX``, keeps no one out)."""
+        check_held(self.lock_path(), self.root)
