@@ -753,9 +753,15 @@ def cmd_collect(args) -> int:
     target = out / "sitting.tar.gz"
     if target.exists():
         raise ValueError(f"{target} exists: name another --out (collect never replaces a file)")
+    if not os.access(out, os.W_OK):
+        raise ValueError(f"--out {out} is not writable: give a folder this process can write")
     partial = out / f".sitting.tar.gz.partial-{os.getpid()}"  # the tarball appears whole, or not at all
     try:
-        _tar(partial)
+        try:
+            _tar(partial)
+        except OSError as err:  # a full or read-only --out: one line, nothing left behind
+            raise ValueError(f"--out {out}: the tarball could not be written ({err.strerror or err}); free space or "
+                             "give another --out, then collect again") from None
         try:
             os.link(partial, target)  # never replaces a file
         except FileExistsError:

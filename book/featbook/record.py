@@ -61,5 +61,23 @@ def read_records(notebook: str | Path) -> dict[str, Any]:
             if text is None:
                 continue
             text = "".join(text) if isinstance(text, list) else text
-            records[meta["name"]] = ast.literal_eval(text)
+            records[meta["name"]] = _literal(text)
     return records
+
+
+class _Floats(ast.NodeTransformer):
+    """``nan`` and ``inf``, as Python prints those floats, read as floats."""
+
+    def visit_Name(self, node: ast.Name):
+        if node.id in ("nan", "inf"):
+            return ast.copy_location(ast.Constant(float(node.id)), node)
+        return node
+
+
+def _literal(text: str) -> Any:
+    """The value a recorded text prints (Python literals, and ``nan``/``inf`` where a chapter
+    recorded a non-finite float: a diverged run's score is a value, not a broken record)."""
+    try:
+        return ast.literal_eval(text)
+    except ValueError:
+        return ast.literal_eval(_Floats().visit(ast.parse(text.strip(), mode="eval")))

@@ -333,9 +333,16 @@ class CMNISTProtocol:
         """A short hash of the named fields (and ``extra``), of featlib's version and of the
         dataset's Table 6 schedule (:data:`SCHEDULES`, whose epochs every learner and the oracle
         use): cached results are only reused by a protocol that would recompute them identically
-        (bump the version when a change alters what the learners or the OOD stage compute)."""
+        (bump the version when a change alters what the learners or the OOD stage compute).
+        While objective files are loaded in this process, every key also holds their SHA-256
+        (``objective_files_loaded``): a file runs in-process and could change what any result
+        computes, so nothing made beside one is ever cached under a key that a run without it reads."""
+        from .objective_files import loaded_objective_files
+
+        loaded = sorted(f.sha256 for f in loaded_objective_files())
         payload = ({f: getattr(self, f) for f in fields} | extra | {"featlib": __version__}
-                   | {"table6": SCHEDULES[schedule_dataset(self.dataset)]})
+                   | {"table6": SCHEDULES[schedule_dataset(self.dataset)]}
+                   | ({"objective_files_loaded": loaded} if loaded else {}))
         return store_key(payload)
 
     @staticmethod
@@ -518,6 +525,8 @@ class ColoredMNISTExperiment:
                 model.load_state_dict(saved["state"])
             except (RuntimeError, TypeError, AttributeError, KeyError) as err:
                 raise CorruptFileError(path, f"its network does not load into the protocol's MLP ({err})") from None
+            if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+                raise CorruptFileError(path, "its network holds NaN or infinite weights (made by a run that diverged)")
             try:
                 rounds = pd.DataFrame(saved["rounds"]).rename(columns=ROW_ALIASES)  # a piece saved under old names
             except (ValueError, TypeError) as err:

@@ -211,7 +211,8 @@ def load_objective_file(path, *, who: str | None = None) -> list[str]:
             module.__file__ = str(resolved)
             sys.modules[module_name] = module  # dataclasses and pickling look their module up
             # the very bytes hashed above run (no bytecode written beside the file)
-            exec(compile(data, str(resolved), "exec"), module.__dict__)  # noqa: S102
+            with _NoExit():
+                exec(compile(data, str(resolved), "exec"), module.__dict__)  # noqa: S102
         except (_Refused, KeyboardInterrupt):
             raise
         except BaseException as err:  # noqa: BLE001  (the user's code: any error, SystemExit too, is one line)
@@ -223,7 +224,7 @@ def load_objective_file(path, *, who: str | None = None) -> list[str]:
                 del OBJECTIVES.register
             patched = _restore(untouched)  # whatever happened: featlib as it was before the file ran
         if patched:
-            raise _Refused(f"{who} {raw}: it changes featlib's own code ({', '.join(patched[:3])}"
+            raise _Refused(f"{who} {raw}: it changes featlib's own code or torch's ({', '.join(patched[:3])}"
                            f"{', ...' if len(patched) > 3 else ''}), which would put changed numbers under the "
                            "built-in objectives' names and cache keys; define a new objective (a subclass registered "
                            "under a name of its own) instead")
@@ -240,7 +241,19 @@ def load_objective_file(path, *, who: str | None = None) -> list[str]:
                 raise _Refused(f"{who} {raw}: it registers {name!r} as a {type(cls).__name__}, not a subclass of "
                                "featlib.objectives.Objective; register the class of the objective")
             _check_label(name, cls, f"{who} {raw}")
-            check_objective(name, who=f"{who} {raw}")
+            state = _featlib_state()  # its objective's code runs now: it must leave featlib and torch alone too
+            try:
+                with _NoExit():
+                    check_objective(name, who=f"{who} {raw}")
+            except SystemExit as err:
+                raise _Refused(f"{who} {raw}: checking {name!r} raised SystemExit: {_one_line(err)}; fix the "
+                               "file") from None
+            finally:
+                changed = _restore(state)
+            if changed:
+                raise _Refused(f"{who} {raw}: its objective {name!r} changes featlib's own code or torch's when it runs "
+                               f"({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''}); compute the "
+                               "penalty without changing them")
         for name in new:
             _count_memory(name, f"{who} {raw}")
     except BaseException as err:  # refused (or interrupted): everything it registered is taken back
@@ -293,11 +306,47 @@ def _featlib_state() -> dict:
         cls = OBJECTIVES.get(name)
         for klass in (cls.__mro__ if isinstance(cls, type) else ()):
             keep_class(klass)
+    # torch's namespaces that every result computes with: a file that patches torch.mean or
+    # F.binary_cross_entropy_with_logits changes the built-in objectives' numbers as surely
+    for module in _torch_modules():
+        state[("module", module.__name__)] = (module, dict(vars(module)))
+    for klass in (torch.Tensor, torch.nn.Module, torch.nn.Linear, torch.nn.Parameter, torch.optim.Adam,
+                  torch.optim.Optimizer):
+        keep_class(klass)
     for _, klass in [key for key in state if key[0] == "class"]:
         for value in vars(klass).values():
             for function in (value, *(getattr(value, f, None) for f in ("fget", "fset", "fdel"))):
                 keep_code(function)
     return state
+
+
+def _torch_modules() -> list[types.ModuleType]:
+    import torch.nn.functional
+
+    return [torch, torch.nn, torch.nn.functional, torch.autograd, torch.linalg, torch.special, torch.optim]
+
+
+class _NoExit:
+    """While a file runs (its import and its objectives' checks): ``os._exit`` raises SystemExit
+    instead of ending the process, so that a file calling it is refused in one line rather than
+    ending the command with exit status 0, having done nothing."""
+
+    def __enter__(self):
+        import os
+        import posix
+
+        self._saved = [(m, m._exit) for m in (os, posix) if hasattr(m, "_exit")]
+
+        def refuse(code=0):
+            raise SystemExit(f"os._exit({code})")
+
+        for module, _ in self._saved:
+            module._exit = refuse
+        return self
+
+    def __exit__(self, *exc):
+        for module, original in self._saved:
+            module._exit = original
 
 
 def _code_of(function) -> tuple:

@@ -150,5 +150,12 @@ def load_study(folder: str | Path, study: str) -> dict | None:
     name = f"{study}-provenance.json"
     if name not in files:
         raise CorruptFileError(folder / name, "it is not in provenance.json's manifest", _study_remedy(folder))
+    try:
+        record = json.loads(files[name])
+    except (ValueError, UnicodeDecodeError) as err:
+        raise CorruptFileError(folder / name, f"it is not valid JSON ({err})", _study_remedy(folder)) from None
+    if not isinstance(record, dict):
+        raise CorruptFileError(folder / name, f"it holds a JSON {type(record).__name__}, not a provenance record",
+                               _study_remedy(folder))
     return {"frame": frame(files, folder, f"{study}.csv", _study_remedy(folder)).rename(columns=ROUND_COLUMN_ALIASES),
-            "provenance": json.loads(files[name])}
+            "provenance": record}

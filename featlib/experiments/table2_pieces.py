@@ -158,8 +158,8 @@ def _merge_locked(sources: Sequence[str | Path], into: Path) -> dict:
                 raise ValueError(f"{source}: piece {piece.learner}/{piece.objective}/seed{piece.seed} of "
                                  f"{piece.dataset} was made with another protocol than seed {first[0].seed} in "
                                  f"{first[2]} ({problem}); merge it into a folder of its own")
-            if piece in present:
-                if present[piece][1]["sha256"] != record["sha256"]:
+            if piece in present:  # the same rows under an older column name (init for learner) are the same piece
+                if present[piece][1]["sha256"] != record["sha256"] and not present[piece][0].equals(frame):
                     raise ValueError(f"{source}: piece {piece} differs from the copy already in {into} "
                                      "(same protocol, other numbers); keep one of them")
                 identical += 1

@@ -46,6 +46,27 @@ class Learned:
         return self.steps
 
 
+class FeatureLearningDiverged(ValueError):
+    """A feature learner's loss or weights became NaN or infinite: its rounds are not accepted and
+    no features are kept or handed on (one line naming the stage, the step and the remedy)."""
+
+    def __init__(self, stage: str, step: int | None, what: str = "its loss is"):
+        self.stage, self.step = stage, step
+        at = f" at step {step}" if step is not None else ""
+        super().__init__(f"feature learning diverged in {stage}{at} ({what} not finite): no features from it are "
+                         "kept or used; lower the learning rate or the penalty, or check the data for NaN, then run again")
+
+
+def check_trained(stage: str, params, first_bad: int | None = None) -> None:
+    """:class:`FeatureLearningDiverged` unless every parameter in ``params`` is finite and no step's
+    loss was not (``first_bad``: the first such step, None where none was): run after a stage, so
+    that a diverged stage never becomes a round, a head or cached features."""
+    if first_bad is not None:
+        raise FeatureLearningDiverged(stage, first_bad)
+    if not all(bool(torch.isfinite(p).all()) for p in params):
+        raise FeatureLearningDiverged(stage, None, "weights are")
+
+
 #: The name this result had when the full-batch learners had their own implementation.
 LearnedFeatures = Learned
 

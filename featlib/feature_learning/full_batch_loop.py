@@ -25,7 +25,7 @@ from ..training.ood_stage import accuracy as batched_accuracy
 from ..training.ood_stage import per_run_squared_norm
 from ..training.profiling import training_step
 from ..validation import check_int, check_positive
-from .base import Learned
+from .base import Learned, check_trained
 
 
 def per_sample_bce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -55,14 +55,19 @@ def fit(
     params = list(params)
     optimizer = torch.optim.Adam(params, lr=lr)
     device = params[0].device if params else torch.device("cpu")
+    # the first step whose loss was not finite, kept on the device: no synchronisation per step
+    first_bad = torch.tensor(-1, device=device)
     for epoch in tqdm(range(epochs), desc=desc, disable=not progress, leave=False):
         with training_step(desc, device):
             loss = loss_fn() + l2 * squared_norm(params)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+        first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss.detach()), epoch + 1, first_bad)
         if on_epoch is not None:
             on_epoch(epoch + 1)
+    bad = int(first_bad)
+    check_trained(desc, params, bad if bad >= 0 else None)
 
 
 @torch.no_grad()

@@ -14,6 +14,7 @@ redoing a finished round, and returns at once when the run had finished.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -31,7 +32,7 @@ from ..training.minibatch import Checkpoint, DomainBatchSampler, autocast, make_
 from ..training.profiling import training_step
 from ..validation import check_bool, check_choice, check_int, check_positive
 from ..store.legacy import ROW_ALIASES
-from .base import Learned
+from .base import FeatureLearningDiverged, Learned
 from .feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
 from .termination import DEFAULT_TERMINATION_THRESHOLD, WILDS_DEFAULT_TERMINATION, termination_rule
 
@@ -193,7 +194,10 @@ class MinibatchLoop:
                 optimizer.step()
                 if scheduler is not None:
                     scheduler.step()
-            smoothed = loss.item() if smoothed is None else 0.9 * smoothed + 0.1 * loss.item()
+            value = loss.item()
+            if not math.isfinite(value):  # a diverged stage never becomes a round or features
+                raise FeatureLearningDiverged(stage, step + 1)
+            smoothed = value if smoothed is None else 0.9 * smoothed + 0.1 * value
             bar.update(1)
             bar.set_postfix(loss=f"{smoothed:.4f}")
             done = step + 1

@@ -78,6 +78,40 @@ class CacheWriteError(ValueError):
     """A finished piece could not be written (disk full, folder gone): one line naming it."""
 
 
+def read_regular(path: str | Path, dir_fd: int | None = None) -> bytes:
+    """The bytes of the regular file ``path`` (relative to ``dir_fd`` when given):
+    :class:`CorruptFileError` for anything else (a FIFO, a device, a folder), which is refused
+    before it is read, so that a FIFO put at a result's name cannot hang the reader.
+    FileNotFoundError as :func:`open`'s."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0), dir_fd=dir_fd)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CorruptFileError(path, "it is not a regular file (a FIFO, a device or a folder), so it is not read")
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+def accuracy_problem(frame: pd.DataFrame) -> str | None:
+    """What is wrong with ``frame``'s accuracies (every column named ``*_acc``: a number in [0, 1],
+    or missing where a run diverged), or None: an accuracy of 1.7 is no accuracy, however well the
+    file is sealed."""
+    for column in frame.columns:
+        if not str(column).endswith("_acc"):
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = values[(values.isna() & frame[column].notna()) | (values < 0) | (values > 1)]
+        if len(bad):
+            value = frame[column][bad.index[0]]
+            shown = f"{float(value):g}" if isinstance(value, (int, float)) or hasattr(value, "dtype") else repr(value)
+            return f"its column {column} holds {shown}, which is no accuracy (a number in [0, 1])"
+    return None
+
+
 def cached_meta(key: str, seed: int | None = None, **extra) -> dict:
     """What a cache piece records about what made it: the config ``key`` and ``seed`` it was
     computed for, the torch version, and whatever the caller adds (``device``, ``precision``,
@@ -144,7 +178,7 @@ def read_verified_csv(path: str | Path, check: Callable[[pd.DataFrame], str | No
     must hold the ``expect`` values) or ``check(frame)`` (a description of what is wrong, or None)
     says it is damaged or another piece."""
     path = Path(path)
-    raw = path.read_bytes()
+    raw = read_regular(path)
     rows, meta = None, None
     if raw.startswith(HEADER.encode()):
         line, _, raw = raw.partition(b"\n")
@@ -160,7 +194,7 @@ def read_verified_csv(path: str | Path, check: Callable[[pd.DataFrame], str | No
     if rows is not None and len(frame) != rows:
         raise CorruptFileError(path, f"it holds {len(frame)} rows where its header says {rows}")
     frame = frame.rename(columns=RECORD_ALIASES)  # a piece written before the one vocabulary
-    problem = check(frame) if check is not None else None
+    problem = accuracy_problem(frame) or (check(frame) if check is not None else None)
     if problem:
         raise CorruptFileError(path, problem)
     return frame
@@ -201,7 +235,7 @@ def load_torch(path: str | Path, keys: Iterable[str] = (), map_location: Any = "
     import torch
 
     path = Path(path)
-    raw = path.read_bytes()
+    raw = read_regular(path)
     meta = None
     if raw.startswith(PT_HEADER.encode()):
         line, _, raw = raw.partition(b"\n")

@@ -52,7 +52,7 @@ import pandas as pd
 from .atomic import atomic_write, pid_alive
 from contextlib import nullcontext
 
-from .files import CorruptFileError, PieceLock, check_held, hold_folder, holds
+from .files import CorruptFileError, PieceLock, check_held, hold_folder, holds, read_regular, accuracy_problem
 from .csv_io import frame_to_csv, read_csv
 from .paths import inside
 
@@ -338,11 +338,9 @@ _SHA = re.compile(r"[0-9a-f]{64}")
 
 def _read_at(dir_fd: int, name: str) -> bytes | None:
     try:
-        fd = os.open(name, os.O_RDONLY, dir_fd=dir_fd)
+        return read_regular(name, dir_fd=dir_fd)  # a FIFO at a file's name is refused, not waited on
     except FileNotFoundError:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read()
 
 
 def _read_once(directory: Path, dir_fd: int, remedy: str | None, kind: str | None) -> tuple[dict, dict[str, bytes]]:
@@ -447,9 +445,12 @@ def frame(files: dict[str, bytes], directory: str | Path, name: str, remedy: str
     if not data.strip():
         return pd.DataFrame()
     try:
-        return read_csv(io.BytesIO(data), **read_kwargs)
+        parsed = read_csv(io.BytesIO(data), **read_kwargs)
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:
         raise CorruptFileError(path, f"it is not a readable CSV file ({type(err).__name__}: {err})", remedy) from None
+    if problem := accuracy_problem(parsed):
+        raise CorruptFileError(path, problem, remedy)
+    return parsed
 
 
 def write_beside(directory: str | Path, files: dict[str, bytes], record: dict) -> dict:

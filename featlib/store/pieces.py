@@ -37,7 +37,7 @@ import pandas as pd
 
 from .atomic import atomic_write_text
 from .csv_io import frame_to_csv, read_csv
-from .files import CorruptFileError, FolderBusy, PieceLock, check_held, hold_folder  # noqa: F401  (FolderBusy: its home was here)
+from .files import CorruptFileError, FolderBusy, PieceLock, check_held, hold_folder, read_regular, accuracy_problem  # noqa: F401  (FolderBusy: its home was here)
 from .keys import digest
 from .legacy import RECORD_ALIASES
 from .paths import inside
@@ -126,7 +126,9 @@ class PieceStore:
             return None
         remedy = "delete the piece's two files and run again to recompute it, or restore them from git"
         try:
-            record = json.loads(record_path.read_text(encoding="utf-8"))
+            record = json.loads(read_regular(record_path).decode("utf-8"))
+        except CorruptFileError as err:
+            raise CorruptFileError(record_path, err.reason, remedy) from None
         except (OSError, ValueError) as err:
             raise CorruptFileError(record_path, f"it is not a piece record ({err})", remedy) from None
         if isinstance(record, dict):  # a piece made before featlib named the learner "learner" ("init")
@@ -137,7 +139,9 @@ class PieceStore:
             raise CorruptFileError(record_path, f"it records the protocol {record.get('protocol_key')!r}, not {key!r} "
                                                 "(copied from another protocol's piece)", remedy)
         try:
-            data = csv_path.read_bytes()
+            data = read_regular(csv_path)
+        except CorruptFileError as err:
+            raise CorruptFileError(csv_path, err.reason, remedy) from None
         except OSError:
             raise CorruptFileError(csv_path, "it is missing although its record is there", remedy) from None
         if len(data) != record.get("bytes") or digest(data) != record.get("sha256"):
@@ -161,7 +165,7 @@ class PieceStore:
                 raise CorruptFileError(csv_path, f"its rows are not those of {piece}", remedy)
         elif set(zip(frame["dataset"], frame["seed"])) != {(piece.dataset, piece.seed)}:
             raise CorruptFileError(csv_path, f"its rows are not those of {piece}", remedy)
-        if check is not None and (problem := check(piece, frame, record)):
+        if (problem := accuracy_problem(frame)) or (check is not None and (problem := check(piece, frame, record))):
             raise CorruptFileError(csv_path, problem, remedy)
         return frame, record
 
@@ -188,8 +192,8 @@ class PieceStore:
         if read is None:
             raise ValueError(f"{self.record(piece, key)} does not exist: the piece is not in {self.root}")
         target_key = key if into.keyed else None
-        atomic_write_text(into.csv(piece, target_key), self.csv(piece, key).read_text(encoding="utf-8"))
-        atomic_write_text(into.record(piece, target_key), self.record(piece, key).read_text(encoding="utf-8"))
+        atomic_write_text(into.csv(piece, target_key), read_regular(self.csv(piece, key)).decode("utf-8"))
+        atomic_write_text(into.record(piece, target_key), read_regular(self.record(piece, key)).decode("utf-8"))
         return read[1]
 
     # -- one writer ------------------------------------------------------------------------------
