@@ -102,3 +102,56 @@ def test_the_margin_curve_studies_run_the_grids_and_length_the_written_protocol_
         assert study.keywords["dataset"] == dataset and study.keywords["steps"] == MARGIN_STEPS
         assert inspect.signature(study).parameters["eval_every"].default == 500  # scored every 500 steps
         assert tuple(study.keywords["penalty_weights"]) == tuple(MARGIN_WEIGHTS)
+
+
+# -- the views (featbook.margin_views) -------------------------------------------------------------------
+def _margin_rows():
+    rows = []
+    for dataset, (irm, vrex) in {"cmnist025": (0.5, -3.0), "cmnist01": (6.0, 1.0)}.items():
+        for step in (500, 1000, 1500):
+            rows.append({"dataset": dataset, "step": step, "objective": "irmv1", "best_other": "bonsai",
+                         "margin": irm, "spread": 1.0, "verdict": "tie" if abs(irm) < 1 else "lead",
+                         "seed_sd": 0.3, "n_seeds": 3})
+            rows.append({"dataset": dataset, "step": step, "objective": "vrex", "best_other": "erm",
+                         "margin": vrex - step / 1000, "spread": 0.5,
+                         "verdict": "loss" if vrex - step / 1000 < -0.5 else "lead" if vrex - step / 1000 > 0.5 else "tie",
+                         "seed_sd": 0.2, "n_seeds": 3})
+    return pd.DataFrame(rows)
+
+
+def test_the_margin_figure_has_a_panel_per_dataset_and_no_text_drawn_over_text():
+    import matplotlib.pyplot as plt
+
+    from featbook import margin_views, style
+
+    style.use()
+    fig = margin_views.margin_curve_figure(_margin_rows(), calibrated=1000, converged={"cmnist025": 1000,
+                                                                                       "cmnist01": None})
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    assert titles == ["ColoredMNIST-025", "ColoredMNIST-01"]
+    labels = {t.get_text() for t in fig.legends[0].get_texts()}
+    assert {"IRMv1", "V-REx", "Table 2's calibrated length", "converged length"} <= labels
+    try:
+        assert style.overlapping_texts(fig) == []
+    finally:
+        plt.close(fig)
+
+
+def test_the_protocols_table_and_sentence_name_what_depends_on_the_choice():
+    from featbook import margin_views
+
+    calibrated = pd.DataFrame([
+        {"dataset": "cmnist01", "objective": "irmv1", "margin": 5.6, "tie": False, "paper_margin": 5.62,
+         "paper_tie": False},
+        {"dataset": "cmnist01", "objective": "vrex", "margin": 1.98, "tie": True, "paper_margin": 2.09,
+         "paper_tie": False}])
+    fixed = pd.DataFrame([
+        {"dataset": "cmnist01", "step": 4000, "objective": "irmv1", "margin": 5.0, "verdict": "lead"},
+        {"dataset": "cmnist01", "step": 4000, "objective": "vrex", "margin": -1.5, "verdict": "loss"}])
+    shown = margin_views.protocols_table(calibrated, fixed, caption="c").frame
+    assert list(shown["Calibrated (2,500 steps)"]) == ["+5.60 (lead)", "+1.98 (tie)"]
+    assert list(shown["Fixed before looking"]) == ["+5.00 (lead), 4,000 steps", "-1.50 (loss), 4,000 steps"]
+    sentence = margin_views.verdict_sentence(calibrated, fixed, "cmnist01").replace("\xa0", " ")
+    assert "1 lead, 1 tie under the calibrated protocol" in sentence
+    assert "1 lead, 1 loss under the one fixed before looking" in sentence
+    assert sentence.endswith("the verdict depends on the protocol for V-REx.")
