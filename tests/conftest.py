@@ -82,6 +82,8 @@ SLOW_TESTS = {
                               "test_a_folder_whose_cell_mixes_two_protocols_is_refused"},
     "test_own_objective.py": {"test_the_example_runs_through_table2_beside_a_builtin_objective",
                               "test_the_example_runs_as_table2_pieces_that_record_its_file"},
+    "test_extension_points.py": {"test_a_learner_in_one_file_runs_through_table_2_and_a_sweep",
+                                 "test_a_dataset_in_one_file_runs_through_table_2_and_a_sweep"},
 }
 SLOW_MARKERS = ("notebook", "browser", "fullsize", "colab")
 

@@ -500,7 +500,7 @@ def test_8_a_resumed_run_writes_the_same_bytes_as_an_uninterrupted_one(tmp_path,
     from featlib.cli import run_cmnist
 
     monkeypatch.setattr(run_cmnist, "CMNISTProtocol", lambda **kw: CMNISTProtocol(**{**TINY, **kw}))
-    monkeypatch.setattr(run_cmnist, "LEARNER_CHOICES", ("erm-nf", "erm"))
+    monkeypatch.setattr(run_cmnist, "learner_choices", lambda: ["erm-nf", "erm"])
 
     def main(name):
         return run_cmnist.main(["--out", str(tmp_path / name), "--cache-dir", str(tmp_path / f"cache-{name}"),

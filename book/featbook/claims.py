@@ -142,8 +142,10 @@ def _nf_pieces(results: Path) -> str:
     runs = _nf_runs(results)
     if runs is None:
         return "the whole-network (ERM-NF) runs wait for a GPU"
+    from featlib.experiments.labels import label
+
     seeds = runs["seed"].nunique()
-    datasets = prose.listing(sorted({"ColoredMNIST-025" if d == "cmnist025" else "ColoredMNIST-01" for d in runs["dataset"]}))
+    datasets = prose.listing(sorted({label("dataset", d) for d in runs["dataset"]}))
     return (f"the whole-network (ERM-NF) runs: {prose.count(seeds, 'seed')} on {datasets} from a GPU"
             + (", shown apart (too few to rank)" if seeds < 3 else ""))
 
@@ -188,6 +190,7 @@ def _fig1b(results: Path, executed: Path | None) -> tuple[str, str]:
 
 def _table7(results: Path, executed: Path | None) -> tuple[str, str]:
     from featbook.cmnist_views import stop_rounds
+    from featlib.experiments.labels import label
     from featlib.experiments.paper_values import FEAT_STOP_ROUND
     from featlib.experiments.results import load_rounds
 
@@ -202,7 +205,7 @@ def _table7(results: Path, executed: Path | None) -> tuple[str, str]:
         if len(kept):
             same = int((kept == paper).sum())
             parts.append(f"{same} of {len(kept)} seeds keep {paper} rounds on "
-                         f"{'ColoredMNIST-025' if dataset == 'cmnist025' else 'ColoredMNIST-01'}")
+                         f"{label('dataset', dataset)}")
     return f"full size (50,000 images), {prose.count(seeds, 'seed')} (the paper's 10)", "; ".join(parts) or "-"
 
 
@@ -212,7 +215,8 @@ CALIBRATION_SHORT = " (partly built in: the OOD stage's length was chosen agains
 
 
 def _table2(results: Path, executed: Path | None) -> tuple[str, str]:
-    from featbook.cmnist_views import TABLE2_MIN_SEEDS, frozen_columns, table2_pieces_choice, whole_seeds
+    from featbook.cmnist_views import FROZEN_LEARNERS, TABLE2_MIN_SEEDS, frozen_columns, table2_pieces_choice, whole_seeds
+    from featlib.experiments.labels import label
     from featlib.experiments.table2_pieces import load_pieces
 
     def pieces_in(name):
@@ -238,10 +242,10 @@ def _table2(results: Path, executed: Path | None) -> tuple[str, str]:
     ties = {d: (int(m["tie"].sum()), int(m["paper_tie"].sum())) for d, m in margins.groupby("dataset")}
     # a lead inside the two cells' seed spread is a tie (chapter 04, "FeAT's margin")
     parts = [f"best in {int(r.feat_best)} of {int(r.objectives)} on "
-             f"{'ColoredMNIST-025' if r.dataset == 'cmnist025' else 'ColoredMNIST-01'} (the paper: "
+             f"{label('dataset', r.dataset)} (the paper: "
              f"{int(r.paper_feat_best)}; ties within a seed std: {ties.get(r.dataset, (0, 0))[0]}, "
              f"the paper's {ties.get(r.dataset, (0, 0))[1]})" for r in frozen.itertuples()]
-    gaps = frozen[["gap_erm", "gap_bonsai", "gap_ifeat"]].to_numpy()
+    gaps = frozen[[f"gap_{learner}" for learner in FROZEN_LEARNERS]].to_numpy()
     text = (f"{verdict}: FeAT's features " + prose.listing(parts) + "; our columns lie "
             f"{prose.number(gaps.min(), 1)}-{prose.number(gaps.max(), 1)} points from the paper's cells on average")
     if which != "earlier":  # today's protocol: its OOD length was chosen against the paper's table (featlib.hparams)

@@ -24,8 +24,13 @@ from featlib.experiments.colored_mnist import (
 )
 from featlib.experiments.labels import DATASET_LABELS, LEARNER_LABELS, OBJECTIVE_LABELS, label
 from featlib.experiments.paper_values import ORACLE, TABLE2, TABLE7
-from featlib.hparams import OBJECTIVE_GRIDS
+from featlib.hparams import OBJECTIVE_GRIDS, PAPER_LEARNERS
 from featlib.feature_learning.termination import DEFAULT_TERMINATION_THRESHOLD
+
+#: Table 2's frozen-feature columns, the paper's learners: what the CPU computes as pieces (chapter 04).
+FROZEN_LEARNERS = PAPER_LEARNERS
+#: The columns FeAT's features are compared with: the paper's other learners, ERM's and Bonsai's.
+BASELINES = tuple(learner for learner in PAPER_LEARNERS if learner != "ifeat")
 
 
 # -- the numbers: Table 2, Table 7 and the comparisons, ours beside the paper's ----------------
@@ -111,7 +116,7 @@ def _table2_cell(mean: float, std: float, n: int, with_n: bool, n_diverged: int 
     return (f"{100 * mean:.2f}" if n == 1 else format_mean_std(mean, std)) + f" (n = {n})" + diverged
 
 
-def feat_comparison(results: pd.DataFrame, feat: str = "feat", others=("erm", "bonsai")) -> pd.DataFrame:
+def feat_comparison(results: pd.DataFrame, feat: str = "feat", others=BASELINES) -> pd.DataFrame:
     """Per dataset and objective: does FeAT's best mean beat each other learner's?"""
     best = select_best(results).set_index(["dataset", "objective", "learner"])["mean"]
     rows = []
@@ -125,7 +130,7 @@ def feat_comparison(results: pd.DataFrame, feat: str = "feat", others=("erm", "b
     return pd.DataFrame(rows)
 
 
-def frozen_columns(results: pd.DataFrame, feat: str = "ifeat", others: Sequence[str] = ("erm", "bonsai")
+def frozen_columns(results: pd.DataFrame, feat: str = "ifeat", others: Sequence[str] = BASELINES
                    ) -> pd.DataFrame:
     """Table 2's frozen-feature columns beside the paper's, per dataset: over the penalised
     objectives where every column has a cell, in how many ``feat``'s features give the best mean of
@@ -161,8 +166,6 @@ def frozen_columns(results: pd.DataFrame, feat: str = "ifeat", others: Sequence[
     return pd.DataFrame(rows)
 
 
-#: Table 2's frozen-feature columns: what the CPU computes as pieces (chapter 04).
-FROZEN_LEARNERS = ("erm", "bonsai", "ifeat")
 #: Seeds every frozen cell needs before chapter 04 shows a protocol's pieces as its Table 2: with fewer,
 #: a cell's std means little and columns a point apart change places (issue 33 asks for 5, goal 10).
 TABLE2_MIN_SEEDS = 3
@@ -482,7 +485,7 @@ def plot_set_sizes(ax, rounds: pd.DataFrame, title: str):
     return ax
 
 
-def feat_margins(results: pd.DataFrame, feat: str = "ifeat", others: Sequence[str] = ("erm", "bonsai"),
+def feat_margins(results: pd.DataFrame, feat: str = "ifeat", others: Sequence[str] = BASELINES,
                  score: str = "worst_test_acc") -> pd.DataFrame:
     """FeAT's margin per row of Table 2: for each dataset and penalised objective where every
     column has a cell, FeAT's features' cell minus the best of the ``others`` columns (points;
@@ -528,7 +531,7 @@ def feat_margins(results: pd.DataFrame, feat: str = "ifeat", others: Sequence[st
                              .fillna(len(order)), kind="stable", ignore_index=True)
 
 
-def selection_gaps(results: pd.DataFrame, learners: Sequence[str] = ("erm", "bonsai", "ifeat")) -> pd.DataFrame:
+def selection_gaps(results: pd.DataFrame, learners: Sequence[str] = FROZEN_LEARNERS) -> pd.DataFrame:
     """How much of each column's Table 2 number the test-domain ("oracle") selection carries: per
     dataset and learner, the mean over penalised objectives of the oracle cell minus the cell
     selected by training-domain validation (``val_acc``), in points, with the number of cells.
@@ -832,9 +835,8 @@ def comparison(wins: pd.DataFrame, feat: str = "ifeat") -> Table:
     frame = pd.DataFrame({
         "dataset": [DATASET_LABELS.get(d, d) for d in wins["dataset"]],
         "objective": [OBJECTIVE_LABELS.get(o, o) for o in wins["objective"]],
-        LEARNER_LABELS["erm"]: [prose.number(100 * v, 1) for v in wins["erm"]],
-        LEARNER_LABELS["bonsai"]: [prose.number(100 * v, 1) for v in wins["bonsai"]],
-        LEARNER_LABELS[feat]: [prose.number(100 * v, 1) for v in wins[feat]],
+        **{LEARNER_LABELS[learner]: [prose.number(100 * v, 1) for v in wins[learner]]
+           for learner in (*BASELINES, feat)},
     })
     return table(frame, caption="Best mean OOD accuracy (%) on frozen features")
 
@@ -899,7 +901,7 @@ def set_sizes_figure(rounds: pd.DataFrame, datasets, learner: str = "ifeat"):
     return fig
 
 
-def table2_against_paper_figure(runs: pd.DataFrame, learners=("erm", "bonsai", "ifeat"), title: str | None = None):
+def table2_against_paper_figure(runs: pd.DataFrame, learners=FROZEN_LEARNERS, title: str | None = None):
     """Table 2 cell by cell, ours against the paper's: one panel per dataset, each cell (objective x
     learner, best configuration) a point at (the paper's mean, our mean) with the
     two standard deviations as bars, coloured by learner; on the diagonal ours equals the
@@ -917,7 +919,7 @@ def table2_against_paper_figure(runs: pd.DataFrame, learners=("erm", "bonsai", "
             x, xerr = np.array([m for m, _ in paper], dtype=float), np.array([e for _, e in paper], dtype=float)
             y, yerr = 100 * rows["mean"].to_numpy(), 100 * rows["std"].to_numpy()
             ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", ms=4, capsize=0, lw=0.8,
-                        color=style.colour(learner), label=LEARNER_LABELS[learner])
+                        color=style.colour(learner, default="#999999"), label=LEARNER_LABELS[learner])
             ok = np.isfinite(x)  # the limits hold every point with its bars
             values += [*(x - xerr)[ok], *(x + xerr)[ok], *(y - np.nan_to_num(yerr)), *(y + np.nan_to_num(yerr))]
         lo, hi = (min(values) - 2, max(values) + 2) if values else (0, 100)
@@ -1360,7 +1362,7 @@ def frozen_columns_sentence(frozen: pd.DataFrame, pieces: str = "the committed p
     best = [f"{r.feat_best} of {r.objectives} penalised objectives on {labels[r.dataset]} (the paper's Table 2: "
             f"{r.paper_feat_best})" for r in frozen.itertuples()]
     gaps = [f"{labels[r.dataset]}: " + ", ".join(
-        f"{LEARNER_LABELS[c]} {prose.number(getattr(r, f'gap_{c}'), 1)}" for c in ("erm", "bonsai", "ifeat"))
+        f"{LEARNER_LABELS[c]} {prose.number(getattr(r, f'gap_{c}'), 1)}" for c in FROZEN_LEARNERS)
         for r in frozen.itertuples()]
     worst = frozen.loc[frozen["largest_gap"].abs().idxmax()]
     direction = "below" if worst["largest_gap"] < 0 else "above"

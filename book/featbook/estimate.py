@@ -55,8 +55,6 @@ FROZEN_OBJECTIVE_COST = {
     "cpu": {"erm": 1.0, "irmv1": 1.5, "ib_irm": 1.6, "vrex": 1.15, "irmx": 1.6, "iga": 2.0, "fishr": 2.9, "clove": 11.0},
     "gpu": {"iga": 3.9},
 }
-#: Step cost of a round relative to ERM's (featlib.cost on the H100: iFeAT 1.47x worst, FeAT 1.16-1.78x).
-ROUND_COST = {"erm": 1.0, "bonsai": 1.1, "ifeat": 1.5, "feat": 1.8}
 #: Sustained FLOP/s of backbone training steps.
 BACKBONE_FLOPS = {"t4": 2.4e12, "cpu": 213e9}
 #: Sustained FLOP/s of the small ColoredMNIST CNN's full-batch step. The CPU's is measured on this
@@ -129,30 +127,34 @@ class Estimate:
 
 
 # -- ColoredMNIST (chapters 03 and 04) ---------------------------------------------------------
+def round_cost(learner: str) -> float:
+    """A step of ``learner`` relative to ERM's (its registration's ``step_cost``: featlib.cost on
+    the H100, iFeAT 1.47x in its worst round, FeAT 1.16-1.78x, Bonsai 1.1x)."""
+    from featlib.feature_learning import FEATURE_LEARNERS
+
+    return FEATURE_LEARNERS.get(learner).step_cost
+
+
 def feature_learning_epochs(protocol, learner: str, expected_rounds: int | None = None) -> float:
-    """ERM-step equivalents of one seed's feature learner ``learner`` (Table 6's epochs, scaled;
-    FeAT's rounds up to ``expected_rounds`` + the discarded one, at most ``max_rounds``)."""
-    options = protocol.learner_options(learner)
-    if learner == "erm":
-        epochs = options["epochs"]
-    elif learner == "bonsai":
-        epochs = sum(options["round_epochs"]) + options["synthesis_epochs"]
-    else:
-        rounds = min(protocol.max_rounds, (expected_rounds or protocol.max_rounds) + 1)
-        epochs = options["epochs_per_round"] * rounds
-    return epochs * ROUND_COST[learner]
+    """ERM-step equivalents of one seed's feature learner ``learner`` (Table 6's epochs, scaled, or
+    the schedule it was registered with; rounds of one length up to ``expected_rounds`` + the
+    discarded one, at most ``max_rounds``)."""
+    from featlib.feature_learning import FEATURE_LEARNERS
+
+    rounds = min(protocol.max_rounds, (expected_rounds or protocol.max_rounds) + 1)
+    stages = FEATURE_LEARNERS.get(learner).stages(protocol.learner_options(learner), rounds)
+    return sum(length for _, length in stages) * round_cost(learner)
 
 
 def cmnist(protocols, oracle: bool = True) -> Estimate:
     """Every protocol of a ColoredMNIST chapter: feature learning, ERM-NF stacks, frozen heads."""
-    from featlib.experiments.colored_mnist import FEATURE_LEARNER_NAMES
     from featlib.experiments.paper_values import FEAT_STOP_ROUND
 
     est = Estimate()
     for p in protocols:
         size = mlp_size_factor(p.n_train, p.hidden_dim)
         seeds = len(p.seeds)
-        learned = [i for i in p.learners if i in FEATURE_LEARNER_NAMES]
+        learned = [i for i in p.learners if i != "erm-nf"]
         epochs = sum(feature_learning_epochs(p, i, FEAT_STOP_ROUND.get(p.dataset)) for i in learned) * seeds
         if oracle:
             epochs += p.learner_options("erm")["epochs"] * seeds
@@ -186,13 +188,18 @@ def cnn_step_flops(n_train: int, hidden_dim: int = 256, side: int = 28, channels
 def saliency(protocol) -> Estimate:
     """The ERM snapshots (one run to the longest), Bonsai and FeAT of the saliency study."""
     from featlib.experiments.colored_mnist import schedule
+    from featlib.feature_learning import FEATURE_LEARNERS
 
     scale = protocol.epoch_scale
+
+    def learner_epochs(learner: str, rounds: int) -> float:
+        stages = FEATURE_LEARNERS.get(learner).stages(schedule(protocol.dataset, learner, scale), rounds)
+        return sum(length for _, length in stages) * round_cost(learner)
+
     epochs = max(protocol.erm_epochs) * scale
     if protocol.bonsai:
-        b = schedule(protocol.dataset, "bonsai", scale)
-        epochs += (sum(b["round_epochs"]) + b["synthesis_epochs"]) * ROUND_COST["bonsai"]
-    epochs += schedule(protocol.dataset, "ifeat", scale)["epochs_per_round"] * protocol.feat_rounds * ROUND_COST["ifeat"]
+        epochs += learner_epochs("bonsai", protocol.feat_rounds)
+    epochs += learner_epochs("ifeat", protocol.feat_rounds)
     est = Estimate()
     if protocol.architecture == "cnn":
         flops = cnn_step_flops(protocol.n_train, protocol.hidden_dim)
@@ -230,6 +237,8 @@ def wilds(protocol, split_sizes: dict[str, int] | None = None, download: bool = 
     """Feature learning, embeddings, the OOD stage and DFR of a WILDS protocol. ``split_sizes``:
     examples per split (capped by ``max_examples``); by default the real datasets' sizes, or with
     ``fabricated`` the fabricated copy's."""
+    from featlib.feature_learning import FEATURE_LEARNERS
+
     if split_sizes is None and fabricated:
         split_sizes = fabricated_split_sizes(protocol.dataset)
     spec, cfg = protocol.spec, protocol.train_config()
@@ -242,12 +251,8 @@ def wilds(protocol, split_sizes: dict[str, int] | None = None, download: bool = 
     est = Estimate()
     steps = 0.0
     for learner in protocol.learners:
-        if learner == "erm":
-            steps += cfg.erm_steps
-        elif learner == "bonsai":
-            steps += cfg.steps_per_round * (cfg.rounds + 1) * ROUND_COST["bonsai"]
-        else:
-            steps += cfg.steps_per_round * cfg.rounds * ROUND_COST[learner]
+        stages = FEATURE_LEARNERS.get(learner).stages(cfg.learner_options(learner), cfg.rounds)
+        steps += sum(length for _, length in stages) * round_cost(learner)
     train_flops = steps * seeds * 3 * per_example * cfg.batch_size
     est.add("feature learning", *(train_flops / BACKBONE_FLOPS[d] + steps * seeds * STEP_OVERHEAD_S[d]
                                   for d in ("t4", "cpu")))
@@ -279,11 +284,11 @@ REAL_SPLIT_SIZES = {
 # -- chapter 07 ------------------------------------------------------------------------------
 def cost(settings, cases) -> Estimate:
     """The cost benchmark: every learner, round, step and repeat of each case."""
+    from featlib.cost.benchmark import expected_rounds
+
     est = Estimate()
     for case in cases:
-        stages = 0
-        for learner in settings.learners:
-            stages += 1 if learner == "erm" else settings.rounds + (1 if learner == "bonsai" else 0)
+        stages = sum(len(expected_rounds(learner, settings)) for learner in settings.learners)
         steps = stages * settings.steps * settings.repeats
         if getattr(case, "name", "") == "cmnist":
             size = mlp_size_factor(case.n_train, case.hidden_dim)
