@@ -113,6 +113,24 @@ def test_prose_formats_values_as_text_a_reader_reads():
         prose.say("x", {"a": 1})
 
 
+def test_prose_says_values_over_seeds_and_where_they_were_computed_in_one_way():
+    """The phrases the ColoredMNIST pages share (chapters 03, 04, 09): a value over seeds has no
+    spread at one seed, a distance in paper stds is always signed, devices read as a reader says them."""
+    assert prose.seed_mean(0.8036, 0.022, 3, scale=100) == "80.36\u00a0±\u00a02.20"
+    assert prose.seed_mean(0.8036, 0.022, 1, scale=100) == "80.36"  # one seed: no spread to show
+    assert prose.seed_mean(79.0, float("nan"), 2) == "79.00" and prose.seed_mean(None, 0.1, 3) == prose.MISSING
+    assert prose.over_seeds(1) == "one seed (no spread to show)"
+    assert prose.over_seeds(3) == "mean ± std over 3\u00a0seeds"
+    assert prose.seeds_caveat(1) == "one seed, so this gives a direction, not a size"
+    assert prose.seeds_caveat(4) == "4\u00a0seeds"
+    assert prose.seed_list([2]) == "seed 2 only" and prose.seed_list([1, 2, 3]) == "seeds 1, 2 and 3"
+    assert prose.stds(1.26) == "+1.3" and prose.stds(-0.14) == "\u22120.1" and prose.stds(0.0) == "+0.0"
+    devices = pd.Series(["cuda (NVIDIA H200)", "cpu", "cuda (NVIDIA H200)"])
+    assert prose.devices(devices) == "cpu and one NVIDIA H200"
+    assert prose.devices(devices, cpu="a CPU") == "a CPU and one NVIDIA H200"
+    assert not any(leaks.scan_text(t) for t in (prose.over_seeds(3), prose.devices(devices, cpu="a CPU")))
+
+
 def test_tables_show_labels_one_line_values_and_no_index_or_nan():
     frame = pd.DataFrame({"objective": ["IRMv1", "V-REx"], "value": [0.925, np.nan], "kept": [True, False]})
     html = tables.table(frame, caption="A table")._repr_html_()
