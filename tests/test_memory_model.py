@@ -179,6 +179,82 @@ def test_every_committed_peak_is_compared_here():
     assert holding == {f"results/cost/{d}/{f}" for d in ("cpu-2core", "h200") for f in ("raw.csv", "summary.csv")}
 
 
+# -- the preflight's memory line -------------------------------------------------------------------
+def paper_protocols() -> list[CMNISTProtocol]:
+    """Chapter 04's default protocols: the paper's, on both datasets."""
+    return [CMNISTProtocol(dataset=d) for d in ("cmnist025", "cmnist01")]
+
+
+def test_a_run_beyond_a_t4_is_one_warning_line_with_the_remedy():
+    from featbook import estimate, leaks, runtime
+
+    est = estimate.cmnist(paper_protocols())
+    assert est.peak.gpu_bytes > memory.T4_BYTES  # two datasets' data and IGA's stack of 30 networks
+    assert est.peak.stage == "ERM-NF stack" and est.peak.sizes["objective"] == "iga"
+    text = runtime.preflight_text(est)  # this machine has no GPU: compared with a T4
+    warnings = [line for line in text.replace("\xa0", " ").splitlines() if "memory" in line]
+    assert len(warnings) == 1
+    line = warnings[0]
+    assert line.startswith("WARNING: on a GPU this run would need about 15.") and "more than a Colab T4's 15.0 GiB" in line
+    assert 'profiles.apply("colab", globals())' in line and "fewer penalty_weights or pretrain_epochs" in line
+    assert "leave IGA, the dearest objective, out" in line and "30 configurations" in line
+    assert leaks.PREFLIGHT.search(line)  # a page that showed it would fail the build
+
+
+def test_on_a_gpu_the_line_compares_with_that_gpu(monkeypatch):
+    from featbook import estimate, runtime
+
+    monkeypatch.setattr(runtime, "has_gpu", lambda: True)
+    est = estimate.cmnist(paper_protocols())
+    monkeypatch.setattr(runtime, "gpu_capacity", lambda: (15 * 2**30, "Tesla T4"))
+    small_gpu = [line for line in runtime.preflight_text(est).splitlines() if "memory" in line]
+    assert len(small_gpu) == 1 and small_gpu[0].startswith("WARNING: this run needs about 15.")
+    assert "more than the 15.0 GiB of this runtime's GPU (Tesla T4)" in small_gpu[0]
+    monkeypatch.setattr(runtime, "gpu_capacity", lambda: (80 * 2**30, "NVIDIA H100"))
+    text = runtime.preflight_text(est)
+    assert "WARNING" not in text
+    assert "Estimated peak GPU memory of this run: about 15." in text and "within the 80.0 GiB of this runtime's GPU" in text
+
+
+def test_a_run_that_fits_gets_the_estimate_and_no_warning():
+    from featbook import estimate, leaks, profiles, runtime
+
+    small = profiles.load("small")["04_feat_on_colored_mnist"]
+    protocols = [small_protocol(dataset=d, seeds=tuple(small["seeds"]), objectives=CMNISTProtocol().objectives,
+                                learners=CMNISTProtocol().learners, penalty_weights=tuple(small["penalty_weights"]),
+                                pretrain_epochs=tuple(small["pretrain_epochs"]), hidden_dim=small["hidden_dim"],
+                                n_train=small["n_train"], n_test=small["n_test"], n_val=small["n_val"])
+                 for d in ("cmnist025", "cmnist01")]
+    text = runtime.preflight_text(estimate.cmnist(protocols))
+    line = next(line for line in text.splitlines() if "memory" in line)
+    assert line.startswith("Estimated peak GPU memory of this run: about ") and "within a Colab T4's 15.0 GiB" in line
+    assert "WARNING" not in text
+    assert leaks.PREFLIGHT.search(line)
+
+
+@pytest.mark.parametrize("peak, words, remedy", [
+    (memory.StagePeak("backbone step", 20 * 2**30, {"backbone": "densenet121", "dataset": "fmow", "side": 224,
+                                                    "batch_size": 256}),
+     "a training step of the DenseNet-121 on 256 examples of 224 px", "use a smaller batch_size, or a smaller resolution"),
+    (memory.StagePeak("backbone step", 20 * 2**30, {"backbone": "distilbert", "dataset": "amazon", "tokens": 512,
+                                                    "batch_size": 64}),
+     "the DistilBERT on 64 examples of 512 tokens", "use a smaller batch_size, or a smaller max_token_length"),
+    (memory.StagePeak("frozen-feature stack", 20 * 2**30, {"objective": "clove", "configurations": 30, "groups": 40,
+                                                           "seeds": 10, "n_train": 50000, "hidden_dim": 256}),
+     "40 featurizers (learners x seeds) x 30 configurations", "train fewer seeds or learners"),
+    (memory.StagePeak("feature learning", 20 * 2**30, {"learner": "bonsai", "n_train": 50000, "hidden_dim": 256,
+                                                       "model": "cnn"}),
+     "Bonsai, the CNN on 50,000 images", "fewer training images (n_train)"),
+])
+def test_each_stage_says_what_it_is_and_what_to_shrink(peak, words, remedy):
+    from featbook import runtime
+    from featbook.estimate import Estimate
+
+    line = runtime.memory_text(Estimate().need([peak]), memory.T4_BYTES, profile="small").replace("\xa0", " ")
+    assert line.startswith("WARNING: on a GPU") and words in line and remedy in line
+    assert 'profiles.apply("small", globals())' in line and "\n" not in line
+
+
 def test_the_memory_command_refuses_an_unknown_part_in_one_line(capsys):
     assert pytest.raises(SystemExit, memory.main, ["stack"]).value.code == 2
     err = capsys.readouterr().err
