@@ -55,6 +55,26 @@ def measured_run(protocol: CMNISTProtocol) -> int:
     return peak.bytes - before
 
 
+def test_peak_memory_counts_no_dead_proxy_or_fake_tensor_torch_compile_leaves_alive():
+    """torch.compile leaves weakref proxies whose tensor is gone and fake tensors (shapes without
+    memory, some of symbolic size) among the live objects: after tests/test_gpu_paths.py, every
+    later PeakMemory on the CPU raised ReferenceError, and then reported sympy expressions."""
+    import weakref
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    held = [torch.zeros(10)]
+    proxy = weakref.proxy(held[0])
+    del held[:]
+    with FakeTensorMode():
+        fake = torch.empty(2**28)  # 1 GiB that no memory holds
+    before = live_bytes()
+    with PeakMemory(CPU) as peak:
+        made = torch.ones(1000)
+    assert isinstance(peak.bytes, int) and peak.bytes - before == 4000
+    assert proxy is not None and fake is not None and made is not None
+
+
 # -- the CPU: whole runs measured now ------------------------------------------------------------
 @pytest.mark.parametrize("fields", [
     {},  # ERM-NF, IRMv1: two seeds' stacks of 4 configurations
