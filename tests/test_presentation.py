@@ -401,6 +401,14 @@ def test_the_colab_profile_fits_a_colab_session_per_chapter_on_full_data():
     assert minutes["03"] > 5 and minutes["04"] > 5  # not a small profile in disguise
 
 
+def test_the_colab_profile_fits_a_t4s_memory_per_chapter():
+    """The profile the memory warning names (featbook.runtime.memory_text) fits what it is for."""
+    from featlib.training.memory import T4_BYTES
+
+    peaks = {chapter: e.peak for chapter, e in colab_estimates().items()}
+    assert all(p.gpu_bytes <= T4_BYTES for p in peaks.values()), {c: p.gpu_bytes / 2**30 for c, p in peaks.items()}
+
+
 def test_every_profile_only_sets_parameters_each_notebook_accepts():
     from featbook.notebook_params import check_parameters
 

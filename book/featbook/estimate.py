@@ -21,7 +21,10 @@ by step times that were measured, on other machines, for the same steps:
   chapter 06's small CNN at :data:`CNN_FLOPS` (the CPU's measured: 2.3 s a full-batch step on
   5,000 images, 31.5 s on 50,000).
 
-The result is an :class:`Estimate` with the T4 and CPU times. A part never takes longer on the T4
+The result is an :class:`Estimate` with the T4 and CPU times, and with the peak memory of each
+stage of the run from featlib's memory model (:mod:`featlib.training.memory`: counted tensor
+peaks per stage, with what a GPU holds beside them), which :mod:`featbook.runtime` compares with
+the GPU. A part never takes longer on the T4
 than on the CPU (:meth:`Estimate.add`): where per-step overhead dominates (the tiny heads of an
 OOD stage) the measured CPU time bounds it, since a GPU runtime has that CPU too. On fabricated
 WILDS data the example counts are the fabricated ones (:func:`fabricated_split_sizes`), not the
@@ -31,6 +34,8 @@ magnitude it is: data loading, evaluation passes and Colab's varying GPUs are no
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from featlib.training import memory
 
 from featbook import prose
 
@@ -92,11 +97,25 @@ def mlp_size_factor(n_train: int, hidden_dim: int, inputs: int = 392) -> float:
 
 @dataclass
 class Estimate:
-    """Estimated seconds on a Colab T4 GPU and on a 2-core CPU, with the parts that make them up."""
+    """Estimated seconds on a Colab T4 GPU and on a 2-core CPU, with the parts that make them up,
+    and the run's stages with their peak memory (:class:`featlib.training.memory.StagePeak`)."""
 
     t4_s: float = 0.0
     cpu_s: float = 0.0
     parts: dict[str, tuple[float, float]] = field(default_factory=dict)
+    peaks: list = field(default_factory=list)
+
+    def need(self, peaks) -> Estimate:
+        """Add stages' peak memory (a run's stages follow one another: the peak is the largest)."""
+        self.peaks.extend(peaks)
+        return self
+
+    @property
+    def peak(self):
+        """The stage with the most memory (None when no stage was modelled)."""
+        from featlib.training.memory import largest
+
+        return largest(self.peaks)
 
     def add(self, name: str, t4_s: float, cpu_s: float) -> Estimate:
         """Add a part; its T4 time is at most its CPU time (see the module)."""
@@ -112,6 +131,7 @@ class Estimate:
         for source in (self, other):
             for name, (t4, cpu) in source.parts.items():
                 out.add(name, t4, cpu)
+            out.need(source.peaks)
         return out
 
     def describe(self) -> str:
@@ -150,6 +170,7 @@ def cmnist(protocols, oracle: bool = True) -> Estimate:
     """Every protocol of a ColoredMNIST chapter: feature learning, ERM-NF stacks, frozen heads."""
     from featlib.experiments.paper_values import FEAT_STOP_ROUND
 
+    protocols = list(protocols)
     est = Estimate()
     for p in protocols:
         size = mlp_size_factor(p.n_train, p.hidden_dim)
@@ -171,7 +192,7 @@ def cmnist(protocols, oracle: bool = True) -> Estimate:
             est.add("frozen-feature runs", *(runs(d) * head * _device_s(FROZEN_RUN_S, d)
                                              + len(p.objectives) * p.ood_steps * FROZEN_STEP_OVERHEAD_S[d]
                                              for d in ("t4", "cpu")))
-    return est
+    return est.need(memory.cmnist_peaks(protocols, oracle=oracle))
 
 
 # -- chapter 06's ColoredMNIST models ----------------------------------------------------------
@@ -207,7 +228,7 @@ def saliency(protocol) -> Estimate:
     else:
         size = mlp_size_factor(protocol.n_train, protocol.hidden_dim)
         est.add("MLP training", *(epochs * size * _device_s(MLP_STEP_S, d) for d in ("t4", "cpu")))
-    return est
+    return est.need(memory.saliency_peaks(protocol))
 
 
 # -- WILDS (chapters 05 and 06) ----------------------------------------------------------------
@@ -267,7 +288,7 @@ def wilds(protocol, split_sizes: dict[str, int] | None = None, download: bool = 
 
         seconds = download_size_gb(protocol.dataset) * 1e9 / DOWNLOAD_BPS
         est.add("download", seconds, seconds)
-    return est
+    return est.need(memory.wilds_peaks(protocol, sizes, protocol.train_config().eval_batch_size))
 
 
 #: Examples per split of the real WILDS datasets (train / OOD val / OOD test), from WILDS' paper.
@@ -297,7 +318,7 @@ def cost(settings, cases) -> Estimate:
             flops = 3 * BACKBONE_FWD_FLOPS.get(case.backbone, 5e6) * ((case.resolution or 96) / 224) ** 2 * case.batch_size
             est.add("WILDS steps", *(steps * (flops / BACKBONE_FLOPS[d] + STEP_OVERHEAD_S[d]) * 1.2
                                      for d in ("t4", "cpu")))
-    return est
+    return est.need(memory.cost_peaks(cases, settings.learners))
 
 
 # -- chapters 01 and 02 ----------------------------------------------------------------------
@@ -306,8 +327,8 @@ def cost(settings, cases) -> Estimate:
 TWO_BIT_STEP_S = {"cpu": 3e-3, "t4": 1.5e-3}
 
 
-def two_bit(steps: int, n_examples: int = 5000, d: int = 100) -> Estimate:
-    """``steps`` gradient steps of the two-bit model."""
+def two_bit(steps: int, n_examples: int = 5000, d: int = 100, m: int = 20) -> Estimate:
+    """``steps`` gradient steps of the two-bit model (``m`` filters per class)."""
     size = n_examples * d / (5000 * 100)
     return Estimate().add("gradient descent", steps * max(TWO_BIT_STEP_S["t4"], 1e-4 * size),
-                          steps * TWO_BIT_STEP_S["cpu"] * max(size, 0.05))
+                          steps * TWO_BIT_STEP_S["cpu"] * max(size, 0.05)).need(memory.two_bit_peaks(n_examples, d, m))
