@@ -581,11 +581,19 @@ def largest(peaks) -> StagePeak | None:
 
 def learner_bytes(learner: str, model: str, n: int, hidden: int, image_shape: tuple[int, int, int]) -> float:
     """The modelled peak of a whole full-batch run of ``learner`` beyond its data (:data:`LEARNER_PEAKS`)."""
-    from ..experiments.colored_mnist import FEATURE_LEARNER_NAMES
+    from ..feature_learning import FEATURE_LEARNERS
 
-    check_choice("learner", learner, FEATURE_LEARNER_NAMES)
+    check_choice("learner", learner, FEATURE_LEARNERS.table_order())
     terms = learner_sizes(model, n, hidden, image_shape)
-    return max(0.0, sum(k * terms[t] for k, t in zip(LEARNER_PEAKS[(model, learner)], LEARNER_TERMS[model])))
+
+    def peak(name: str) -> float:
+        return max(0.0, sum(k * terms[t] for k, t in zip(LEARNER_PEAKS[(model, name)], LEARNER_TERMS[model])))
+
+    if (model, learner) in LEARNER_PEAKS:
+        return peak(learner)
+    # a learner registered without fitted coefficients (one of the user's): the dearest fitted one's,
+    # until `python -m featlib.training.memory learners` fits it
+    return max(peak(name) for (m, name) in LEARNER_PEAKS if m == model)
 
 
 def _features_bytes(groups: int, hidden: int, n_train: int, n_test: int, n_val: int, test_envs: int = 3) -> int:
@@ -602,14 +610,14 @@ def cmnist_peaks(protocols, oracle: bool = True) -> list[StagePeak]:
     each objective's ERM-NF stack (one seed's C configurations) and frozen-feature stack (every
     (learner, seed) group x C configurations, with the features on the training, test and
     validation images)."""
-    from ..experiments.colored_mnist import FEATURE_LEARNER_NAMES
+    from ..feature_learning import FEATURE_LEARNERS
 
     protocols = list(protocols)
     data = sum(len(p.seeds) * colored_mnist_bytes(p.n_train, p.n_test, p.n_val) for p in protocols)
     out = []
     for p in protocols:
         n, h, shape = p.n_train, p.hidden_dim, _image_shape(p.dataset)
-        learners = [i for i in p.learners if i in FEATURE_LEARNER_NAMES] + (["erm"] if oracle else [])
+        learners = [i for i in p.learners if i in FEATURE_LEARNERS] + (["erm"] if oracle else [])
         if learners:
             dearest = max(learners, key=lambda i: learner_bytes(i, "mlp", n, h, shape))
             oracle_data = len(p.seeds) * colored_mnist_bytes(p.n_train, p.n_test, p.n_val) if oracle else 0
@@ -760,9 +768,9 @@ def _print_stacks() -> None:
 
 
 def _print_learners() -> None:
-    from ..experiments.colored_mnist import FEATURE_LEARNER_NAMES
+    from ..feature_learning import FEATURE_LEARNERS
 
-    for model, learner in itertools.product(LEARNER_MODELS, FEATURE_LEARNER_NAMES):
+    for model, learner in itertools.product(LEARNER_MODELS, FEATURE_LEARNERS.table_order()):
         LEARNER_PEAKS[(model, learner)] = fit_learner_coefficients(learner, model)
         dataset, n, hidden = LEARNER_CHECK_SIZE[model]
         counted = measure_learner_peak(learner, model, dataset, n, hidden)
