@@ -37,7 +37,7 @@ import itertools
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +53,9 @@ from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist
 from ..data.mnist import SOURCES
 from ..device import describe_device, get_device
 from ..feature_learning import FEATURE_LEARNERS, LearnedFeatures
+# Table 6's epochs per learner and a learner's schedule on a dataset live below the experiments (so that
+# the memory model and the cost benchmark read them without the protocol); re-exported here
+from ..feature_learning.schedules import SCHEDULES, schedule, schedule_dataset  # noqa: F401
 from ..store.legacy import ROW_ALIASES
 from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
 from ..feature_learning.termination import DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD, termination_rule
@@ -61,7 +64,7 @@ from ..models.stacked import StackedHeads, StackedMLP
 from ..objectives import OBJECTIVES, make_objective
 from ..training import DEFAULT_PRECISION, OOD_PATHS, PRECISIONS
 from ..training.ood_stage import Environments, LabelledInputs, OODStageConfig, StackRuns, train_stack
-from ..hparams import APPENDIX_F1, OBJECTIVE_GRIDS, PAPER_LEARNERS, TABLE6, values
+from ..hparams import APPENDIX_F1, OBJECTIVE_GRIDS, PAPER_LEARNERS, values
 from .cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS, preset_of
 from ..validation import (
     check_seed,
@@ -92,9 +95,6 @@ def distinct_objectives(objectives) -> list:
     objectives = list(objectives)
     return [o for o in objectives if FROZEN_REPEATS.get(o) not in objectives]
 
-#: Epochs per round of each feature learner, Table 6 (Appendix F.1): :data:`featlib.hparams.TABLE6`.
-#: A learner or dataset it does not list uses the schedule the learner was registered with.
-SCHEDULES: dict[str, dict[str, dict]] = TABLE6
 #: Appendix F.1's values (featlib.hparams.APPENDIX_F1), the protocol's defaults.
 PAPER = values(APPENDIX_F1)
 #: The OOD stage's path in the protocol: every configuration of a cell trained as one stack
@@ -103,44 +103,11 @@ PAPER = values(APPENDIX_F1)
 DEFAULT_OOD_PATH = "fast"
 
 
-def _scaled(value, scale: float):
-    if isinstance(value, tuple):
-        return tuple(_scaled(v, scale) for v in value)
-    return max(1, int(round(value * scale)))
-
-
 def protocol_datasets() -> list[str]:
     """The datasets Table 2's protocol runs on (the MLP on two-channel images): every registered
     ColoredMNIST dataset (:data:`featlib.data.colored_mnist.COLORED_MNIST`) drawn with the
     "channel" shortcut, in the order of registration; the patch variants are the saliency chapter's."""
     return [name for name in COLORED_MNIST if COLORED_MNIST.get(name).shortcut == "channel"]
-
-
-def schedule_dataset(dataset: str) -> str:
-    """The dataset whose Table 6 epochs (:data:`SCHEDULES`) ``dataset`` uses: itself, or for a
-    variant that only draws the colour differently (``"cmnist025-patch"``) the dataset with the
-    same label noise and colour flips drawn as channels (``"cmnist025"``); a dataset Table 6 does
-    not list (one of one's own) is itself, its learners on their registered schedules."""
-    spec = COLORED_MNIST.get(dataset)
-    if dataset in SCHEDULES:
-        return dataset
-    channel = replace(spec, shortcut="channel")
-    for name in SCHEDULES:
-        if name in COLORED_MNIST and COLORED_MNIST.get(name) == channel:
-            return name
-    return dataset
-
-
-def schedule(dataset: str, learner: str, epoch_scale: float = 1.0) -> dict:
-    """Table 6's epochs of the feature learner ``learner`` on ``dataset`` (a patch variant uses
-    its base dataset's; a learner or dataset Table 6 does not list, the schedule the learner was
-    registered with), each multiplied by ``epoch_scale`` and rounded (at least 1): the keyword
-    arguments ``epochs`` / ``round_epochs`` and ``synthesis_epochs`` / ``epochs_per_round``."""
-    check_choice("learner", learner, FEATURE_LEARNERS.table_order())
-    check_positive("epoch_scale", epoch_scale)
-    table6 = SCHEDULES.get(schedule_dataset(dataset), {})
-    lengths = table6[learner] if learner in table6 else FEATURE_LEARNERS.get(learner).schedule
-    return {k: _scaled(v, epoch_scale) for k, v in lengths.items()}
 
 
 def check_mnist_source(value) -> str:

@@ -291,7 +291,7 @@ def learner_sizes(model: str, n: int, hidden: int, image_shape: tuple[int, int, 
 def _short_options(learner: str, dataset: str) -> dict:
     """A counted run's options: Table 6's rounds (Bonsai's, FeAT's up to the round the rule
     rolls back), two epochs each, every round trained (the rule "never")."""
-    from ..experiments.colored_mnist import schedule, schedule_dataset
+    from ..feature_learning.schedules import schedule, schedule_dataset
     from ..experiments.paper_values import FEAT_STOP_ROUND
 
     if learner == "erm":
