@@ -13,7 +13,7 @@ tables name the file.
 * :data:`TABLE6` -- epochs per round of each feature learner on each ColoredMNIST dataset (a learner
   or dataset it does not list uses the schedule its learner was registered with), and
   :data:`PAPER_LEARNERS`, the learners of the paper's tables;
-* :data:`WILDS` -- Tables 10 and 12 (optimisation and feature learning) per WILDS dataset;
+* :data:`WILDS` -- Tables 11 and 12 (optimisation and feature learning) per WILDS dataset;
 * :data:`REFERENCE_CODE` and :data:`RFC_ERM_NF` -- the FeAT authors' ``run_exp.py`` and the Bonsai
   authors' ERM-NF sweep, where they differ from Appendix F.1.
 
@@ -252,14 +252,14 @@ def _wilds(lr, weight_decay, optimizer, scheduler, batch_size, domains_per_batch
                    domains_per_batch=domains_per_batch, epochs=epochs, n_seeds=n_seeds)
     table12 = dict(fl_steps=fl_steps, fl_rounds=fl_rounds, retain_penalty=retain_penalty)
     notes = notes or {}
-    out = {k: HParam(v, f"Table 10{notes.get(k, '')}") for k, v in table10.items()}
+    out = {k: HParam(v, f"Table 11{notes.get(k, '')}") for k, v in table10.items()}
     out.update({k: HParam(v, f"Table 12{notes.get(k, '')}") for k, v in table12.items()})
     out["erm_steps"] = HParam(erm_steps, "the text under Table 12: ERM trains for the overall steps"
                                          + notes.get("erm_steps", ""))
     return out
 
 
-#: Tables 10 (general) and 12 (feature learning) per WILDS dataset (protocol.md section 5).
+#: Tables 11 (general) and 12 (feature learning) per WILDS dataset (protocol.md section 5).
 #: Table 12's "steps per round" row reads 10 for iWildCam and RxRx1, which contradicts overall
 #: steps / rounds (48,000 / 2 and 20,000 / 10); the experiments use overall // rounds everywhere.
 WILDS: dict[str, dict[str, HParam]] = {
@@ -291,7 +291,7 @@ def describe() -> str:
     table("The reference code (preset 'reference')", REFERENCE_CODE)
     table("The Bonsai authors' ERM-NF sweep (preset 'rfc-erm-nf')", RFC_ERM_NF)
     for dataset, rows in WILDS.items():
-        table(f"WILDS {dataset} (Tables 10 and 12)", rows)
+        table(f"WILDS {dataset} (Tables 11 and 12)", rows)
     return "\n".join(lines)
 
 

@@ -1,4 +1,4 @@
-"""The colour-patch ColoredMNIST of the GradCAM figures (Fig. 4 / Fig. 6), its small CNN, the
+"""The colour-patch ColoredMNIST of the GradCAM figures (Fig. 4 / Fig. 5), its small CNN, the
 learners' ``model`` option and ERM snapshots; small sizes on the CPU."""
 import math
 import re

@@ -185,7 +185,7 @@ def render_token_attributions(tokens: Sequence[str], scores: Any, *, label: Any 
     against; opacity ``|score| / max |score|`` over this text, so the strongest token is fully
     coloured and a zero score is transparent. Text is HTML-escaped; WordPiece continuations
     (``##ing``) are joined to the previous piece without a space and without the ``##``. Each
-    piece's score shows as a tooltip. ``label``/``prediction`` (Table 13's columns) head the line."""
+    piece's score shows as a tooltip. ``label``/``prediction`` (Table 15's columns) head the line."""
     tokens = list(tokens)
     scores = np.asarray(scores, dtype=float)
     if any(not isinstance(token, str) for token in tokens):
@@ -385,7 +385,7 @@ def shares_figure(frame: pd.DataFrame, title: str | None = None):
 
 
 def prediction_table(result, caption: str) -> Table:
-    """Table 13's layout: each explained example's label and each model's prediction."""
+    """Table 15's layout: each explained example's label and each model's prediction."""
     return table(result.table, caption=caption, columns={"example": "example (index in the split)"})
 
 

@@ -1,5 +1,5 @@
 """Data generators: the two-bit model of Definition 3.1 and ColoredMNIST (Sec. 6, Appendix F.1;
-its colour-patch variant of the GradCAM figures, Fig. 4 / Fig. 6);
+its colour-patch variant of the GradCAM figures, Fig. 4 / Fig. 5);
 the six WILDS datasets of Table 3 through the real ``wilds`` loaders (Appendix F.2, protocol.md
 section 5), with tiny fabricated stand-ins in the same on-disk layout for tests."""
 from .colored_mnist import (

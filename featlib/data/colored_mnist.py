@@ -14,7 +14,7 @@ The construction is the one of Arjovsky et al. (2019, IRM) as used by the FeAT r
 
   - ``"channel"`` (Table 2's datasets): two channels (2, 14, 14); channel ``colour`` holds the
     digit, the other is zero. Models see the 392 features ``x.reshape(n, 2 * 14 * 14)``.
-  - ``"patch"`` (the GradCAM figures, Fig. 4 / Fig. 6: "the shortcuts are now concentrated to a
+  - ``"patch"`` (the GradCAM figures, Fig. 4 / Fig. 5: "the shortcuts are now concentrated to a
     colored patch at the up left"): the digit in grey at full resolution (3, 28, 28), the same
     value in the three channels, with the upper-left :data:`PATCH_SIZE` x :data:`PATCH_SIZE`
     square painted pure red (colour 0) or pure green (colour 1); 2,352 features.
@@ -103,7 +103,7 @@ def render_channel(images: np.ndarray, colour: np.ndarray) -> np.ndarray:
 
 
 def render_patch(images: np.ndarray, colour: np.ndarray) -> np.ndarray:
-    """The GradCAM figures' image (Fig. 4 / Fig. 6): the 28x28 digit in grey (pixel / 255 in
+    """The GradCAM figures' image (Fig. 4 / Fig. 5): the 28x28 digit in grey (pixel / 255 in
     each of three channels), the upper-left ``PATCH_SIZE`` square pure red (1, 0, 0) for colour
     0 and pure green (0, 1, 0) for colour 1."""
     n = len(images)
@@ -207,7 +207,7 @@ class ColoredMNISTSpec:
         return SHORTCUTS.get(self.shortcut).image_shape
 
 
-#: The two ColoredMNIST datasets of Appendix F.1, then their patch variants (Fig. 4 / Fig. 6), by name.
+#: The two ColoredMNIST datasets of Appendix F.1, then their patch variants (Fig. 4 / Fig. 5), by name.
 #: A dataset of one's own is one registration here (in a file of one's own): with the "channel"
 #: shortcut it runs through Table 2's protocol (:func:`featlib.experiments.colored_mnist.protocol_datasets`),
 #: its learners on their registered schedules unless :data:`featlib.hparams.TABLE6` lists it.

@@ -1,7 +1,7 @@
 """The six WILDS datasets of the paper's Table 3, loaded through the real ``wilds`` package.
 
 Protocol.md section 5 and Appendix F.2: the datasets, metrics, backbones and optimisation
-settings are those of the paper's Tables 8-11 (Table 10 is the general hyperparameter table,
+settings are those of the paper's Tables 8-11 (Table 11 is the general hyperparameter table,
 ``tab:hyper_wilds_appdx``) and the feature-learning steps, rounds and retain penalties those of
 Table 12 (``tab:wilds_step_appdx``). One :class:`WildsSpec` per dataset holds one column of
 those tables; :data:`WILDS_DATASETS` registers them in Table 3's column order.
@@ -74,9 +74,9 @@ _DATASET_CLASSES = {
 @dataclass(frozen=True)
 class WildsSpec:
     """One column of the paper's Tables 8-12 for a WILDS dataset (protocol.md section 5); the
-    values of Tables 10 and 12 come from :data:`featlib.hparams.WILDS`.
+    values of Tables 11 and 12 come from :data:`featlib.hparams.WILDS`.
 
-    Table 10 (general hyperparameters): ``n_seeds``, ``lr``, ``weight_decay``, ``scheduler``,
+    Table 11 (general hyperparameters): ``n_seeds``, ``lr``, ``weight_decay``, ``scheduler``,
     ``batch_size``, ``backbone``, ``optimizer``, ``domains_per_batch``, ``groupby_fields``,
     ``epochs``. Table 12 (feature learning): ``fl_steps`` (overall steps), ``fl_rounds``,
     ``retain_penalty`` (FeAT), and ``erm_steps`` (the text under Table 12: ERM trains for the
@@ -137,7 +137,7 @@ def _register(spec: WildsSpec) -> WildsSpec:
     return WILDS_DATASETS.register(spec.name)(spec)
 
 
-# Tables 10 and 12's values come from featlib.hparams.WILDS (the one home of the paper's
+# Tables 11 and 12's values come from featlib.hparams.WILDS (the one home of the paper's
 # hyper-parameters, with the Table 12 note on steps per round); the rest of each spec is what the
 # dataset is. Table 3's column order: Camelyon17, CivilComments, FMoW, iWildCam, Amazon, RxRx1.
 _register(WildsSpec(
@@ -171,7 +171,7 @@ _register(WildsSpec(
 _register(WildsSpec(
     name="amazon", title="Amazon", version_dir="amazon_v2.1", modality="text",
     backbone="distilbert", metric="10th_percentile_acc", metric_label="10-th per. acc. (%)",
-    # Table 10 says "Countries" (a slip); WILDS and Table 8 group Amazon by reviewer.
+    # Table 11 says "Countries" (a slip); WILDS and Table 8 group Amazon by reviewer.
     groupby_fields=("user",),
     dfr_protocol="val_test", spurious_field=None, resolution=None, max_token_length=512,
     **values(WILDS["amazon"]),

@@ -125,7 +125,7 @@ def check_protocol_dataset(dataset: str) -> str:
         if dataset in COLORED_MNIST:
             patch = [n for n in COLORED_MNIST if COLORED_MNIST.get(n).shortcut != "channel"]
             hint = (f" (the patch variants {', '.join(map(repr, patch))} are for the saliency chapter, "
-                    f"Fig. 4 / Fig. 6, not for Table 2's protocol)")
+                    f"Fig. 4 / Fig. 5, not for Table 2's protocol)")
         raise ValueError(f"dataset must be one of {', '.join(map(repr, datasets))}; got {dataset!r}{hint}")
     return dataset
 

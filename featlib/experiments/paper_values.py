@@ -1,8 +1,14 @@
 """Numbers printed in the paper, kept as data so chapters can show them *beside* ours, labelled.
 
 Nothing here is ever used in place of a computed result.
+
+Table and figure numbers are those of the published paper (the numbering the project's protocol
+notes use); the LaTeX source numbers tables one lower (two for the overhead table) and figures
+from the GradCAM figure on one lower: TABLES and FIGURES give both.
 """
 from __future__ import annotations
+
+import re
 
 #: Table 2: OOD accuracy (%) on ColoredMNIST, mean and std over 10 seeds, per dataset,
 #: objective and learner. The paper's "FeAT" column is filed under "ifeat": its
@@ -119,3 +125,84 @@ EQUATIONS: dict[int, tuple[str, tuple[str, ...]]] = {
     7: ("FeAT's objective: DRO over the augmentation sets plus the retention risks (Sec. 5)",
         ("FeAT", "augmentation", "retention")),
 }
+
+
+#: The paper's tables in order: LaTeX label (or a name for an unlabeled one, see UNLABELED) ->
+#: (number in the LaTeX source, number in the published paper, which the book cites, what it is).
+TABLES: dict[str, tuple[int, int, str]] = {
+    "tab:sythetic": (1, 2, "OOD accuracy on ColoredMNIST-025 and -01 per objective and feature learner"),
+    "tab:wilds_results": (2, 3, "OOD performance on the six WILDS datasets"),
+    "tab:termin_check": (3, 4, "FeAT's accuracies at each round on ColoredMNIST-025 (Sec. 6)"),
+    "notations": (4, 5, "notations (Appendix A)"),
+    "tab:cmnist_epoch_appdx": (5, 6, "epochs of each round per feature learner on ColoredMNIST"),
+    "tab:termin_check_appdx": (6, 7, "FeAT's accuracies on each set at each round, both ColoredMNIST datasets"),
+    "tab:wilds_summary_appdx": (7, 8, "WILDS datasets: data, classes, domains, metric, backbone"),
+    "tab:wilds_stat_appdx": (8, 9, "WILDS datasets: examples and domains per split"),
+    "tab:referred_code_appdx": (9, 10, "the papers and code the WILDS experiments build on"),
+    "tab:hyper_wilds_appdx": (10, 11, "WILDS general hyperparameters: seeds, optimiser, batch, group-by, epochs"),
+    "tab:wilds_step_appdx": (11, 12, "WILDS feature learning: steps, rounds, FeAT's retention penalty"),
+    "overhead": (12, 14, "training time and memory of ERM, Bonsai and FeAT on Camelyon17 and CivilComments"),
+    "tab:viz_label_appdx": (13, 15, "labels and predictions of the WILDS samples whose saliency is drawn"),
+}
+
+#: The paper's figures in order, as TABLES. The published paper counts the FeAT algorithm box
+#: (an algorithm inside a wrapfigure in the LaTeX) as its third figure, hence the shift from the
+#: GradCAM figure on.
+FIGURES: dict[str, tuple[int, int, str]] = {
+    "fig:flood_phenon": (1, 1, "(a) FeAT against ERM, (b) OOD accuracy against ERM pre-training epochs"),
+    "f5": (2, 2, "convergence of C_IRMv1 and feature learning with and without ERM pre-training"),
+    "fig:gradcam_cmnist": (3, 4, "GradCAM on ColoredMNIST-025 (patch): ERM 300 epochs, FeAT 2 rounds"),
+    "fig:gradcam_cmnist_appdx": (4, 5, "GradCAM on ColoredMNIST-025 (patch): ERM 150/300/450 epochs, FeAT"),
+    "fig:gradcam_wilds_nlp_appdx": (5, 6, "saliency on CivilComments"),
+    "fig:gradcam_wilds_nlp2_appdx": (6, 7, "saliency on Amazon"),
+    "fig:gradcam_wilds_nlp3_appdx": (7, 8, "saliency on Amazon (part 2)"),
+    "fig:gradcam_camelyon17_appdx": (8, 9, "GradCAM on Camelyon17"),
+    "fig:gradcam_fmow_appdx": (9, 10, "GradCAM on FMoW"),
+    "fig:gradcam_iwildcam_appdx": (10, 11, "GradCAM on iWildCam"),
+    "fig:gradcam_rxrx_appdx": (11, 12, "GradCAM on RxRx1"),
+}
+
+#: Names of the floats that have no label in the LaTeX, by the start of their caption.
+UNLABELED = {"Notations for key concepts": "notations", "Training and memory overhead": "overhead"}
+
+_FLOATS = {"table": "table", "wraptable": "table", "figure": "figure", "wrapfigure": "figure",
+           "algorithm": "algorithm"}
+_TOKEN = re.compile(r"\\(begin|end)\{(\w+)\*?\}|\\caption\{|\\label\{([^}]*)\}")
+
+
+def latex_float_numbers(text: str, unlabeled: dict[str, str] = UNLABELED) -> dict[str, tuple[str, int]]:
+    """``{label: ("table" | "figure", number)}`` for the captioned floats of a LaTeX source,
+    numbered as LaTeX numbers them: tables and wraptables share one counter, figures and
+    wrapfigures another, and both run on through the appendix. An ``algorithm`` (even inside a
+    wrapfigure) has a counter of its own and is left out. A label inside a float, a subfigure's
+    included, names that float. A captioned float without a label is keyed by ``unlabeled[p]``
+    where its caption starts with ``p``, else by its caption."""
+    text = re.sub(r"(?<!\\)%.*", "", text)  # comments
+    counters = {"table": 0, "figure": 0}
+    found: dict[str, tuple[str, int]] = {}
+    stack: list[dict] = []  # the open float environments, innermost last
+    for m in _TOKEN.finditer(text):
+        begin_end, env, label = m.groups()
+        if env is not None:
+            if env not in _FLOATS:
+                continue
+            if begin_end == "begin":
+                stack.append({"kind": _FLOATS[env], "number": None, "labels": [], "caption": ""})
+                continue
+            float_ = stack.pop()
+            if float_["number"] is None:
+                continue
+            keys = float_["labels"] or [next((name for p, name in unlabeled.items()
+                                              if float_["caption"].startswith(p)), float_["caption"])]
+            for key in keys:
+                found[key] = (float_["kind"], float_["number"])
+        elif not stack:
+            continue
+        elif label is not None:
+            stack[-1]["labels"].append(label)
+        elif stack[-1]["kind"] != "algorithm":  # a caption: LaTeX steps the counter here
+            kind = stack[-1]["kind"]
+            counters[kind] += 1
+            stack[-1]["number"] = counters[kind]
+            stack[-1]["caption"] = " ".join(text[m.end():m.end() + 200].split())
+    return found

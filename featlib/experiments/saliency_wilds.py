@@ -1,10 +1,10 @@
-"""Saliency of the WILDS feature learners (Appendix F.4, Figs. 6-12, Table 13).
+"""Saliency of the WILDS feature learners (Appendix F.4, Figs. 6-12, Table 15).
 
 For one dataset of chapter 05's protocol, the same test examples are explained for each
 learner's learned model (ERM, Bonsai, FeAT as iFeAT by default): GradCAM of the predicted class on the
 image backbones (Camelyon17, FMoW, iWildCam, RxRx1) and integrated gradients on the word
 embeddings for the text backbones (CivilComments, Amazon), with the example's label and each
-model's prediction, as Table 13 lists them. The models come from
+model's prediction, as Table 15 lists them. The models come from
 :class:`~featlib.experiments.wilds_experiment.WildsExperiment`, so a protocol that chapter 05
 has run is not trained again. :func:`explain_wilds` returns the data; chapter 06 draws them
 (:mod:`featbook.saliency_views`).

@@ -58,7 +58,7 @@ DFR_SPLITS = {"ood_val": ("val", None), "train_test": ("train", "test"), "val_te
 
 @dataclass(frozen=True)
 class WildsProtocol:
-    """What one Table 3 column needs; defaults are the paper's (Tables 10 and 12)."""
+    """What one Table 3 column needs; defaults are the paper's (Tables 11 and 12)."""
 
     dataset: str
     #: Table 3's initialisations (its FeAT rows are iFeAT's, Sec. 5); any registered learner may run
@@ -72,8 +72,8 @@ class WildsProtocol:
     epoch_scale: float = 1.0
     rounds: int | None = None  # default: Table 12
     batch_size: int | None = None
-    lr: float | None = None  # default: Table 10's (small from-scratch CPU runs need a larger one)
-    ood_epochs: int | None = None  # default: Table 10's epochs
+    lr: float | None = None  # default: Table 11's (small from-scratch CPU runs need a larger one)
+    ood_epochs: int | None = None  # default: Table 11's epochs
     resolution: int | None = None  # image side; default: the WILDS transform's
     max_examples: int | None = None  # cap per split (quick runs)
     max_token_length: int | None = None

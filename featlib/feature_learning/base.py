@@ -10,7 +10,7 @@ iFeAT) is written once, as a function of a :class:`Loop`, in its own module (:mo
   Adam step per epoch on ``loss + l2 * sum ||theta||^2``, one logit and the logistic loss, the
   OOD score the worst test environment's accuracy;
 * :class:`.minibatch_loop.MinibatchLoop` -- WILDS (Appendix F.2): domain-balanced minibatches
-  with the dataset's optimiser (Tables 10 and 12), cross-entropy over the classes, the official
+  with the dataset's optimiser (Tables 11 and 12), cross-entropy over the classes, the official
   WILDS metric on the OOD validation and test splits, and a checkpoint that a killed run resumes.
 
 The registry (:mod:`.learners`) holds one :class:`~.learners.Learner` per algorithm. Calling it, ``FEATURE_LEARNERS.get(name)(data,

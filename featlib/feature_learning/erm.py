@@ -4,7 +4,7 @@ ColoredMNIST-025, 500 on -01, Table 6; Table 12's overall steps on WILDS) and ro
 :func:`erm` minimises the mean loss over all training examples (environments pooled) on any
 :class:`.base.Loop`. :func:`erm_snapshots` keeps copies of one longer full-batch run at several
 epochs (150, 300 and 450 by default), e.g. to compare with GradCAM what ERM's features look at as
-training goes on (Fig. 4 / Fig. 6).
+training goes on (Fig. 4 / Fig. 5).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The algorithms are the ColoredMNIST ones (:mod:`.erm`, :mod:`.bonsai`, :mod:`.feat`); only the
 optimisation differs. Each stage trains its steps (Table 12) on domain-balanced minibatches
-(Table 10) with the dataset's optimiser, with bfloat16 autocast on GPU, and cross-entropy over the
+(Table 11) with the dataset's optimiser, with bfloat16 autocast on GPU, and cross-entropy over the
 classes. After each round one pass over the training set gives the features the round's fate and
 split are decided on (training + retention accuracy, Appendix F.1); a head is scored on the OOD
 validation and test splits with the official WILDS metric (``val_metric``, ``test_metric``).
@@ -41,7 +41,7 @@ from .termination import DEFAULT_TERMINATION_THRESHOLD, WILDS_DEFAULT_TERMINATIO
 
 @dataclass(frozen=True)
 class WildsTrainConfig:
-    """Optimisation of one feature-learning run (Tables 10 and 12, possibly scaled down)."""
+    """Optimisation of one feature-learning run (Tables 11 and 12, possibly scaled down)."""
 
     steps_per_round: int
     rounds: int

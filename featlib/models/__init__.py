@@ -1,5 +1,5 @@
 """Models: the two-layer CNN of Eq. (1), the ColoredMNIST MLP and its stacked (many-run) form,
-the small CNN of the GradCAM figures (Fig. 4 / Fig. 6) and the registry of ColoredMNIST models."""
+the small CNN of the GradCAM figures (Fig. 4 / Fig. 5) and the registry of ColoredMNIST models."""
 from .activations import ACTIVATIONS, make_activation
 from .cmnist_cnn import ColoredMNISTCNN
 from .cmnist_models import CMNIST_MODELS, make_cmnist_model

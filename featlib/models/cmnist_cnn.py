@@ -1,4 +1,4 @@
-"""The small CNN of the GradCAM figures (Fig. 4 / Fig. 6) on the colour-patch ColoredMNIST.
+"""The small CNN of the GradCAM figures (Fig. 4 / Fig. 5) on the colour-patch ColoredMNIST.
 
 The paper reads "ColoredMNIST-025 where the shortcuts are now concentrated to a colored patch
 at the up left" with a small CNN, so that GradCAM can show where the features look (the patch
@@ -96,7 +96,7 @@ class ColoredMNISTCNN(nn.Module):
 
     @property
     def gradcam_layer(self) -> nn.Conv2d:
-        """The last convolution of ``featurizer``, the layer GradCAM explains (Fig. 4 / Fig. 6)."""
+        """The last convolution of ``featurizer``, the layer GradCAM explains (Fig. 4 / Fig. 5)."""
         return [m for m in self.featurizer if isinstance(m, nn.Conv2d)][-1]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -3,7 +3,7 @@
 * ``"mlp"``: :class:`~featlib.models.mlp.ColoredMNISTMLP`, the model of Table 2 (Appendix F.1),
   on the flattened image;
 * ``"cnn"``: :class:`~featlib.models.cmnist_cnn.ColoredMNISTCNN`, the small CNN of the GradCAM
-  figures (Fig. 4 / Fig. 6) on the colour-patch datasets.
+  figures (Fig. 4 / Fig. 5) on the colour-patch datasets.
 
 Both expose ``featurizer`` (phi), ``classifier`` (w) and ``hidden_dim``, take flat
 ``(n, C * S * S)`` inputs and are a function of their seed.

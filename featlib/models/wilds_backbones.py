@@ -1,4 +1,4 @@
-"""Backbones for the WILDS experiments (Sec. 6, Table 3; Appendix F.2, Table 8 "tab:hyper_wilds_appdx").
+"""Backbones for the WILDS experiments (Sec. 6, Table 3; Appendix F.2, Table 8 "tab:wilds_summary_appdx").
 
 The paper uses the WILDS backbones: DenseNet-121 (Camelyon17, FMoW), ResNet-50 (iWildCam,
 RxRx1) and DistilBERT ``distilbert-base-uncased`` (CivilComments, Amazon), each split as

@@ -1,4 +1,4 @@
-"""Saliency maps of the feature-learning analysis (Sec. 6, Fig. 4; Appendix F.4, Figs. 5-12, Table 13).
+"""Saliency maps of the feature-learning analysis (Sec. 6, Fig. 4; Appendix F.4, Figs. 5-12, Table 15).
 
 Thin wrappers over Captum (the paper's tool): GradCAM, integrated gradients and gradient
 saliency for image models (:mod:`.attribution`), a colour / shape split of two-channel

@@ -8,7 +8,7 @@ the figures need and return numpy arrays:
 * every model is first wrapped by :func:`~featlib.saliency.scores.class_scores`, so a
   ColoredMNIST model's ``(n,)`` binary logit ``z`` is attributed as the class score ``+-z/2``;
 * ``target=None`` explains the class the model predicts (as the figures do, whose labels and
-  predictions are listed in Table 13);
+  predictions are listed in Table 15);
 * the model runs in eval mode and is restored to its previous mode afterwards; Captum takes
   gradients with ``torch.autograd.grad``, so no ``.grad`` of a parameter is written.
 """

@@ -1,8 +1,8 @@
 """Minibatch training pieces for the WILDS experiments (Appendix F.2): domain-balanced batches,
-the optimiser of Table 10, mixed precision on GPU and resumable checkpoints.
+the optimiser of Table 11, mixed precision on GPU and resumable checkpoints.
 
 * :class:`DomainBatchSampler` draws each minibatch from ``domains_per_batch`` distinct training
-  domains (the "domains in minibatch" row of Table 10), ``batch_size / domains_per_batch``
+  domains (the "domains in minibatch" row of Table 11), ``batch_size / domains_per_batch``
   examples from each, as the WILDS group loader does (domains drawn with probability
   proportional to their size, examples without replacement unless a domain is too small).
   Batch t depends only on ``(seed, stage, t)``, so a resumed run sees exactly the batches the
@@ -86,7 +86,7 @@ OPTIMIZERS = ("adam", "sgd")
 
 
 def make_optimizer(params, name: str, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
-    """Adam or SGD (momentum 0.9, as the WILDS Camelyon17 setup) with Table 10's lr and decay."""
+    """Adam or SGD (momentum 0.9, as the WILDS Camelyon17 setup) with Table 11's lr and decay."""
     check_choice("optimizer", name, OPTIMIZERS)
     check_positive("lr", lr)
     check_positive("weight_decay", weight_decay, allow_zero=True)
