@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from .data.two_bit import TwoBitData, TwoBitSpec
+from .data.two_bit import TwoBitData, TwoBitSpec, sample_logit_weights
 from .models.activations import ACTIVATIONS
 from .models.two_layer_cnn import TwoLayerCNN
 from .training.full_batch import Phase, train_full_batch
@@ -96,15 +96,20 @@ def check_alpha_sweep(setup: SyntheticSetup, alphas: Sequence[float], steps: int
 def alpha_sweep(setup: SyntheticSetup, alphas: Sequence[float], steps: int, probe_step: int,
                 progress: bool = True, device: torch.device | None = None) -> pd.DataFrame:
     """ERM for each ``alpha`` (betas fixed): the coefficients at ``probe_step`` and at the end,
-    and the share of steps where the spurious increment leads."""
+    the share of steps where the spurious increment leads, and where ERM converges on that
+    alpha's training sample (``inv_sample_limit``, ``spu_sample_limit``: half the weights of
+    :func:`featlib.data.sample_logit_weights`)."""
     check_alpha_sweep(setup, alphas, steps, probe_step)
     rows = []
     for alpha in tqdm(alphas, desc="alpha sweep", disable=not progress):
-        h = setup.with_alpha(alpha).run([Phase("erm", steps)], progress=False, device=device)
+        at = setup.with_alpha(alpha)
+        h = at.run([Phase("erm", steps)], progress=False, device=device)
+        u_inv, u_spu = sample_logit_weights(at.data()[0])
         rows.append({
             "alpha": alpha,
             "inv_probe": h.loc[probe_step, "inv"], "spu_probe": h.loc[probe_step, "spu"],
             "inv_final": h["inv"].iloc[-1], "spu_final": h["spu"].iloc[-1],
+            "inv_sample_limit": u_inv / 2, "spu_sample_limit": u_spu / 2,
             "spurious_lead_share": spurious_lead_share(h),
             "test_acc_final": h["test_acc"].iloc[-1],
         })

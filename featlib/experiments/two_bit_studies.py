@@ -11,7 +11,8 @@ the chapters' seed is ``seed``), and return tidy frames, one row per observation
   the two coefficients, accuracies and losses. Every step is kept: Theorem 4.1 is a statement
   about each step's increments (:func:`~featlib.synthetic.spurious_lead_share`).
 * ``two-bit-alpha`` (chapter 01): the sweep over ``alpha``, one row per alpha
-  (:func:`~featlib.synthetic.alpha_sweep`).
+  (:func:`~featlib.synthetic.alpha_sweep`), with where ERM converges on that alpha's sample
+  (the chapter's own ``alpha`` is one of the sweep's: its row describes the main run's sample).
 * ``two-bit-irmv1`` (chapter 02): the runs of its figures, one row per (``run``, recorded step):
   ``pretrained`` (ERM ``pretrain_steps``, then IRMv1, Fig. 2(a, b)), ``scratch`` (IRMv1 alone,
   Fig. 2(c, d)), ``short`` (ERM ``short_pretrain_steps``, then IRMv1) and ``premise`` (Cor. 4.4
