@@ -193,8 +193,8 @@ def sample_logit_weights(data: TwoBitData, tol: float = 1e-12, max_iter: int = 1
         try:
             step = np.linalg.solve(hess, grad)
         except np.linalg.LinAlgError:
-            raise ValueError("the sample's two feature coordinates separate its labels (or are collinear): "
-                             "logistic regression on them has no finite solution") from None
+            raise ValueError("the logistic regression on the sample's two feature coordinates has no finite "
+                             "solution: they separate its labels (or are collinear)") from None
         w -= step
         if np.abs(step).max() < tol:
             return float(w[0]), float(w[1])

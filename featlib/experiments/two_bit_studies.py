@@ -16,7 +16,8 @@ the chapters' seed is ``seed``), and return tidy frames, one row per observation
 * ``two-bit-irmv1`` (chapter 02): the runs of its figures, one row per (``run``, recorded step):
   ``pretrained`` (ERM ``pretrain_steps``, then IRMv1, Fig. 2(a, b)), ``scratch`` (IRMv1 alone,
   Fig. 2(c, d)), ``short`` (ERM ``short_pretrain_steps``, then IRMv1) and ``premise`` (Cor. 4.4
-  where its premise holds, :func:`~featlib.synthetic.premise_run`), on the steps of
+  where its premise holds: the same ``short_pretrain_steps`` of ERM with the invariant coordinate
+  uninformative, then IRMv1, :func:`~featlib.synthetic.premise_run`), on the steps of
   :func:`~featlib.synthetic.recorded_steps` (every step for the first ``dense_steps`` of each
   phase, every ``every`` steps after: a few hundred rows a run, where every step would be
   thousands).
@@ -105,9 +106,9 @@ def two_bit_irmv1(seed: int, device: torch.device | None = None, alpha: float = 
             "short": [Phase("erm", short_pretrain_steps), irm]}
     frames = []
     for run in IRMV1_RUNS:
-        if run == "premise":
-            at = recorded_steps(pretrain_steps + irm_steps, (0, pretrain_steps), dense_steps, every)
-            history = premise_run(setup, pretrain_steps, irm_steps, penalty_weight, premise_alpha, record_at=at,
+        if run == "premise":  # the short pre-training, on the examples with an uninformative invariant coordinate
+            at = recorded_steps(short_pretrain_steps + irm_steps, (0, short_pretrain_steps), dense_steps, every)
+            history = premise_run(setup, short_pretrain_steps, irm_steps, penalty_weight, premise_alpha, record_at=at,
                                   progress=False, device=device)
         else:
             phases = [p for p in runs[run] if p.steps > 0]
@@ -130,3 +131,17 @@ def two_bit_pretraining(seed: int, device: torch.device | None = None, alpha: fl
                               device=device)
     sweep.insert(0, "seed", seed)
     return sweep.assign(irm_steps=sweep_irm_steps)
+
+
+def study_options(name: str) -> dict:
+    """The settings a study runs with (its options' defaults, what the committed study was made
+    with: its key hashes them), by option name; ``betas`` and other sequences as lists."""
+    import inspect
+
+    from .gap_studies import STUDIES
+
+    if name not in TWO_BIT_STUDIES:
+        raise ValueError(f"study must be one of {', '.join(TWO_BIT_STUDIES)}; got {name!r}")
+    return {k: list(v.default) if isinstance(v.default, tuple) else v.default
+            for k, v in inspect.signature(STUDIES.get(name)).parameters.items()
+            if v.default is not inspect.Parameter.empty and k != "device"}
