@@ -81,6 +81,19 @@ def spurious_lead_share(history: pd.DataFrame, phase: int = 0, rel_tol: float = 
     return float((active["spu"] > active["inv"]).mean())
 
 
+def increment_order(history: pd.DataFrame, phase: int = 0, rel_tol: float = 1e-3) -> dict[str, int]:
+    """How the two increments compare over the steps :func:`spurious_lead_share` counts: at how
+    many the spurious one is the larger (``spurious``), the invariant one (``invariant``), or the
+    two are equal as recorded (``tie``: float32 coefficients, so equal to its precision), and the
+    first step of a tie (``first_tie``, 0 when none)."""
+    inc = increments(history, phase)
+    scale = inc.abs().to_numpy().max()
+    active = inc[(inc.abs() > rel_tol * scale).any(axis=1)]
+    ties = active[active["spu"] == active["inv"]]
+    return {"spurious": int((active["spu"] > active["inv"]).sum()), "invariant": int((active["spu"] < active["inv"]).sum()),
+            "tie": len(ties), "first_tie": int(ties.index.min()) if len(ties) else 0}
+
+
 def check_alpha_sweep(setup: SyntheticSetup, alphas: Sequence[float], steps: int, probe_step: int,
                       names: Sequence[str] = ("alphas", "steps", "probe_step")) -> None:
     """Every argument of :func:`alpha_sweep`, checked before its first run; ``names`` are the
