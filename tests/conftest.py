@@ -80,8 +80,13 @@ SLOW_TESTS = {
     "test_feature_learning.py": {"test_feat_sets_partition_the_data_and_grow", "test_bonsai_rounds_and_synthesis"},
     "test_table2_pieces.py": {"test_pieces_from_two_folders_merge_into_the_table_of_one_run",
                               "test_a_folder_whose_cell_mixes_two_protocols_is_refused"},
+    "test_memory_model.py": {"test_the_model_is_within_its_factor_of_the_peak_measured_around_a_protocol_run",
+                             "test_the_model_grows_with_the_stack_as_the_measurement_does",
+                             "test_the_cost_benchmarks_steps_measured_on_the_cpu_match_the_model"},
     "test_own_objective.py": {"test_the_example_runs_through_table2_beside_a_builtin_objective",
                               "test_the_example_runs_as_table2_pieces_that_record_its_file"},
+    "test_extension_points.py": {"test_a_learner_in_one_file_runs_through_table_2_and_a_sweep",
+                                 "test_a_dataset_in_one_file_runs_through_table_2_and_a_sweep"},
 }
 SLOW_MARKERS = ("notebook", "browser", "fullsize", "colab")
 

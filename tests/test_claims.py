@@ -4,7 +4,7 @@ import shutil
 from pathlib import Path
 
 from featbook import claims, prose
-from featbook.cmnist_views import frozen_columns, table2_pieces_choice
+from featlib.experiments.cmnist_analysis import frozen_columns, table2_pieces_choice
 from featlib.experiments.table2_pieces import load_pieces
 
 REPO = Path(__file__).resolve().parents[1]
@@ -85,7 +85,7 @@ def test_fig1b_row_gives_the_whole_network_dependence_beside_the_frozen_form(tmp
     Without the runs the row says nothing of them."""
     assert claims._nf_dependence(tmp_path) == ""
     shutil.copytree(REPO / "results" / claims.NF_PIECES, tmp_path / claims.NF_PIECES)
-    from featbook.cmnist_views import pretraining_findings
+    from featlib.experiments.cmnist_analysis import FIG1B_DEPENDENCE_POINTS, pretraining_findings
 
     runs = load_pieces(tmp_path / claims.NF_PIECES)["runs"].query("learner == 'erm-nf' and dataset == 'cmnist025'")
     spread, noise, _, _ = pretraining_findings(runs, None)
@@ -94,7 +94,7 @@ def test_fig1b_row_gives_the_whole_network_dependence_beside_the_frozen_form(tmp
     assert f"moving by {prose.points(spread / 100, sign=False)} on average" in said
     assert ("no verdict" in said) == (runs["seed"].nunique() < 3)
     assert ("the seeds' own spread" in said) == (runs["seed"].nunique() > 1)
-    assert ("the paper's dependence" in said) == (spread >= claims.FIG1B_DEPENDENCE_POINTS)
+    assert ("the paper's dependence" in said) == (spread >= FIG1B_DEPENDENCE_POINTS)
     for extra in (tmp_path / claims.NF_PIECES).glob("pieces/*/*/*/seed*.*"):  # keep the first seed only
         if extra.stem != f"seed{runs['seed'].min()}":
             extra.unlink()

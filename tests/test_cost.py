@@ -157,7 +157,7 @@ def test_a_rerun_reuses_finished_measurements(small_case, tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"learners": ("feat",)}, "learners must include 'erm'"),
-    ({"learners": ("erm", "rfc")}, "learners must be one of 'erm', 'bonsai', 'feat', 'ifeat'; got 'rfc'"),
+    ({"learners": ("erm", "rfc")}, "learners must be one of 'erm', 'bonsai', 'ifeat', 'feat'; got 'rfc'"),
     ({"steps": 3, "warmup": 3}, "steps must be an integer in [5, inf]; got 3"),
     ({"repeats": 0}, "repeats must be an integer in [1, inf]; got 0"),
 ])

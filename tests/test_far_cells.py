@@ -1,13 +1,15 @@
 """The frozen cells of Table 2 far from the paper's, and what the gap studies say of each (issue 33):
 ``featlib.experiments.gap_studies.cell_evidence`` reads a cell out of every committed study by
-Table 2's rule; ``featbook.cmnist_views.far_cells`` / ``far_cell_verdict`` / ``far_cells_section``
-pick the cells beyond two paper stds and say whether a study explains them (chapter 04)."""
+Table 2's rule; ``featlib.experiments.cmnist_analysis.far_cells`` picks the cells beyond two paper
+stds and ``featbook.ch04_views.far_cell_verdict`` / ``far_cells_section`` say whether a study explains
+them (chapter 04)."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from featbook import cmnist_views as views
+from featbook import ch04_views as views
 from featlib import hparams
+from featlib.experiments import cmnist_analysis as analysis
 from featlib.experiments.gap_studies import STUDY_CHOICES, cell_evidence
 from featlib.experiments.paper_values import TABLE2
 
@@ -119,12 +121,12 @@ def test_far_cells_are_those_beyond_two_paper_stds_furthest_first_without_the_ze
                   ("cmnist01", "erm", "fishr"): 1.9, ("cmnist025", "bonsai", "erm"): -2.1})
     frame.loc[(frame["dataset"] == "cmnist025") & (frame["learner"] == "erm") & (frame["objective"] == "clove"),
               "worst_test_acc"] = 0.1  # the paper prints 65.78 ± 0.00 here: no distance in stds
-    far = views.far_cells(frame)
+    far = analysis.far_cells(frame)
     assert list(zip(far["dataset"], far["learner"], far["objective"])) == [
         ("cmnist01", "ifeat", "clove"), ("cmnist025", "erm", "irmx"), ("cmnist025", "bonsai", "erm")]
     assert list(far["z"]) == pytest.approx([4.0, -2.5, -2.1])
     assert list(far["n_seeds"]) == [2, 2, 2]
-    assert views.far_cells(runs([1])).empty
+    assert analysis.far_cells(runs([1])).empty
 
 
 def plain(text):
@@ -196,7 +198,7 @@ def test_far_cells_carry_each_seed_at_the_selected_configuration():
     frame = at_z({("cmnist01", "ifeat", "clove"): 4.0})
     chosen = frame[(frame["dataset"] == "cmnist01") & (frame["learner"] == "ifeat") & (frame["objective"] == "clove")]
     weaker = chosen.assign(penalty_weight=10.0, worst_test_acc=chosen["worst_test_acc"] - 0.05)  # not selected
-    far = views.far_cells(pd.concat([frame, weaker], ignore_index=True))
+    far = analysis.far_cells(pd.concat([frame, weaker], ignore_index=True))
     values = far.iloc[0]["seed_values"]
     assert [s for s, _ in values] == sorted(chosen["seed"].unique())
     assert [v for _, v in values] == pytest.approx(list(100 * chosen.sort_values("seed")["worst_test_acc"]))
@@ -269,13 +271,13 @@ def test_every_far_cell_of_the_committed_pieces_gets_a_verdict(repo_root):
         pytest.skip("no committed Table 2 pieces")
     studies = {n: s["frame"] for n in STUDY_CHOICES if (s := load_study(repo_root / "results" / "cmnist-gaps", n))}
     lead, verdicts = views.far_cells_section(committed["runs"], studies)
-    far = views.far_cells(committed["runs"])
+    far = analysis.far_cells(committed["runs"])
     assert len(verdicts) == len(far)
     for v, cell in zip(verdicts, far.to_dict("records")):
         assert (v["dataset"], v["learner"], v["objective"]) == (cell["dataset"], cell["learner"], cell["objective"])
         assert v["explained"] in ("study", "seeds", None)
         assert v["sentence"].startswith("**") and "paper stds" in v["sentence"]
-        assert abs(cell["z"]) > views.FAR_Z and np.isfinite(cell["z"])
+        assert abs(cell["z"]) > analysis.FAR_Z and np.isfinite(cell["z"])
 
 
 def grid(values_by_weight, dataset="cmnist01", learner="ifeat", objective="clove", seeds=(1, 2)):
@@ -339,16 +341,16 @@ def test_the_list_says_what_the_spread_between_seeds_means_once_in_its_lead():
 def test_seed_noise_is_the_95_percent_interval_of_the_difference_with_the_wider_spread():
     # IRMX on ERM's features, ColoredMNIST-025, at 5 seeds: 60.63 ± 2.17 against 64.05 ± 0.88 (10 seeds)
     cell = {"mean": 60.63, "std": 2.17, "n_seeds": 5, "paper": 64.05, "paper_std": 0.88}
-    noise = views.seed_noise(cell)
+    noise = analysis.seed_noise(cell)
     assert noise["gap"] == pytest.approx(3.42)
     assert noise["interval"] == pytest.approx(2.78 * 2.17 * np.sqrt(1 / 5 + 1 / 10))  # t(4), our spread the wider
     assert not noise["within"]
     # the paper's spread where it is the wider; few seeds give a wide interval (t(1) = 12.71)
-    assert views.seed_noise(cell | {"std": 0.5})["interval"] == pytest.approx(2.78 * 0.88 * np.sqrt(0.3))
-    assert views.seed_noise(cell | {"n_seeds": 2})["within"]
-    assert views.seed_noise(cell | {"n_seeds": 1}) is None
+    assert analysis.seed_noise(cell | {"std": 0.5})["interval"] == pytest.approx(2.78 * 0.88 * np.sqrt(0.3))
+    assert analysis.seed_noise(cell | {"n_seeds": 2})["within"]
+    assert analysis.seed_noise(cell | {"n_seeds": 1}) is None
     # beyond 10 seeds, 2.0 in place of t
-    assert views.seed_noise(cell | {"n_seeds": 20})["interval"] == pytest.approx(2.0 * 2.17 * np.sqrt(1 / 20 + 1 / 10))
+    assert analysis.seed_noise(cell | {"n_seeds": 20})["interval"] == pytest.approx(2.0 * 2.17 * np.sqrt(1 / 20 + 1 / 10))
 
 
 def test_a_cell_too_far_for_its_seeds_is_not_the_seeds_even_where_one_seed_lands_near():

@@ -125,7 +125,7 @@ def test_rounds_accumulate_seed_by_seed_and_refuse_another_protocol(tmp_path, ca
 
 
 def test_the_stop_seed_by_seed_gives_each_seeds_margins_and_what_an_early_stop_hands_on():
-    from featbook.cmnist_views import early_stop_consequence, stop_margins
+    from featlib.experiments.cmnist_analysis import early_stop_consequence, stop_margins
 
     def seed_rows(seed, scores, ood):
         return [{"dataset": "cmnist01", "learner": "ifeat", "seed": seed, "round": k + 1, "termination_threshold": 1.3,
@@ -150,7 +150,7 @@ def test_the_stop_seed_by_seed_gives_each_seeds_margins_and_what_an_early_stop_h
 
 
 def test_table7_cells_under_each_choice_are_measured_against_the_papers_std():
-    from featbook.cmnist_views import against_table7
+    from featlib.experiments.cmnist_analysis import against_table7
     from featlib.experiments.paper_values import TABLE7
 
     rows = [{"dataset": "cmnist025", "learner": "ifeat", "seed": s, "round": 2, "train_acc": 0.7187 + d,
@@ -165,7 +165,7 @@ def test_table7_cells_under_each_choice_are_measured_against_the_papers_std():
 
 
 def test_the_early_stop_sentence_names_the_closest_seed_and_what_it_would_hand_on():
-    from featbook.cmnist_views import describe_early_stop
+    from featbook.ch04_views import describe_early_stop
 
     text = describe_early_stop({"usual_rounds": 3, "ood_usual": 0.85, "ood_one_earlier": 0.18, "closest_margin": 0.73,
                                 "closest_seed": 1, "n_early": 0, "n_seeds": 5})
@@ -192,8 +192,8 @@ def test_the_early_stop_sentence_names_the_closest_seed_and_what_it_would_hand_o
 def test_the_choices_table_shows_no_spread_for_one_seed_and_rounds_in_table_7s_order():
     import html
 
-    from featbook.cmnist_views import against_table7
-    from featbook.cmnist_views import table7_choices_table
+    from featlib.experiments.cmnist_analysis import against_table7
+    from featbook.ch09_views import table7_choices_table
 
     frame = pd.DataFrame([{"dataset": "cmnist025", "learner": "ifeat", "seed": 1, "round": 2, "train_acc": 0.7181,
                            "retention_acc": 0.8515, "ood_acc": 0.7101}])

@@ -3,7 +3,8 @@ choose, show no spread for one seed, and end in one sentence that says what the 
 import pytest
 import pandas as pd
 
-from featbook.cmnist_views import erm_nf_erm_conclusion, frozen_steps_changes, frozen_steps_conclusion, frozen_steps_table
+from featbook.ch09_views import erm_nf_erm_conclusion, frozen_steps_conclusion, frozen_steps_table
+from featlib.experiments.cmnist_analysis import frozen_steps_changes
 
 
 def _frozen(n_seeds=3):
@@ -74,7 +75,7 @@ def test_the_clove_study_is_summarised_per_variant_and_length_by_table_2s_rule()
 
 
 def test_the_clove_conclusion_counts_settings_near_the_papers_cell_per_column():
-    from featbook.cmnist_views import clove_01_conclusion, clove_01_table
+    from featbook.ch09_views import clove_01_conclusion, clove_01_table
     from featlib.experiments.gap_studies import CLOVE_VARIANTS, clove_01_summary
     from featlib.experiments.paper_values import TABLE2
 
@@ -106,7 +107,7 @@ def _length(values_by_step, seeds=(1, 2), weights=(1e2, 1e3)):
 
 
 def test_the_length_table_gives_table_2s_cell_at_each_length_beside_the_papers():
-    from featbook.cmnist_views import length_cells_table
+    from featbook.ch09_views import length_cells_table
 
     frame = _length({0: 10.0, 2500: 60.0, 3000: 64.0, 4000: 67.0})
     shown = length_cells_table(frame, "cmnist025", "erm", 2500).frame
@@ -119,7 +120,7 @@ def test_the_length_table_gives_table_2s_cell_at_each_length_beside_the_papers()
 
 
 def test_the_length_sentence_says_the_rise_past_the_protocols_length_and_where_the_paper_lies():
-    from featbook.cmnist_views import length_cell_sentence
+    from featbook.ch09_views import length_cell_sentence
 
     text = length_cell_sentence(_length({2500: 60.0, 3000: 64.0, 4000: 67.0}), "cmnist025", "erm", "irmx", 2500)
     text = text.replace("\xa0", " ")
@@ -135,7 +136,7 @@ def test_the_length_sentence_says_the_rise_past_the_protocols_length_and_where_t
 def test_the_clove_grid_study_is_judged_by_its_criterion_against_table_2s_f1_cells(monkeypatch):
     """clove-grid-01 beside Table 2's Appendix F.1 cells: each cell's distance is
     (ours - paper) / paper std, and the verdict is the criterion fixed before the third seed ran."""
-    from featbook import cmnist_views as views
+    from featbook import ch09_views as views
     from featlib.experiments import gap_studies
     from featlib.experiments.paper_values import TABLE2
     from featlib.hparams import APPENDIX_F1, CLOVE_WEIGHTS_01

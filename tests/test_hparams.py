@@ -106,7 +106,7 @@ def test_the_decisions_table_states_the_values_the_code_runs():
 
 
 def test_chapter_09_folds_each_decisions_measurement_under_its_one_paragraph():
-    from featbook.cmnist_views import decisions_html
+    from featbook.ch09_views import decisions_html
 
     text = decisions_html(hparams.DECISIONS)
     assert text.count("<strong>") == len(hparams.DECISIONS)

@@ -69,7 +69,7 @@ def quick_memory(monkeypatch):
 
 # ------------------------------------------------------------------------------ end to end
 def test_the_example_runs_through_table2_beside_a_builtin_objective(cli, tmp_path):
-    from featbook.cmnist_views import table2_frame
+    from featbook.cmnist_shared import table2_frame
     from featlib.training.memory import PEAK_COEFFICIENTS
 
     try:  # the package's layout is moving: load_results leaves run_cmnist for featlib.experiments.results

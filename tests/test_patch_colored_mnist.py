@@ -282,7 +282,7 @@ def test_patch_datasets_use_their_base_schedule():
     protocol = CMNISTProtocol(dataset="cmnist01", epoch_scale=0.5)
     options = protocol.learner_options("bonsai")
     assert {k: options[k] for k in ("round_epochs", "synthesis_epochs")} == schedule("cmnist01", "bonsai", 0.5)
-    with pytest.raises(ValueError, match=r"^learner must be one of 'erm', 'bonsai', 'feat', 'ifeat'; got 'erm-nf'$"):
+    with pytest.raises(ValueError, match=r"^learner must be one of 'erm', 'bonsai', 'ifeat', 'feat'; got 'erm-nf'$"):
         schedule("cmnist025", "erm-nf")
     with pytest.raises(ValueError, match=r"^dataset must be one of 'cmnist025', 'cmnist01', 'cmnist025-patch', "
                                          r"'cmnist01-patch'; got 'cmnist05'$"):

@@ -139,14 +139,14 @@ def test_a_variant_agrees_at_table_level_only_if_no_more_cells_differ_than_chanc
     two = pd.concat([_comparison(noise, [False] * 60, variant="plain-fp32"), _comparison(noise + 0.005, [False] * 60)])
     assert [(v.variant, v.agrees) for v in verdicts(two)] == [("plain-fp32", True), ("fast-bf16", False)]
     # chapter 04 says what each verdict means for the protocol's default path and precision
-    from featbook import cmnist_views
+    from featbook import ch09_views
 
-    text = cmnist_views.path_verdicts(two, "fast-fp32")
+    text = ch09_views.path_verdicts(two, "fast-fp32")
     assert text.count("\n* ") == 1 and "computes the plain loop's Table 2 and stays the default" in text
     assert "So fp32 stays the default precision" in text
-    agreeing = cmnist_views.path_verdicts(_comparison(noise, [False] * 60), "fast-fp32")
+    agreeing = ch09_views.path_verdicts(_comparison(noise, [False] * 60), "fast-fp32")
     assert "So bf16 may replace fp32 as the default precision; the book keeps fp32 until" in agreeing
-    apart = cmnist_views.path_verdicts(_comparison(noise + 0.005, [False] * 60, variant="plain-fp32"), "fast-fp32")
+    apart = ch09_views.path_verdicts(_comparison(noise + 0.005, [False] * 60, variant="plain-fp32"), "fast-fp32")
     assert "does not compute the plain loop's Table 2" in apart
 
 
@@ -190,13 +190,13 @@ def test_a_budgeted_comparison_resumes_and_compares_every_cell(tiny, tmp_path, c
     assert tiny(*variants, "--seeds", "1", "2", "--compare-only") == 0
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "cmp" / "comparison.csv"), comparison)
     # chapter 04 reads it back checked, and shows one table per variant and dataset, laid out as Table 2
-    from featbook import cmnist_views
+    from featbook import ch09_views
 
     shown = load_comparison(tmp_path / "cmp")
     assert shown["provenance"]["reference"] == "fast-fp32" and set(shown["variants"]) == {"fast-fp32", "plain-fp32"}
     pd.testing.assert_series_equal(shown["comparison"]["difference"], comparison["difference"])
     assert {type(v) for v in shown["comparison"]["differs"]} == {bool}
-    tables = cmnist_views.path_comparison_tables(shown["comparison"], "fast-fp32").tables
+    tables = ch09_views.path_comparison_tables(shown["comparison"], "fast-fp32").tables
     assert [t.caption for t in tables] == ["plain-fp32 minus fast-fp32: ColoredMNIST-025"]
     assert list(tables[0].frame.columns) == ["objective", "ERM-NF", "ERM"]
     assert list(tables[0].frame["objective"]) == ["ERM", "IRMv1"]
@@ -212,12 +212,12 @@ def test_a_budgeted_comparison_resumes_and_compares_every_cell(tiny, tmp_path, c
     # a cell whose every seed gave the reference's accuracy reads "identical", not "+0.00 ± 0.00";
     # a zero mean whose seeds differ keeps its interval
     same = shown["comparison"].assign(difference=0.0, paired_se=0.0)
-    assert cmnist_views.path_comparison_tables(same, "fast-fp32").tables[0].frame.loc[1, "ERM"].main == "identical"
+    assert ch09_views.path_comparison_tables(same, "fast-fp32").tables[0].frame.loc[1, "ERM"].main == "identical"
     cancelling = shown["comparison"].assign(difference=0.0, paired_se=0.01, differs=False)
-    assert "\u00b1" in cmnist_views.path_comparison_tables(cancelling, "fast-fp32").tables[0].frame.loc[1, "ERM"].main
+    assert "\u00b1" in ch09_views.path_comparison_tables(cancelling, "fast-fp32").tables[0].frame.loc[1, "ERM"].main
     # at one seed every cell: no interval, no "(n = 1)" under every value; the note says it once
     single = shown["comparison"].assign(n_seeds=1, differs=pd.NA, half_width=float("nan"))
-    one = cmnist_views.path_comparison_tables(single, "fast-fp32").tables
+    one = ch09_views.path_comparison_tables(single, "fast-fp32").tables
     assert "(n = 1)" not in repr(one[0]) and "\u00b1" not in one[0].frame.loc[1, "ERM"].main and "one seed" in one[-1].note
     # pieces that changed after the comparison are not shown as that comparison
     for path in (tmp_path / "cmp" / "plain-fp32" / "pieces" / "cmnist025" / "erm" / "irmv1").glob("seed2.*"):

@@ -53,7 +53,7 @@ def test_the_two_bit_figure_2_is_a_grid_that_fits_the_column():
 
 
 def test_table_2_against_the_papers_puts_each_frozen_cell_at_the_papers_and_our_means():
-    from featbook.cmnist_views import table2_against_paper_figure
+    from featbook.ch04_views import table2_against_paper_figure
     from featlib.experiments.paper_values import TABLE2
 
     rows = [{"dataset": d, "learner": l, "objective": o, "penalty_weight": 1e2, "pretrain_epochs": 0, "seed": s,
@@ -72,7 +72,7 @@ def test_table_2_against_the_papers_puts_each_frozen_cell_at_the_papers_and_our_
 
 
 def test_table_2_from_pieces_says_the_seeds_once_when_every_cell_has_as_many():
-    from featbook.cmnist_views import table2_from_pieces
+    from featbook.ch04_views import table2_from_pieces
 
     def pieces(seeds_of):
         runs = pd.DataFrame([{"dataset": "cmnist025", "learner": l, "objective": o, "penalty_weight": 1e2,
@@ -113,6 +113,24 @@ def test_prose_formats_values_as_text_a_reader_reads():
         prose.say("x", {"a": 1})
 
 
+def test_prose_says_values_over_seeds_and_where_they_were_computed_in_one_way():
+    """The phrases the ColoredMNIST pages share (chapters 03, 04, 09): a value over seeds has no
+    spread at one seed, a distance in paper stds is always signed, devices read as a reader says them."""
+    assert prose.seed_mean(0.8036, 0.022, 3, scale=100) == "80.36\u00a0±\u00a02.20"
+    assert prose.seed_mean(0.8036, 0.022, 1, scale=100) == "80.36"  # one seed: no spread to show
+    assert prose.seed_mean(79.0, float("nan"), 2) == "79.00" and prose.seed_mean(None, 0.1, 3) == prose.MISSING
+    assert prose.over_seeds(1) == "one seed (no spread to show)"
+    assert prose.over_seeds(3) == "mean ± std over 3\u00a0seeds"
+    assert prose.seeds_caveat(1) == "one seed, so this gives a direction, not a size"
+    assert prose.seeds_caveat(4) == "4\u00a0seeds"
+    assert prose.seed_list([2]) == "seed 2 only" and prose.seed_list([1, 2, 3]) == "seeds 1, 2 and 3"
+    assert prose.stds(1.26) == "+1.3" and prose.stds(-0.14) == "\u22120.1" and prose.stds(0.0) == "+0.0"
+    devices = pd.Series(["cuda (NVIDIA H200)", "cpu", "cuda (NVIDIA H200)"])
+    assert prose.devices(devices) == "cpu and one NVIDIA H200"
+    assert prose.devices(devices, cpu="a CPU") == "a CPU and one NVIDIA H200"
+    assert not any(leaks.scan_text(t) for t in (prose.over_seeds(3), prose.devices(devices, cpu="a CPU")))
+
+
 def test_tables_show_labels_one_line_values_and_no_index_or_nan():
     frame = pd.DataFrame({"objective": ["IRMv1", "V-REx"], "value": [0.925, np.nan], "kept": [True, False]})
     html = tables.table(frame, caption="A table")._repr_html_()
@@ -135,11 +153,11 @@ def test_paired_columns_become_one_cell_with_the_papers_value_under_ours():
     assert "feat-table-key" not in tables.table(frame.droplevel(1, axis=1).iloc[:, :1].reset_index())._repr_html_()
     assert "under it in grey, the paper&#x27;s</span>" in html
     # a grey line that holds a distance from the paper says so in the key (chapter 09's Table 7 by head)
-    from featbook import cmnist_views
+    from featbook import ch09_views
 
     comparison = pd.DataFrame([{"round": 1, "metric": "train_acc", "choice": "sum", "mean": 0.9, "std": 0.01,
                                 "n_seeds": 3, "z": 0.8, "paper_mean": 0.89, "paper_std": 0.0125}])
-    keyed = cmnist_views.table7_choices_table(comparison, "Table 7")._repr_html_()
+    keyed = ch09_views.table7_choices_table(comparison, "Table 7")._repr_html_()
     assert "under it in grey, ours minus the paper&#x27;s, in the paper&#x27;s stds</span>" in keyed
     parts = tables.split_by(pd.concat({"ColoredMNIST-025": frame, "ColoredMNIST-01": frame}, axis=1))
     assert list(parts) == ["ColoredMNIST-025", "ColoredMNIST-01"]
@@ -158,14 +176,14 @@ def test_a_cells_grey_line_and_a_hyphenated_header_do_not_break_inside_on_a_phon
 
 
 def test_table_2_is_one_table_per_dataset_narrow_enough_for_the_column():
-    from featbook import cmnist_views as views
+    from featbook import cmnist_shared
 
     rng = np.random.default_rng(0)
     rows = [{"dataset": d, "learner": i, "objective": o, "seed": s, "penalty_weight": 1.0, "pretrain_epochs": 0,
              "worst_test_acc": rng.uniform(0.4, 0.8)}
             for d in ("cmnist025", "cmnist01") for i in ("erm-nf", "erm", "bonsai", "ifeat", "feat")
             for o in ("erm", "irmv1", "ib_irm") for s in (1, 2)]
-    shown = views.table2(views.table2_frame(pd.DataFrame(rows)), "Table 2")
+    shown = cmnist_shared.table2(cmnist_shared.table2_frame(pd.DataFrame(rows)), "Table 2")
     assert len(shown.tables) == 2
     for t in shown.tables:
         assert list(t.frame.columns)[0] == "objective" and "IB-IRM" in list(t.frame["objective"])
@@ -383,6 +401,14 @@ def test_the_colab_profile_fits_a_colab_session_per_chapter_on_full_data():
     assert minutes["03"] > 5 and minutes["04"] > 5  # not a small profile in disguise
 
 
+def test_the_colab_profile_fits_a_t4s_memory_per_chapter():
+    """The profile the memory warning names (featbook.runtime.memory_text) fits what it is for."""
+    from featlib.training.memory import T4_BYTES
+
+    peaks = {chapter: e.peak for chapter, e in colab_estimates().items()}
+    assert all(p.gpu_bytes <= T4_BYTES for p in peaks.values()), {c: p.gpu_bytes / 2**30 for c, p in peaks.items()}
+
+
 def test_every_profile_only_sets_parameters_each_notebook_accepts():
     from featbook.notebook_params import check_parameters
 
@@ -542,7 +568,8 @@ def test_the_leak_scan_finds_a_paper_value_beside_a_test_run():
 def test_the_erm_nf_column_from_a_gpu_stands_apart_until_each_cell_has_three_seeds():
     import pandas as pd
 
-    from featbook import cmnist_views as views
+    from featbook import ch03_views, ch04_views
+    from featlib.experiments.paper_values import TABLE2
 
     def frame(seeds, objectives=("erm", "irmv1")):
         rows = [dict(dataset="cmnist025", learner="erm-nf", objective=o, seed=s, penalty_weight=w,
@@ -553,13 +580,13 @@ def test_the_erm_nf_column_from_a_gpu_stands_apart_until_each_cell_has_three_see
     records = pd.DataFrame([dict(dataset="cmnist025", learner="erm-nf", objective=o, seed=s,
                                  device="cuda (NVIDIA H200)", precision="fp32", wall_time_s=30.0, commit="a" * 40)
                             for o in ("erm", "irmv1") for s in (1, 2, 3)])
-    one = views.nf_column_sentence(frame([1]), records.query("seed == 1"), "results/x")
+    one = ch04_views.nf_column_sentence(frame([1]), records.query("seed == 1"), "results/x")
     assert "seed 1 only" in one and "apart from Table 2" in one and "one NVIDIA H200" in one
     # two objectives at 3 seeds are not the column: it joins Table 2 only where every cell has 3 seeds
-    partial = views.nf_column_sentence(frame([1, 2, 3]), records, "results/x")
+    partial = ch04_views.nf_column_sentence(frame([1, 2, 3]), records, "results/x")
     assert "seeds 1, 2 and 3" in partial and "apart from Table 2" in partial
-    every = list(views.TABLE2["cmnist025"])
-    three = views.nf_column_sentence(frame([1, 2, 3], every), records, "results/x")
+    every = list(TABLE2["cmnist025"])
+    three = ch04_views.nf_column_sentence(frame([1, 2, 3], every), records, "results/x")
     assert "seeds 1, 2 and 3" in three and "apart from Table 2" not in three
     assert "Its ColoredMNIST-025 cells hold 3 seeds or more each, so they stand in Table 2 above" in three
     assert "; ColoredMNIST-01's cells still wait for a GPU." in three
@@ -568,31 +595,33 @@ def test_the_erm_nf_column_from_a_gpu_stands_apart_until_each_cell_has_three_see
     assert "the furthest IRMv1 on ColoredMNIST-025 (52.10 against 67.29)" in one and "not a verdict" in one
     assert "15.2 points below the paper's" in one.replace("\xa0", " ") and "not a verdict" not in three
     assert "no V-REx, IRMX, IB-IRM, CLOvE, IGA or Fishr piece yet" in one
-    fig = views.nf_pieces_sentence(frame([1]), records.query("seed == 1"), "cmnist025", "results/x")
+    fig = ch03_views.nf_pieces_sentence(frame([1]), records.query("seed == 1"), "cmnist025", "results/x")
     assert "2.0\xa0points" in fig or "2.0 points" in fig  # IRMv1's best length minus its worst: 0.02
     assert "ranks nothing" in fig
     assert "With one seed there is no seed-to-seed spread" in fig
     # at 2 seeds the seeds' spread exists and is named (frame's seeds differ by 0.1 point: std 0.05),
     # as a rough yardstick, and the figure still ranks nothing
-    two = views.nf_pieces_sentence(frame([1, 2]), records.query("seed < 3"), "cmnist025", "results/x")
+    two = ch03_views.nf_pieces_sentence(frame([1, 2]), records.query("seed < 3"), "cmnist025", "results/x")
     assert "no seed-to-seed spread" not in two and "ranks nothing" in two
     from featbook import prose
     spread = prose.points(0.0005, sign=False).replace("\xa0", " ")
     assert f"The 2 seeds' own spread, about {spread}, is only a rough" in two.replace("\xa0", " ")
     # at 3 seeds the sentence gives the verdict, by the claims table's threshold (5 points): the frame moves
     # IRMv1 by 2 points between its lengths, so not the paper's finding
-    three = views.nf_pieces_sentence(frame([1, 2, 3]), records, "cmnist025", "results/x").replace("\xa0", " ")
+    three = ch03_views.nf_pieces_sentence(frame([1, 2, 3]), records, "cmnist025", "results/x").replace("\xa0", " ")
     assert "ranks nothing" not in three and "Over 3 seeds, whose own spread is about" in three
     assert "that is not the paper's finding" in three and "under the 5 points this book asks of it" in three
     steep = frame([1, 2, 3]).assign(worst_test_acc=lambda f: 0.5 + 0.1 * f["pretrain_epochs"] / 50)
-    assert "that is the paper's finding at full size" in views.nf_pieces_sentence(steep, records, "cmnist025", "results/x")
-    assert "ranks nothing" not in views.nf_pieces_sentence(frame([1, 2, 3]), records, "cmnist025", "results/x")
+    assert "that is the paper's finding at full size" in ch03_views.nf_pieces_sentence(steep, records, "cmnist025", "results/x")
+    assert "ranks nothing" not in ch03_views.nf_pieces_sentence(frame([1, 2, 3]), records, "cmnist025", "results/x")
 
 
 def test_the_erm_nf_column_joins_table_2_for_a_dataset_only_when_each_of_its_cells_has_three_seeds():
     import pandas as pd
 
-    from featbook import cmnist_views as views
+    from featbook import ch04_views
+    from featlib.experiments import cmnist_analysis as analysis
+    from featlib.experiments.paper_values import TABLE2
 
     def runs(learner, dataset, objectives, seeds):
         return pd.DataFrame([dict(dataset=dataset, learner=learner, objective=o, seed=s, penalty_weight=10.0,
@@ -603,7 +632,7 @@ def test_the_erm_nf_column_joins_table_2_for_a_dataset_only_when_each_of_its_cel
         return frame[["dataset", "learner", "objective", "seed"]].drop_duplicates().assign(
             device=device, precision="fp32", wall_time_s=1.0, commit="a" * 40)
 
-    every = list(views.TABLE2["cmnist025"])
+    every = list(TABLE2["cmnist025"])
     frozen = pd.concat([runs("erm", d, every, [1, 2, 3]) for d in ("cmnist025", "cmnist01")], ignore_index=True)
     oracle = pd.DataFrame([dict(dataset=d, seed=s, worst_test_acc=0.7) for d in ("cmnist025", "cmnist01")
                            for s in (1, 2, 3)])
@@ -612,15 +641,15 @@ def test_the_erm_nf_column_joins_table_2_for_a_dataset_only_when_each_of_its_cel
     nf = pd.concat([runs("erm-nf", "cmnist025", every, [1, 2, 3]), runs("erm-nf", "cmnist01", every[:-1], [1, 2, 3]),
                     runs("erm-nf", "cmnist01", ["fishr"], [1, 2])], ignore_index=True)
     nf_pieces = dict(runs=nf, oracle=oracle.assign(worst_test_acc=0.1), records=records(nf, "cuda (NVIDIA H200)"))
-    assert views.nf_ranked_datasets(nf) == ["cmnist025"]
-    joined = views.with_nf_column(pieces, nf_pieces)
+    assert analysis.nf_ranked_datasets(nf) == ["cmnist025"]
+    joined = analysis.with_nf_column(pieces, nf_pieces)
     added = joined["runs"].query("learner == 'erm-nf'")
     assert set(added["dataset"]) == {"cmnist025"} and len(added) == len(every) * 3
     assert joined["oracle"] is oracle  # the frozen pieces' oracle, not the sitting's
     assert len(joined["records"]) == len(pieces["records"]) + len(every) * 3
-    assert views.with_nf_column(pieces, None) is pieces
-    assert views.with_nf_column(pieces, dict(nf_pieces, runs=nf.query("seed < 3"))) is pieces
-    intro, shown = views.table2_from_pieces(joined, ("erm-nf", "erm", "bonsai", "ifeat"))
+    assert analysis.with_nf_column(pieces, None) is pieces
+    assert analysis.with_nf_column(pieces, dict(nf_pieces, runs=nf.query("seed < 3"))) is pieces
+    intro, shown = ch04_views.table2_from_pieces(joined, ("erm-nf", "erm", "bonsai", "ifeat"))
     assert "the ERM-NF column on ColoredMNIST-025 on one NVIDIA H200, from GPU sittings" in intro
     assert "made on a CPU;" in intro and "shown apart below" not in intro
     html = shown._repr_html_()

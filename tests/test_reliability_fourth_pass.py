@@ -483,9 +483,13 @@ def server():
 
         def do_GET(self):
             self.send_response(200)
-            if self.path == "/declared":
-                self.send_header("Content-Length", str(10_000_000))
+            if self.path in ("/declared", "/cut"):
+                self.send_header("Content-Length", str(10_000_000 if self.path == "/declared" else 1000))
             self.end_headers()
+            if self.path == "/cut":  # 10 of the declared 1,000 bytes, then the connection closes
+                self.wfile.write(b"x" * 10)
+                self.close_connection = True
+                return
             try:
                 for _ in range(100_000):
                     if self.path == "/drip":
@@ -517,6 +521,10 @@ def test_case_F1_the_fetch_stops_at_the_listed_size_and_at_its_deadline(server, 
     with pytest.raises(committed.FetchError, match="took over 1.0 s"):
         committed._get(f"{server}/drip", limit=1000)
     assert time.monotonic() - started < 10
+    import http.client
+
+    with pytest.raises(http.client.IncompleteRead):  # a cut body is the network failing: retried, not "other bytes"
+        committed._get(f"{server}/cut", limit=1000)
 
 
 def test_case_F2_a_fifo_at_a_pieces_name_is_refused_not_waited_on(tmp_path):

@@ -542,7 +542,7 @@ def test_case_7d_the_objective_page_says_a_file_runs_as_your_own_code():
 def test_case_4e_table2_counts_the_diverged_configurations_of_each_cell():
     import numpy as np
     import pandas as pd
-    from featbook.cmnist_views import table2_frame
+    from featbook.cmnist_shared import table2_frame
 
     rows = []
     for seed in (1, 2):

@@ -194,7 +194,7 @@ def test_protocol_rejects_bad_values():
         CMNISTProtocol(dataset="cmnist02")
     with pytest.raises(ValueError, match="^pretrain_epochs must be an integer in \\[0, inf\\]; got -50"):
         CMNISTProtocol(pretrain_epochs=(0, -50))
-    with pytest.raises(ValueError, match="^learners must be one of 'erm-nf', 'erm', 'bonsai', 'feat', 'ifeat'"):
+    with pytest.raises(ValueError, match="^learners must be one of 'erm-nf', 'erm', 'bonsai', 'ifeat', 'feat'"):
         CMNISTProtocol(learners=("erm", "rfc"))
     with pytest.raises(ValueError, match="^warmup_steps must be integers >= 0"):
         stack = StackedMLP([ColoredMNISTMLP(HIDDEN)])

@@ -28,7 +28,7 @@ NOT_RESULTS = {
     "book/featbook/executed.py": "executed chapter notebooks kept by key (featbook.executed)",
     "book/featbook/record.py": "the values a chapter records in its own notebook",
     "book/featbook/leaks.py": "the rendered HTML pages",
-    "book/featbook/linkcheck.py": "the rendered HTML pages",
+    "book/featbook/linkcheck.py": "the rendered HTML pages (and --external's --report, written atomically)",
     "book/featbook/repository.py": "the book's _config.yml",
     "book/featbook/committed.py": "the Colab fetch: bytes checked against results/manifest.json before they are "
                                   "kept, then read by the store's loaders",

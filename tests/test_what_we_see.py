@@ -5,8 +5,9 @@ import re
 import pandas as pd
 import pytest
 
-from featbook import cmnist_views, leaks, saliency_views, wilds_views
+from featbook import ch03_views, ch04_views, leaks, saliency_views, wilds_views
 from featbook.run_scale import RunScale
+from featlib.experiments import cmnist_analysis as analysis
 
 SMALL = RunScale("small", "2 seeds, 2,000 training images")
 REDUCED = RunScale("reduced", "3 seeds, 50,000 training images")
@@ -20,30 +21,30 @@ def clean(text):
 
 # -- chapter 03: Fig. 1(b) -----------------------------------------------------------------------
 def test_chapter_03_reads_the_committed_results_when_there_are_some():
-    text = clean(cmnist_views.pretraining_what_we_see(SMALL, (9.0, 2.0, 1, 7), committed=(12.34, 1.5, 5, 7),
+    text = clean(ch03_views.pretraining_what_we_see(SMALL, (9.0, 2.0, 1, 7), committed=(12.34, 1.5, 5, 7),
                                                       committed_note="Read from the repository's `results/cmnist`."))
     assert text.startswith("**From the committed full-scale results** (Read from the repository's `results/cmnist`)")
     assert "12.3 points" in text and "1.5 points" in text and "5 of the 7" in text
     assert "9.0" not in text  # this small run's numbers are not read as the paper's
-    no_feat = clean(cmnist_views.pretraining_what_we_see(SMALL, (9.0, 2.0, 1, 7), committed=(12.0, 1.5, None, 7)))
+    no_feat = clean(ch03_views.pretraining_what_we_see(SMALL, (9.0, 2.0, 1, 7), committed=(12.0, 1.5, None, 7)))
     assert "hold no run on FeAT's features" in no_feat and "None" not in no_feat
 
 
 def test_chapter_03_reads_a_run_that_can_compare_methods_and_says_nothing_is_committed():
-    text = clean(cmnist_views.pretraining_what_we_see(REDUCED, (8.25, 1.25, 4, 7)))
+    text = clean(ch03_views.pretraining_what_we_see(REDUCED, (8.25, 1.25, 4, 7)))
     assert text.startswith(f"**This run** ({REDUCED.summary})") and "8.2 points" in text and "4 of the 7" in text
     assert text.endswith("No full-scale results are committed yet.")
 
 
 def test_chapter_03_ranks_nothing_on_a_small_run():
-    text = clean(cmnist_views.pretraining_what_we_see(SMALL, (6.5, 3.0, 6, 7)))
+    text = clean(ch03_views.pretraining_what_we_see(SMALL, (6.5, 3.0, 6, 7)))
     assert text.startswith(f"**This run is {SMALL.summary}.**")
     assert "ranks nothing" in text and "6 of the 7" not in text
     assert "6.5" not in text  # no effect size is read off a run this small
 
 
 def test_chapter_03_leads_with_the_committed_full_size_evidence_before_its_own_small_run():
-    text = clean(cmnist_views.pretraining_what_we_see(SMALL, (6.5, 3.0, 6, 7), frozen=(14.7, 0.0, 5, 6), frozen_seeds=1,
+    text = clean(ch03_views.pretraining_what_we_see(SMALL, (6.5, 3.0, 6, 7), frozen=(14.7, 0.0, 5, 6), frozen_seeds=1,
                                                       nf=(15.3, 0.0, None, 7), nf_seeds=1))
     frozen, nf, own = text.split("\n\n")
     assert frozen.startswith("**At full data size, on frozen features** (`results/cmnist-pretraining`, 1\u00a0seed)")
@@ -51,24 +52,24 @@ def test_chapter_03_leads_with_the_committed_full_size_evidence_before_its_own_s
     assert "5 of the 6\u00a0penalised objectives (IB-IRM is left out" in frozen
     assert nf.startswith("**At full data size, the whole network**") and "15.3 points" in nf
     assert own.startswith("(One seed so far: the direction of the effect") and "**This page's own run**" in own and "6.5" not in own
-    three = clean(cmnist_views.pretraining_what_we_see(SMALL, (6.5, 3.0, 6, 7), frozen=(14.7, 2.1, 5, 6), frozen_seeds=3))
+    three = clean(ch03_views.pretraining_what_we_see(SMALL, (6.5, 3.0, 6, 7), frozen=(14.7, 2.1, 5, 6), frozen_seeds=3))
     assert "against a seed-to-seed standard deviation of 2.1 points" in three and "One seed" not in three
 
 
 def test_feat_epochs_are_the_accepted_rounds_summed_per_seed_and_averaged():
     rounds = pd.DataFrame({"seed": [1, 1, 1, 2, 2, 2], "learner": ["feat"] * 6, "dataset": ["cmnist025"] * 6,
                            "epochs": [150, 150, 150, 150, 150, 150], "accepted": [True, True, False, True, True, True]})
-    assert cmnist_views.feat_epochs(rounds) == 375  # (300 + 450) / 2
-    assert cmnist_views.feat_epochs(rounds, dataset="cmnist01") is None
-    assert cmnist_views.feat_epochs(rounds, learner="ifeat") is None
-    assert cmnist_views.feat_epochs(pd.DataFrame()) is None
+    assert analysis.feat_epochs(rounds) == 375  # (300 + 450) / 2
+    assert analysis.feat_epochs(rounds, dataset="cmnist01") is None
+    assert analysis.feat_epochs(rounds, learner="ifeat") is None
+    assert analysis.feat_epochs(pd.DataFrame()) is None
 
 
 # -- chapter 04 ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("termination", [None, "The 130% check discarded a round in 10 of 10 runs."])
 @pytest.mark.parametrize("committed", [False, True])
 def test_chapter_04_says_what_stops_feat_and_where_table_2_is_read(termination, committed):
-    text = clean(cmnist_views.feat_what_we_see(termination, table2_committed=committed))
+    text = clean(ch04_views.feat_what_we_see(termination, table2_committed=committed))
     assert ("**What stops FeAT**" in text) == (termination is not None)
     assert (termination or "") in text
     assert ("not committed yet" in text) != committed
@@ -91,7 +92,7 @@ def _paper_runs(shift: dict, seeds=(1, 2, 3)) -> pd.DataFrame:
 
 
 def test_chapter_04_reads_the_committed_frozen_columns_beside_the_papers():
-    from featbook.cmnist_views import frozen_columns
+    from featlib.experiments.cmnist_analysis import frozen_columns
 
     # the paper's own values: no distance, and FeAT best where the paper's table has it best
     same = frozen_columns(_paper_runs({})).set_index("dataset")
@@ -103,15 +104,15 @@ def test_chapter_04_reads_the_committed_frozen_columns_beside_the_papers():
     assert moved.loc["cmnist01", "feat_best"] == moved.loc["cmnist01", "paper_feat_best"] - 1
     assert moved.loc["cmnist01", "gap_erm"] == pytest.approx(10 / 7)  # 7 distinct objectives, one 10 points off
     assert moved.loc["cmnist01", "largest_gap"] == pytest.approx(10) and moved.loc["cmnist01", "largest_learner"] == "erm"
-    text = clean(cmnist_views.feat_what_we_see(None, table2_committed=False, frozen=moved.reset_index()))
+    text = clean(ch04_views.feat_what_we_see(None, table2_committed=False, frozen=moved.reset_index()))
     assert text.startswith("**Table 2's frozen-feature columns at full size** (the committed pieces, 3\u00a0seeds per cell")
     assert "5 of 6 penalised objectives on ColoredMNIST-01 (the paper's Table 2: 6)" in text
     assert "ERM's features with IGA on ColoredMNIST-01, 10.0 points above the paper" in text
     assert "partly built in" in text  # today's OOD length was chosen against the paper's table
-    assert "partly built in" not in cmnist_views.frozen_columns_sentence(moved.reset_index(), earlier=True)
+    assert "partly built in" not in ch04_views.frozen_columns_sentence(moved.reset_index(), earlier=True)
     assert "ERM-NF column comes from GPU sittings" in text and "not committed yet" not in text
     one_seed = frozen_columns(pd.concat([_paper_runs({}, seeds=(1,))])).reset_index(drop=True)
-    assert "(the committed pieces, 1\u00a0seed per cell" in cmnist_views.feat_what_we_see(None, False, frozen=one_seed)
+    assert "(the committed pieces, 1\u00a0seed per cell" in ch04_views.feat_what_we_see(None, False, frozen=one_seed)
 
 
 # -- chapter 05 ----------------------------------------------------------------------------------
@@ -199,7 +200,7 @@ def test_chapter_06_leads_with_the_committed_study_or_says_there_is_none():
 def test_the_stop_sentence_gives_a_range_only_when_there_is_one():
     import pandas as pd
 
-    from featbook.cmnist_views import describe_stops
+    from featbook.cmnist_shared import describe_stops
 
     def stops(scores, kept):
         return pd.DataFrame({"dataset": "cmnist01", "learner": "feat", "seed": range(1, len(kept) + 1),
@@ -220,13 +221,13 @@ def test_chapter_03_names_each_objective_feat_does_not_lift_with_both_accuracies
                        for o, e, acc in [("irmv1", 100, 0.66), ("irmv1", 150, 0.60), ("clove", 100, 0.65),
                                          ("clove", 150, 0.70), ("erm", 100, 0.2)]])
     feat = pd.DataFrame({"objective": ["irmv1", "clove"], "mean": [0.71, 0.67]})
-    against = cmnist_views.feat_against_lengths(nf, feat)
+    against = analysis.feat_against_lengths(nf, feat)
     assert against["objective"].tolist() == ["irmv1", "clove"]
     assert against["margin"].round(6).tolist() == [5.0, -3.0] and against["best_epochs"].tolist() == [100, 150]
-    text = cmnist_views.feat_against_lengths_sentence(against)
+    text = ch03_views.feat_against_lengths_sentence(against)
     assert text == ("FeAT's features beat the best ERM length for 1 of the 2 penalised objectives (by 5.0 points); not "
                     "CLOvE (67.0% on FeAT's features against 70.0% after 150 ERM epochs).")
     # over fewer than 3 seeds the same sentence says it ranks nothing; over 3 it does not
-    assert cmnist_views.feat_against_lengths_sentence(against, 1).endswith(
+    assert ch03_views.feat_against_lengths_sentence(against, 1).endswith(
         "after 150 ERM epochs). On 1\xa0seed this is a direction, and it ranks nothing.")
-    assert cmnist_views.feat_against_lengths_sentence(against, 3) == text
+    assert ch03_views.feat_against_lengths_sentence(against, 3) == text

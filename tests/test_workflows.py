@@ -1,10 +1,19 @@
 """The GitHub Actions workflows (.github/workflows) run only what this suite runs, and are linted.
 
-Three workflows: ``book.yml`` (``make book``, then GitHub Pages), ``tests.yml`` (``bash .ci/run``:
-``make test``) and ``colab.yml`` (the Colab tier of tests/test_colab.py, weekly, with an issue when a
-chapter fails). Each ``run:`` step is one command of :data:`RUNS`, and a test below follows that
-command to what the suite runs, so a workflow cannot drift from what is tested: renaming a Makefile
-target, changing what it runs, or putting a command no test runs into a workflow fails here.
+Four workflows: ``book.yml`` (``make book``, then GitHub Pages), ``tests.yml`` (``bash .ci/run``:
+``make test``), ``colab.yml`` (the Colab tier of tests/test_colab.py, weekly, with an issue when a
+chapter fails) and ``links.yml`` (``make book``, then ``featbook.linkcheck --external`` on the
+built pages, weekly, with an issue when a link to another site is broken). Each ``run:`` step is
+one command of :data:`RUNS`, and a test below follows that command to what the suite runs, so a
+workflow cannot drift from what is tested: renaming a Makefile target, changing what it runs, or
+putting a command no test runs into a workflow fails here.
+
+The book's builds (book.yml, links.yml) restore two caches, checked here from the parsed YAML:
+pip's downloads (setup-python's ``cache: pip`` on requirements.txt, the file ``make book``
+installs) and the executed chapters (actions/cache on featbook.executed's ``CACHE_DIR``), under a
+key whose ``hashFiles`` patterns cover every file a chapter's own key reads (featlib's and
+featbook's sources, the chapters and profiles, results/) and the pinned packages, with a
+restore-keys prefix so that a changed input still restores the older copies.
 
 The lint, offline (actionlint is not on PyPI as a wheel): each file parses as YAML, validates
 against the GitHub workflow schema that check-jsonschema vendors, and zizmor reports nothing.
@@ -17,6 +26,7 @@ beside it in the workflow. Both tools are pinned in requirements.txt. No network
 from __future__ import annotations
 
 import ast
+import glob
 import json
 import os
 import re
@@ -39,11 +49,14 @@ WORKFLOWS = REPO / ".github" / "workflows"
 BIN = Path(sys.executable).parent
 
 COLAB_COMMAND = "PYTHONPATH=$PWD:$PWD/book python -m pytest -m colab -s tests/test_colab.py"
+LINKS_REPORT = "links-report.json"
+LINKS_COMMAND = f".venv/bin/python -m featbook.linkcheck --external --report {LINKS_REPORT} _build/html"
 #: Every ``run:`` step of every workflow, in order: nothing else may run there.
 RUNS = {
     "book.yml": ["make book"],
     "tests.yml": ["bash .ci/run"],
     "colab.yml": [COLAB_COMMAND],
+    "links.yml": ["make book", LINKS_COMMAND],
 }
 #: The zizmor findings waived by an inline comment (workflow, audit), each explained in the file:
 #: tests.yml follows the python:3.11-bookworm tag for its security releases; colab.yml follows
@@ -87,7 +100,7 @@ def tool(name: str) -> str:
 
 # --- the files -------------------------------------------------------------------------------
 
-def test_the_workflows_are_the_three_with_a_header_naming_this_test():
+def test_the_workflows_are_those_of_RUNS_with_a_header_naming_this_test():
     assert sorted(p.name for p in WORKFLOWS.iterdir()) == sorted(RUNS)
     for name in RUNS:
         header = []
@@ -138,12 +151,16 @@ def test_zizmor_reports_nothing_and_only_the_listed_findings_are_waived():
 
 
 def test_every_action_is_pinned_to_a_commit_with_its_version_beside_it():
+    pins = {}
     for name in RUNS:
         for line in (WORKFLOWS / name).read_text().splitlines():
             found = re.match(r"\s*(?:-\s+)?uses:\s*(\S+)(.*)$", line)
             if found:
                 assert re.fullmatch(r"[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}", found[1]), f"{name}: {found[1]}"
                 assert re.fullmatch(r"\s*#\s*v\d+(\.\d+)*", found[2]), f"{name}: {found[1]} without its # vX.Y.Z"
+                pins.setdefault(found[1].split("@")[0], set()).add((found[1].split("@")[1], found[2].strip()))
+    # one commit per action across the workflows (an update changes every use of it)
+    assert {action: len(p) for action, p in pins.items() if len(p) > 1} == {}, pins
 
 
 # --- what runs: each command of RUNS, followed to what the suite runs ------------------------
@@ -158,7 +175,8 @@ def test_every_run_step_is_one_command_the_suite_runs():
     # each command has its test below
     followed = {"make book": test_make_book_is_the_build_whose_pieces_the_suite_runs,
                 "bash .ci/run": test_ci_run_is_make_test_the_whole_suite_with_ci_true,
-                COLAB_COMMAND: test_the_colab_command_is_the_documented_tier_and_selects_every_chapter_unskipped}
+                COLAB_COMMAND: test_the_colab_command_is_the_documented_tier_and_selects_every_chapter_unskipped,
+                LINKS_COMMAND: test_links_checks_the_built_books_external_links_and_opens_an_issue_on_failure}
     assert set(followed) == {c for commands in RUNS.values() for c in commands}
 
 
@@ -298,3 +316,142 @@ def test_the_colab_command_is_the_documented_tier_and_selects_every_chapter_unsk
     assert report["needs"] == "chapters" and report["permissions"] == {"issues": "write"}
     assert "needs.chapters.outputs.failing" in report["steps"][0]["env"]["FAILING"]
     assert workflow["permissions"] == {}
+
+
+# --- the caches of the book's builds (book.yml, links.yml) -----------------------------------
+
+EXECUTED_PREFIX = "executed-${{ runner.os }}-py${{ steps.python.outputs.python-version }}-"
+
+
+def cache_problems(workflow: dict, job: str) -> list[str]:
+    """How ``job`` of ``workflow`` fails to restore pip's cache and the executed chapters under a
+    key that changes with everything a chapter's own key reads (empty: it does both)."""
+    from featbook import executed
+
+    problems = []
+    steps_ = workflow["jobs"][job]["steps"]
+    names = [s.get("uses", s.get("run", "")).split("@")[0] for s in steps_]
+    if "make book" not in names:
+        return [f"{job} does not run make book"]
+    build = names.index("make book")
+    setup = [s for s in steps_[:build] if s.get("uses", "").split("@")[0] == "actions/setup-python"]
+    pip = setup[0].get("with", {}) if setup else {}
+    if pip.get("cache") != "pip":
+        problems.append("setup-python does not cache pip's downloads (cache: pip)")
+    # the file make book installs from is the file the pip cache is keyed on
+    dependency = [p for p in re.split(r"[\s,]+", str(pip.get("cache-dependency-path", ""))) if p]
+    installs = [shlex.split(line)[shlex.split(line).index("-r") + 1] for line in make_dry_run("book")
+                if " -r " in f" {line} "]
+    if not installs or set(installs) != set(dependency):
+        problems.append(f"the pip cache is keyed on {dependency}, make book installs {installs}")
+    if not setup or setup[0].get("id") != "python":
+        problems.append("setup-python has no id python (the key names its Python version)")
+
+    kept = [s for s in steps_[:build] if s.get("uses", "").split("@")[0] == "actions/cache"
+            and REPO / str(s.get("with", {}).get("path", "")) == executed.CACHE_DIR]
+    if len(kept) != 1:
+        return problems + [f"no actions/cache of {executed.CACHE_DIR.relative_to(REPO)} before make book"]
+    key, restore = kept[0]["with"]["key"], kept[0]["with"].get("restore-keys", "")
+    if not key.startswith(EXECUTED_PREFIX):
+        problems.append(f"the key does not start with {EXECUTED_PREFIX} (the OS and the Python version)")
+    hashed = re.findall(r"hashFiles\(([^)]*)\)", key)
+    patterns = [p for args in hashed for p in re.findall(r"'([^']+)'", args)]
+    covered = {Path(p) for pattern in patterns for p in glob.glob(pattern, root_dir=REPO, recursive=True)}
+    # what featbook.executed.chapter_key reads from the tree: featlib's and featbook's sources
+    # (code_digest), results/ (results_digest), the chapters and their profiles, the pinned packages
+    needed = {"featlib and featbook sources": [p for root in executed.CODE_DIRS for p in Path(root).rglob("*.py")
+                                               if "__pycache__" not in p.parts],
+              "results/": [p for p in executed.RESULTS_MANIFEST.parent.rglob("*") if p.is_file()
+                           and not any(part.startswith(".") for part in p.relative_to(REPO).parts)],
+              "the chapters and profiles": [*(REPO / "notebooks").glob("*.md"), *(REPO / "notebooks" / "profiles").glob("*")],
+              "the pinned packages": [REPO / "requirements.txt"]}
+    for what, files in needed.items():
+        missing = [f.relative_to(REPO).as_posix() for f in files if f.relative_to(REPO) not in covered]
+        if not files or missing:
+            problems.append(f"the key does not hash {what}: {missing[:3] or 'no such files'}")
+    if [line.strip() for line in restore.splitlines() if line.strip()] != [EXECUTED_PREFIX]:
+        problems.append(f"restore-keys is not the key's prefix {EXECUTED_PREFIX} (a changed input would restore nothing)")
+    return problems
+
+
+def test_book_restores_the_pip_cache_and_the_executed_chapters_under_a_key_of_their_inputs():
+    assert cache_problems(load("book.yml"), "build") == []
+
+
+@pytest.mark.parametrize("break_it, complaint", [
+    (lambda w: w["jobs"]["build"]["steps"][1]["with"].pop("cache"), "does not cache pip"),
+    (lambda w: w["jobs"]["build"]["steps"][2]["with"].update(
+        key=w["jobs"]["build"]["steps"][2]["with"]["key"].replace("'book/featbook/**/*.py', ", "")),
+     "does not hash featlib and featbook sources: ['book/featbook/"),
+    (lambda w: w["jobs"]["build"]["steps"][2]["with"].update(
+        key=w["jobs"]["build"]["steps"][2]["with"]["key"].replace(", 'results/**'", "")), "does not hash results/"),
+    (lambda w: w["jobs"]["build"]["steps"][2]["with"].pop("restore-keys"), "restore-keys"),
+    (lambda w: w["jobs"]["build"]["steps"][2]["with"].update(path="_build/executed"), "no actions/cache of"),
+    (lambda w: w["jobs"]["build"]["steps"].insert(1, w["jobs"]["build"]["steps"].pop(3)), "no actions/cache of"),
+])
+def test_the_cache_check_fails_on_a_cache_that_would_serve_stale_chapters(break_it, complaint):
+    workflow = load("book.yml")
+    assert [s.get("uses", s.get("run", "")).split("@")[0] for s in workflow["jobs"]["build"]["steps"][:4]] == [
+        "actions/checkout", "actions/setup-python", "actions/cache", "make book"]
+    break_it(workflow)
+    problems = cache_problems(workflow, "build")
+    assert any(complaint in p for p in problems), problems
+
+
+# --- links.yml: the weekly external link check -------------------------------------------------
+
+def test_links_checks_the_built_books_external_links_and_opens_an_issue_on_failure(tmp_path, monkeypatch):
+    from featbook import linkcheck
+
+    workflow = load("links.yml")
+    assert "schedule" in workflow["on"] and workflow["on"]["schedule"][0]["cron"] and "workflow_dispatch" in workflow["on"]
+    assert workflow["permissions"] == {}
+    job = workflow["jobs"]["links"]
+    assert job["permissions"] == {"contents": "read"}
+    # built as book.yml builds it, with the same caches
+    assert cache_problems(workflow, "links") == []
+    book = load("book.yml")["jobs"]["build"]["steps"]
+    for action in ("actions/setup-python", "actions/cache"):
+        mine = [s for s in job["steps"] if s.get("uses", "").split("@")[0] == action]
+        assert [s["with"] for s in mine] == [s["with"] for s in book if s.get("uses", "").split("@")[0] == action]
+    runs = [s["run"].strip() for s in job["steps"] if "run" in s]
+    assert runs == ["make book", LINKS_COMMAND]
+
+    # the check reads what make book writes (book.yml uploads the same folder)
+    argv = shlex.split(LINKS_COMMAND)
+    assert argv[:3] == [".venv/bin/python", "-m", "featbook.linkcheck"] and "--external" in argv
+    assert REPO / argv[-1] == REPO / uses(load("book.yml"), "actions/upload-pages-artifact")[0]["with"]["path"]
+    assert make_dry_run("book")[-1].startswith(".venv/bin/python -m featbook.build")
+    # run with these arguments on a fabricated build with one broken link: exit 1 (the step fails)
+    # and the report file holds what the report step reads
+    html = tmp_path / argv[-1]
+    (html / "book").mkdir(parents=True)
+    (html / "book" / "intro.html").write_text('<a href="https://example.org/gone">x</a>')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(linkcheck, "check_url", lambda url, timeout: (404, "404 Not Found"))
+    assert linkcheck.main(argv[3:]) == 1
+    report = json.loads((tmp_path / LINKS_REPORT).read_text())
+    assert report["broken"] == [{"url": "https://example.org/gone", "status": 404, "reason": "404 Not Found",
+                                 "pages": ["book/intro.html"]}]
+    results = next(s for s in job["steps"] if s.get("id") == "results")
+    assert results["if"] == "always()" and results["uses"].split("@")[0] == "actions/github-script"
+    script = results["with"]["script"]
+    assert f'readFileSync("{LINKS_REPORT}"' in script
+    assert all(f"b.{field}" in script for field in ("url", "reason", "pages")) and "report.broken" in script
+    assert job["outputs"]["broken"] == "${{ steps.results.outputs.broken }}"
+
+    # an issue when the job fails (a broken link, or a failed build), opened once then updated
+    report_job = workflow["jobs"]["report"]
+    assert report_job["needs"] == "links" and report_job["permissions"] == {"issues": "write"}
+    assert "!cancelled()" in report_job["if"] and "needs.links.result != 'success'" in report_job["if"]
+    step = report_job["steps"][0]
+    assert step["uses"].split("@")[0] == "actions/github-script"
+    assert step["env"]["BROKEN"] == "${{ needs.links.outputs.broken }}"
+    for call in ("github.rest.issues.create(", "github.rest.issues.update(", "github.rest.issues.createComment("):
+        assert call in step["with"]["script"], call
+
+    # and the check itself is tested against a local server (tests/test_linkcheck.py)
+    tree = ast.parse((REPO / "tests" / "test_linkcheck.py").read_text())
+    external_tests = [f.name for f in tree.body if isinstance(f, ast.FunctionDef) and f.name.startswith("test_external")
+                      and any(isinstance(c, ast.Constant) and c.value == "--external" for c in ast.walk(f))]
+    assert len(external_tests) >= 3, external_tests

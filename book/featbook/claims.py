@@ -26,7 +26,7 @@ from featbook import prose
 #: Where the page that includes the table finds it (staged beside the introduction).
 CLAIMS_FILE = "claims.md"
 #: Table 2 under the earlier protocol (featlib 0.4), shown until today's has enough seeds
-#: (:func:`featbook.cmnist_views.table2_pieces_choice`).
+#: (:func:`featlib.experiments.cmnist_analysis.table2_pieces_choice`).
 EARLIER_TABLE2 = "cmnist-table2-featlib04"
 
 
@@ -120,7 +120,7 @@ def _nf_dependence(results: Path) -> str:
     """Fig. 1(b) in the paper's own form, whole networks, from the committed ERM-NF runs on
     ColoredMNIST-025 (the figure's dataset): the same measure as the frozen form's, with the seeds'
     spread; a direction under 3 seeds, never a verdict. Empty without such runs."""
-    from featbook.cmnist_views import pretraining_findings
+    from featlib.experiments.cmnist_analysis import FIG1B_DEPENDENCE_POINTS, pretraining_findings
 
     runs = _nf_runs(results)
     runs = None if runs is None else runs[runs["dataset"] == "cmnist025"]
@@ -142,16 +142,12 @@ def _nf_pieces(results: Path) -> str:
     runs = _nf_runs(results)
     if runs is None:
         return "the whole-network (ERM-NF) runs wait for a GPU"
+    from featlib.experiments.labels import label
+
     seeds = runs["seed"].nunique()
-    datasets = prose.listing(sorted({"ColoredMNIST-025" if d == "cmnist025" else "ColoredMNIST-01" for d in runs["dataset"]}))
+    datasets = prose.listing(sorted({label("dataset", d) for d in runs["dataset"]}))
     return (f"the whole-network (ERM-NF) runs: {prose.count(seeds, 'seed')} on {datasets} from a GPU"
             + (", shown apart (too few to rank)" if seeds < 3 else ""))
-
-
-#: Fig. 1(b)'s dependence on pre-training counts as shown when an objective's accuracy moves by at
-#: least this many points, on average, between its best and worst ERM length (the paper's figure
-#: moves IRMv1 by tens of points).
-FIG1B_DEPENDENCE_POINTS = 5.0
 
 
 def _fig1b(results: Path, executed: Path | None) -> tuple[str, str]:
@@ -162,7 +158,7 @@ def _fig1b(results: Path, executed: Path | None) -> tuple[str, str]:
     if study is None:
         return (f"not yet at full size in frozen form; {_nf_pieces(results)}; chapter 03's own run is a CPU test "
                 "run"), "-"
-    from featbook.cmnist_views import pretraining_findings
+    from featlib.experiments.cmnist_analysis import FIG1B_DEPENDENCE_POINTS, pretraining_findings
     from featlib.experiments.colored_mnist import select_best
 
     frame = study["frame"]
@@ -187,7 +183,8 @@ def _fig1b(results: Path, executed: Path | None) -> tuple[str, str]:
 
 
 def _table7(results: Path, executed: Path | None) -> tuple[str, str]:
-    from featbook.cmnist_views import stop_rounds
+    from featlib.experiments.cmnist_analysis import stop_rounds
+    from featlib.experiments.labels import label
     from featlib.experiments.paper_values import FEAT_STOP_ROUND
     from featlib.experiments.results import load_rounds
 
@@ -202,17 +199,19 @@ def _table7(results: Path, executed: Path | None) -> tuple[str, str]:
         if len(kept):
             same = int((kept == paper).sum())
             parts.append(f"{same} of {len(kept)} seeds keep {paper} rounds on "
-                         f"{'ColoredMNIST-025' if dataset == 'cmnist025' else 'ColoredMNIST-01'}")
+                         f"{label('dataset', dataset)}")
     return f"full size (50,000 images), {prose.count(seeds, 'seed')} (the paper's 10)", "; ".join(parts) or "-"
 
 
 #: Table 2's distances in the introduction's claims table, in a few words: the OOD stage's length was
-#: chosen against the paper's table (:data:`featbook.cmnist_views.CALIBRATION` says it in full in chapter 04).
+#: chosen against the paper's table (:data:`featbook.ch04_views.CALIBRATION` says it in full in chapter 04).
 CALIBRATION_SHORT = " (partly built in: the OOD stage's length was chosen against the paper's table, for every column alike; chapter 09)"
 
 
 def _table2(results: Path, executed: Path | None) -> tuple[str, str]:
-    from featbook.cmnist_views import TABLE2_MIN_SEEDS, frozen_columns, table2_pieces_choice, whole_seeds
+    from featlib.experiments.cmnist_analysis import (FROZEN_LEARNERS, TABLE2_MIN_SEEDS, frozen_columns,
+                                                    table2_pieces_choice, whole_seeds)
+    from featlib.experiments.labels import label
     from featlib.experiments.table2_pieces import load_pieces
 
     def pieces_in(name):
@@ -232,16 +231,16 @@ def _table2(results: Path, executed: Path | None) -> tuple[str, str]:
     scale = (f"full size, {earlier}the frozen-feature columns, {seeds} a cell (the paper's 10){today}; "
              f"{_nf_pieces(results)}")
     verdict = table2_verdict(frozen)
-    from featbook.cmnist_views import feat_margins
+    from featlib.experiments.cmnist_analysis import feat_margins
 
     margins = feat_margins(pieces["runs"])
     ties = {d: (int(m["tie"].sum()), int(m["paper_tie"].sum())) for d, m in margins.groupby("dataset")}
     # a lead inside the two cells' seed spread is a tie (chapter 04, "FeAT's margin")
     parts = [f"best in {int(r.feat_best)} of {int(r.objectives)} on "
-             f"{'ColoredMNIST-025' if r.dataset == 'cmnist025' else 'ColoredMNIST-01'} (the paper: "
+             f"{label('dataset', r.dataset)} (the paper: "
              f"{int(r.paper_feat_best)}; ties within a seed std: {ties.get(r.dataset, (0, 0))[0]}, "
              f"the paper's {ties.get(r.dataset, (0, 0))[1]})" for r in frozen.itertuples()]
-    gaps = frozen[["gap_erm", "gap_bonsai", "gap_ifeat"]].to_numpy()
+    gaps = frozen[[f"gap_{learner}" for learner in FROZEN_LEARNERS]].to_numpy()
     text = (f"{verdict}: FeAT's features " + prose.listing(parts) + "; our columns lie "
             f"{prose.number(gaps.min(), 1)}-{prose.number(gaps.max(), 1)} points from the paper's cells on average")
     if which != "earlier":  # today's protocol: its OOD length was chosen against the paper's table (featlib.hparams)
@@ -260,13 +259,14 @@ def _selection_caveat(runs, today_only: bool = False) -> str:
     """Table 2's cells are chosen on the test environments (as the paper's numbers imply); where
     runs record training-domain validation (``runs``; ``today_only``: they are today's protocol's,
     not the table's), how far the columns' cells fall under that rule (chapter 04 gives the rest)."""
-    from featbook.cmnist_views import agreement_rows, selection_agreement
+    from featbook.cmnist_shared import agreement_rows
+    from featlib.experiments.cmnist_analysis import selection_agreement
 
     text = ". Configurations chosen on the test environments, as the paper's numbers imply"
     agreement = None if runs is None else selection_agreement(runs)
     if agreement is None or agreement.empty:
         return text
-    from featbook.cmnist_views import selection_gaps
+    from featlib.experiments.cmnist_analysis import selection_gaps
     from featlib.experiments.labels import DATASET_LABELS
 
     whose = ", which only today's protocol's pieces record" if today_only else ""
@@ -281,7 +281,7 @@ def _selection_caveat(runs, today_only: bool = False) -> str:
 
 def table2_verdict(frozen) -> str:
     """Does ours agree with Table 2's claim (FeAT's features serve the OOD objectives best)? Per
-    dataset of :func:`featbook.cmnist_views.frozen_columns`: it agrees where FeAT's features are best
+    dataset of :func:`featlib.experiments.cmnist_analysis.frozen_columns`: it agrees where FeAT's features are best
     in more than half the penalised objectives, as in the paper's table. "yes" on every dataset, "no"
     on none, else "partly"."""
     agrees = [2 * int(r.feat_best) > int(r.objectives) for r in frozen.itertuples()]

@@ -108,6 +108,8 @@ def _get(url: str, limit: int | None = None) -> bytes:
                 raise FetchError(f"{url} took over {DEADLINE_S} s to arrive ({size:,} bytes so far); given up")
             chunk = response.read1(CHUNK if limit is None else min(CHUNK, limit + 1 - size))
             if not chunk:
+                if declared.isdigit() and size < int(declared):  # cut mid-file: a network failure, tried again
+                    raise http.client.IncompleteRead(b"".join(chunks), int(declared) - size)
                 return b"".join(chunks)
             chunks.append(chunk)
             size += len(chunk)

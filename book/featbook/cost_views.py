@@ -11,13 +11,12 @@ import pandas as pd
 
 from featbook import style
 from featbook import prose
-from featlib.experiments.labels import DATASET_LABELS, LEARNER_LABELS
+from featlib.experiments.labels import ALGORITHM_LABELS, DATASET_LABELS, LEARNER_LABELS
 from featlib.experiments.paper_values import TABLE14_TIME_UNIT
 from featbook.tables import Stacked, Table, Tables, table
 from featlib.cost.report import IFEAT_MEMORY_LIMIT, IFEAT_TIME_LIMIT
 
 BENCHMARK_LABELS = {"cmnist": "ColoredMNIST", "wilds": "WILDS"}
-LEARNER_LABELS_BY_NAME = {"erm": "ERM", "bonsai": "Bonsai", "feat": "FeAT", "ifeat": "iFeAT"}
 
 
 def summary_table(summary: pd.DataFrame, caption: str, sources: dict[str, "CostSource"] | None = None) -> Tables:
@@ -35,7 +34,7 @@ def _benchmark_label(bench: str, sources: dict | None) -> str:
 
 def _summary_table(summary: pd.DataFrame, caption: str) -> Table:
     frame = pd.DataFrame({
-        "learner": [LEARNER_LABELS_BY_NAME.get(m, m) for m in summary["learner"]],
+        "learner": [ALGORITHM_LABELS.get(m, m) for m in summary["learner"]],
         "round": summary["round"].astype(str),
         "step time": [Stacked(f"{prose.number(r.step_ms, 1)} ms",
                               f"{prose.number(r.step_ms_min, 1)}–{prose.number(r.step_ms_max, 1)}")
@@ -68,7 +67,7 @@ def schedule_table(estimate: pd.DataFrame, caption: str, sources: dict[str, "Cos
 
 def _schedule_table(estimate: pd.DataFrame, caption: str) -> Table:
     frame = pd.DataFrame({
-        "learner": [LEARNER_LABELS_BY_NAME.get(m, m) for m in estimate["learner"]],
+        "learner": [ALGORITHM_LABELS.get(m, m) for m in estimate["learner"]],
         "steps": [prose.integer(v) for v in estimate["paper_steps"]],
         "rounds": estimate["rounds"],
         "estimated time": [prose.minutes(v) for v in estimate["estimated_s"]],
@@ -482,7 +481,7 @@ def cost_figure(summary: pd.DataFrame, sources: dict[str, CostSource] | None = N
                     ax.axhline(1.0, color=colour, lw=1, ls="--", label="ERM")
                 else:
                     ax.plot(part["round"].astype(int), part[column], color=colour, marker=marker,
-                            label=LEARNER_LABELS_BY_NAME.get(learner, learner))
+                            label=ALGORITHM_LABELS.get(learner, learner))
             limit = IFEAT_TIME_LIMIT if column == "time_x_erm" else IFEAT_MEMORY_LIMIT
             ax.axhline(limit, color="tab:green", lw=0.8, ls=":", label=f"iFeAT target ({limit}x)")
             ax.set_xlabel("round k")

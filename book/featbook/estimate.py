@@ -21,7 +21,10 @@ by step times that were measured, on other machines, for the same steps:
   chapter 06's small CNN at :data:`CNN_FLOPS` (the CPU's measured: 2.3 s a full-batch step on
   5,000 images, 31.5 s on 50,000).
 
-The result is an :class:`Estimate` with the T4 and CPU times. A part never takes longer on the T4
+The result is an :class:`Estimate` with the T4 and CPU times, and with the peak memory of each
+stage of the run from featlib's memory model (:mod:`featlib.training.memory`: counted tensor
+peaks per stage, with what a GPU holds beside them), which :mod:`featbook.runtime` compares with
+the GPU. A part never takes longer on the T4
 than on the CPU (:meth:`Estimate.add`): where per-step overhead dominates (the tiny heads of an
 OOD stage) the measured CPU time bounds it, since a GPU runtime has that CPU too. On fabricated
 WILDS data the example counts are the fabricated ones (:func:`fabricated_split_sizes`), not the
@@ -31,6 +34,8 @@ magnitude it is: data loading, evaluation passes and Colab's varying GPUs are no
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from featlib.training import memory
 
 from featbook import prose
 
@@ -55,8 +60,6 @@ FROZEN_OBJECTIVE_COST = {
     "cpu": {"erm": 1.0, "irmv1": 1.5, "ib_irm": 1.6, "vrex": 1.15, "irmx": 1.6, "iga": 2.0, "fishr": 2.9, "clove": 11.0},
     "gpu": {"iga": 3.9},
 }
-#: Step cost of a round relative to ERM's (featlib.cost on the H100: iFeAT 1.47x worst, FeAT 1.16-1.78x).
-ROUND_COST = {"erm": 1.0, "bonsai": 1.1, "ifeat": 1.5, "feat": 1.8}
 #: Sustained FLOP/s of backbone training steps.
 BACKBONE_FLOPS = {"t4": 2.4e12, "cpu": 213e9}
 #: Sustained FLOP/s of the small ColoredMNIST CNN's full-batch step. The CPU's is measured on this
@@ -94,11 +97,25 @@ def mlp_size_factor(n_train: int, hidden_dim: int, inputs: int = 392) -> float:
 
 @dataclass
 class Estimate:
-    """Estimated seconds on a Colab T4 GPU and on a 2-core CPU, with the parts that make them up."""
+    """Estimated seconds on a Colab T4 GPU and on a 2-core CPU, with the parts that make them up,
+    and the run's stages with their peak memory (:class:`featlib.training.memory.StagePeak`)."""
 
     t4_s: float = 0.0
     cpu_s: float = 0.0
     parts: dict[str, tuple[float, float]] = field(default_factory=dict)
+    peaks: list = field(default_factory=list)
+
+    def need(self, peaks) -> Estimate:
+        """Add stages' peak memory (a run's stages follow one another: the peak is the largest)."""
+        self.peaks.extend(peaks)
+        return self
+
+    @property
+    def peak(self):
+        """The stage with the most memory (None when no stage was modelled)."""
+        from featlib.training.memory import largest
+
+        return largest(self.peaks)
 
     def add(self, name: str, t4_s: float, cpu_s: float) -> Estimate:
         """Add a part; its T4 time is at most its CPU time (see the module)."""
@@ -114,6 +131,7 @@ class Estimate:
         for source in (self, other):
             for name, (t4, cpu) in source.parts.items():
                 out.add(name, t4, cpu)
+            out.need(source.peaks)
         return out
 
     def describe(self) -> str:
@@ -129,30 +147,35 @@ class Estimate:
 
 
 # -- ColoredMNIST (chapters 03 and 04) ---------------------------------------------------------
+def round_cost(learner: str) -> float:
+    """A step of ``learner`` relative to ERM's (its registration's ``step_cost``: featlib.cost on
+    the H100, iFeAT 1.47x in its worst round, FeAT 1.16-1.78x, Bonsai 1.1x)."""
+    from featlib.feature_learning import FEATURE_LEARNERS
+
+    return FEATURE_LEARNERS.get(learner).step_cost
+
+
 def feature_learning_epochs(protocol, learner: str, expected_rounds: int | None = None) -> float:
-    """ERM-step equivalents of one seed's feature learner ``learner`` (Table 6's epochs, scaled;
-    FeAT's rounds up to ``expected_rounds`` + the discarded one, at most ``max_rounds``)."""
-    options = protocol.learner_options(learner)
-    if learner == "erm":
-        epochs = options["epochs"]
-    elif learner == "bonsai":
-        epochs = sum(options["round_epochs"]) + options["synthesis_epochs"]
-    else:
-        rounds = min(protocol.max_rounds, (expected_rounds or protocol.max_rounds) + 1)
-        epochs = options["epochs_per_round"] * rounds
-    return epochs * ROUND_COST[learner]
+    """ERM-step equivalents of one seed's feature learner ``learner`` (Table 6's epochs, scaled, or
+    the schedule it was registered with; rounds of one length up to ``expected_rounds`` + the
+    discarded one, at most ``max_rounds``)."""
+    from featlib.feature_learning import FEATURE_LEARNERS
+
+    rounds = min(protocol.max_rounds, (expected_rounds or protocol.max_rounds) + 1)
+    stages = FEATURE_LEARNERS.get(learner).stages(protocol.learner_options(learner), rounds)
+    return sum(length for _, length in stages) * round_cost(learner)
 
 
 def cmnist(protocols, oracle: bool = True) -> Estimate:
     """Every protocol of a ColoredMNIST chapter: feature learning, ERM-NF stacks, frozen heads."""
-    from featlib.experiments.colored_mnist import FEATURE_LEARNER_NAMES
     from featlib.experiments.paper_values import FEAT_STOP_ROUND
 
+    protocols = list(protocols)
     est = Estimate()
     for p in protocols:
         size = mlp_size_factor(p.n_train, p.hidden_dim)
         seeds = len(p.seeds)
-        learned = [i for i in p.learners if i in FEATURE_LEARNER_NAMES]
+        learned = [i for i in p.learners if i != "erm-nf"]
         epochs = sum(feature_learning_epochs(p, i, FEAT_STOP_ROUND.get(p.dataset)) for i in learned) * seeds
         if oracle:
             epochs += p.learner_options("erm")["epochs"] * seeds
@@ -169,7 +192,7 @@ def cmnist(protocols, oracle: bool = True) -> Estimate:
             est.add("frozen-feature runs", *(runs(d) * head * _device_s(FROZEN_RUN_S, d)
                                              + len(p.objectives) * p.ood_steps * FROZEN_STEP_OVERHEAD_S[d]
                                              for d in ("t4", "cpu")))
-    return est
+    return est.need(memory.cmnist_peaks(protocols, oracle=oracle))
 
 
 # -- chapter 06's ColoredMNIST models ----------------------------------------------------------
@@ -186,13 +209,18 @@ def cnn_step_flops(n_train: int, hidden_dim: int = 256, side: int = 28, channels
 def saliency(protocol) -> Estimate:
     """The ERM snapshots (one run to the longest), Bonsai and FeAT of the saliency study."""
     from featlib.experiments.colored_mnist import schedule
+    from featlib.feature_learning import FEATURE_LEARNERS
 
     scale = protocol.epoch_scale
+
+    def learner_epochs(learner: str, rounds: int) -> float:
+        stages = FEATURE_LEARNERS.get(learner).stages(schedule(protocol.dataset, learner, scale), rounds)
+        return sum(length for _, length in stages) * round_cost(learner)
+
     epochs = max(protocol.erm_epochs) * scale
     if protocol.bonsai:
-        b = schedule(protocol.dataset, "bonsai", scale)
-        epochs += (sum(b["round_epochs"]) + b["synthesis_epochs"]) * ROUND_COST["bonsai"]
-    epochs += schedule(protocol.dataset, "ifeat", scale)["epochs_per_round"] * protocol.feat_rounds * ROUND_COST["ifeat"]
+        epochs += learner_epochs("bonsai", protocol.feat_rounds)
+    epochs += learner_epochs("ifeat", protocol.feat_rounds)
     est = Estimate()
     if protocol.architecture == "cnn":
         flops = cnn_step_flops(protocol.n_train, protocol.hidden_dim)
@@ -200,7 +228,7 @@ def saliency(protocol) -> Estimate:
     else:
         size = mlp_size_factor(protocol.n_train, protocol.hidden_dim)
         est.add("MLP training", *(epochs * size * _device_s(MLP_STEP_S, d) for d in ("t4", "cpu")))
-    return est
+    return est.need(memory.saliency_peaks(protocol))
 
 
 # -- WILDS (chapters 05 and 06) ----------------------------------------------------------------
@@ -230,6 +258,8 @@ def wilds(protocol, split_sizes: dict[str, int] | None = None, download: bool = 
     """Feature learning, embeddings, the OOD stage and DFR of a WILDS protocol. ``split_sizes``:
     examples per split (capped by ``max_examples``); by default the real datasets' sizes, or with
     ``fabricated`` the fabricated copy's."""
+    from featlib.feature_learning import FEATURE_LEARNERS
+
     if split_sizes is None and fabricated:
         split_sizes = fabricated_split_sizes(protocol.dataset)
     spec, cfg = protocol.spec, protocol.train_config()
@@ -242,12 +272,8 @@ def wilds(protocol, split_sizes: dict[str, int] | None = None, download: bool = 
     est = Estimate()
     steps = 0.0
     for learner in protocol.learners:
-        if learner == "erm":
-            steps += cfg.erm_steps
-        elif learner == "bonsai":
-            steps += cfg.steps_per_round * (cfg.rounds + 1) * ROUND_COST["bonsai"]
-        else:
-            steps += cfg.steps_per_round * cfg.rounds * ROUND_COST[learner]
+        stages = FEATURE_LEARNERS.get(learner).stages(cfg.learner_options(learner), cfg.rounds)
+        steps += sum(length for _, length in stages) * round_cost(learner)
     train_flops = steps * seeds * 3 * per_example * cfg.batch_size
     est.add("feature learning", *(train_flops / BACKBONE_FLOPS[d] + steps * seeds * STEP_OVERHEAD_S[d]
                                   for d in ("t4", "cpu")))
@@ -262,7 +288,7 @@ def wilds(protocol, split_sizes: dict[str, int] | None = None, download: bool = 
 
         seconds = download_size_gb(protocol.dataset) * 1e9 / DOWNLOAD_BPS
         est.add("download", seconds, seconds)
-    return est
+    return est.need(memory.wilds_peaks(protocol, sizes, protocol.train_config().eval_batch_size))
 
 
 #: Examples per split of the real WILDS datasets (train / OOD val / OOD test), from WILDS' paper.
@@ -279,11 +305,11 @@ REAL_SPLIT_SIZES = {
 # -- chapter 07 ------------------------------------------------------------------------------
 def cost(settings, cases) -> Estimate:
     """The cost benchmark: every learner, round, step and repeat of each case."""
+    from featlib.cost.benchmark import expected_rounds
+
     est = Estimate()
     for case in cases:
-        stages = 0
-        for learner in settings.learners:
-            stages += 1 if learner == "erm" else settings.rounds + (1 if learner == "bonsai" else 0)
+        stages = sum(len(expected_rounds(learner, settings)) for learner in settings.learners)
         steps = stages * settings.steps * settings.repeats
         if getattr(case, "name", "") == "cmnist":
             size = mlp_size_factor(case.n_train, case.hidden_dim)
@@ -292,7 +318,7 @@ def cost(settings, cases) -> Estimate:
             flops = 3 * BACKBONE_FWD_FLOPS.get(case.backbone, 5e6) * ((case.resolution or 96) / 224) ** 2 * case.batch_size
             est.add("WILDS steps", *(steps * (flops / BACKBONE_FLOPS[d] + STEP_OVERHEAD_S[d]) * 1.2
                                      for d in ("t4", "cpu")))
-    return est
+    return est.need(memory.cost_peaks(cases, settings.learners))
 
 
 # -- chapters 01 and 02 ----------------------------------------------------------------------
@@ -301,8 +327,8 @@ def cost(settings, cases) -> Estimate:
 TWO_BIT_STEP_S = {"cpu": 3e-3, "t4": 1.5e-3}
 
 
-def two_bit(steps: int, n_examples: int = 5000, d: int = 100) -> Estimate:
-    """``steps`` gradient steps of the two-bit model."""
+def two_bit(steps: int, n_examples: int = 5000, d: int = 100, m: int = 20) -> Estimate:
+    """``steps`` gradient steps of the two-bit model (``m`` filters per class)."""
     size = n_examples * d / (5000 * 100)
     return Estimate().add("gradient descent", steps * max(TWO_BIT_STEP_S["t4"], 1e-4 * size),
-                          steps * TWO_BIT_STEP_S["cpu"] * max(size, 0.05))
+                          steps * TWO_BIT_STEP_S["cpu"] * max(size, 0.05)).need(memory.two_bit_peaks(n_examples, d, m))

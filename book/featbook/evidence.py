@@ -153,10 +153,14 @@ def show(what: str, prov: Mapping[str, Any], size: str | None = None) -> None:
     display(HTML(command_block(prov)))
 
 
-def termination_summary(stops, max_rounds: int, learner: str = "ifeat", label: str = "FeAT (iFeAT)") -> str:
-    """How the rounds of ``learner`` ended, from :func:`featbook.cmnist_views.stop_rounds`'s
+def termination_summary(stops, max_rounds: int, learner: str = "ifeat", label: str | None = None) -> str:
+    """How the rounds of ``learner`` ended, from :func:`featlib.experiments.cmnist_analysis.stop_rounds`'s
     frame (one row per dataset and seed, ``discarded_round`` NaN when no round was discarded):
-    how many runs the 130% check stopped, and how many ran to the cap of ``max_rounds``."""
+    how many runs the 130% check stopped, and how many ran to the cap of ``max_rounds``.
+    ``label``: what the text calls the learner (default: its label, "FeAT (iFeAT)" for iFeAT)."""
+    from featlib.experiments.labels import label as label_of
+
+    label = label or label_of("learner", learner)
     rows = stops[stops["learner"] == learner]
     if rows.empty:
         return f"No rounds of {label} are recorded."

@@ -39,7 +39,8 @@ PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     ("float tail", re.compile(r"(?<![\w.])\d+\.\d{6,}(?!\d*%)")),
     ("NaN", re.compile(r"\b(?:NaN|nan)\b")),
     ("tracker", re.compile(r"(?i)\bissue tracker\b|\bissues? #?\d+\b")),
-    ("estimate", re.compile(r"Estimated time of this run|not measured on a T4|WARNING: this runtime has no GPU")),
+    ("estimate", re.compile(r"Estimated time of this run|not measured on a T4|WARNING: this runtime has no GPU"
+                            r"|Estimated peak GPU memory|of GPU memory at its peak|on a GPU this run would need")),
 )
 
 #: What the preflight (``featbook.runtime.preflight``) prints: for someone about to run the

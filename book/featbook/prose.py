@@ -87,6 +87,47 @@ def mean_std(mean: float | None, std: float | None, digits: int = 2, scale: floa
     return f"{number(scale * float(mean), digits)}{NBSP}±{NBSP}{number(scale * float(std), digits)}"
 
 
+# -- values over seeds, and where they were computed: the phrases the ColoredMNIST pages share ----
+def seed_mean(mean: float | None, std: float | None, n_seeds: int, digits: int = 2, scale: float = 1.0) -> str:
+    """A value over seeds: "mean ± std" (:func:`mean_std`), or the mean alone for one seed (a
+    standard deviation of one value says nothing)."""
+    return mean_std(mean, std if n_seeds > 1 else None, digits, scale)
+
+
+def over_seeds(n_seeds: int) -> str:
+    """What a cell over seeds is: "one seed (no spread to show)", "mean ± std over 3 seeds"."""
+    return "one seed (no spread to show)" if n_seeds == 1 else f"mean ± std over {count(n_seeds, 'seed')}"
+
+
+def seeds_caveat(n_seeds: int) -> str:
+    """How many seeds a finding rests on, with what one seed cannot say: "one seed, so this gives a
+    direction, not a size", "3 seeds"."""
+    return "one seed, so this gives a direction, not a size" if n_seeds == 1 else count(n_seeds, "seed")
+
+
+def seed_list(seeds: Iterable[int]) -> str:
+    """Which seeds: "seed 1 only", "seeds 1, 2 and 3"."""
+    seeds = list(seeds)
+    return f"seed {seeds[0]} only" if len(seeds) == 1 else f"seeds {listing([str(s) for s in seeds])}"
+
+
+def stds(z: float) -> str:
+    """A distance in the paper's standard deviations as the tables write it: "+1.3", "−0.1" (one
+    decimal, always signed)."""
+    return f"{z:+.1f}".replace("-", "\u2212")
+
+
+def devices(recorded: Iterable[Any], cpu: str | None = None) -> str:
+    """The devices results were computed on, from their records: "one NVIDIA H200" for
+    ``cuda (NVIDIA H200)`` (:func:`gpu_name`), a CPU as recorded or as ``cpu`` says ("a CPU"),
+    each once, in order."""
+    def said(device: Any) -> str:
+        if cpu is not None and device == "cpu":
+            return cpu
+        return f"one {gpu_name(device)}" if gpu_name(device) else str(device)
+    return listing(sorted({said(d) for d in recorded}))
+
+
 def minutes(seconds: float | None) -> str:
     """A duration: "45 s", "12 min", "3.5 h"."""
     if _is_missing(seconds):

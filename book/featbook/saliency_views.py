@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 from featbook import style
 from featbook import prose
 from featbook.tables import Table, table
-from featlib.experiments.wilds_experiment import LEARNER_LABELS_BY_NAME
+from featlib.experiments.labels import LEARNER_LABELS
 from featlib.saliency import normalise_maps
 
 POSITIVE_RGB = (0, 160, 0)  # green: evidence for the target class (Figs. 6-8)
@@ -349,7 +349,7 @@ def wilds_overlay_figure(result, title: str | None = None):
     """A WILDS image dataset's explanations (:func:`featlib.experiments.saliency_wilds.explain_wilds`):
     rows the examples, columns the input, then each learner's GradCAM overlaid (the learner named
     over the first row), each cell titled by the learner's prediction; ``title`` over the grid."""
-    maps = {LEARNER_LABELS_BY_NAME[m]: result.maps[m] for m in result.learners}
+    maps = {LEARNER_LABELS[m]: result.maps[m] for m in result.learners}
     return overlay_figure(result.images, maps, result.table, head=lambda name: name.replace(" (all sets)", ""),
                           title=title)
 
@@ -396,7 +396,7 @@ def highlighted_example(result, i: int) -> HighlightedText:
     label = result.table.iloc[i]["label"]
     return HighlightedText.join([
         highlight_tokens(result.tokens[i], result.scores[m][i], label=label,
-                         prediction=f"{LEARNER_LABELS_BY_NAME[m]}: {result.table.iloc[i][LEARNER_LABELS_BY_NAME[m]]}")
+                         prediction=f"{LEARNER_LABELS[m]}: {result.table.iloc[i][LEARNER_LABELS[m]]}")
         for m in result.learners])
 
 

@@ -15,7 +15,6 @@ from featlib.data.wilds_data import WILDS_DATASETS
 from featlib.evaluation.dfr import DFR_CS
 from featlib.experiments.labels import LEARNER_LABELS, OBJECTIVE_LABELS
 from featlib.experiments.paper_values import TABLE3
-from featlib.experiments.wilds_experiment import LEARNER_LABELS_BY_NAME
 
 
 #: How a reader reads the WILDS split names (the package's ``train``, ``val``, ``test``, ``id_val``, ``id_test``).
@@ -115,7 +114,7 @@ def rounds_table_frame(results) -> pd.DataFrame:
     keep = ["learner", "seed", "round", "steps", "train_acc", "retention_acc", "val_metric", "test_metric",
             "accepted", "size_augmentation", "size_retention"]
     frame = results.rounds[[c for c in keep if c in results.rounds.columns]].copy()
-    frame["learner"] = frame["learner"].map(LEARNER_LABELS_BY_NAME)
+    frame["learner"] = frame["learner"].map(dict(LEARNER_LABELS))
     return frame
 
 
@@ -162,11 +161,11 @@ def paper_table3(dataset: str) -> Table:
     ± std over the paper's seeds; what a reader compares a full-scale run with."""
     spec = WILDS_DATASETS.get(dataset)
     cells = TABLE3.get(dataset, {})
-    learners = [m for m in LEARNER_LABELS_BY_NAME if any(k[0] == m for k in cells)]
+    learners = [m for m in LEARNER_LABELS if any(k[0] == m for k in cells)]
     objectives = [o for o in ("dfr", "dfr-s", *OBJECTIVE_LABELS) if any(k[1] == o for k in cells)]
     objectives = list(dict.fromkeys(objectives))
     rows = [{"objective": OBJECTIVE_LABELS.get(o, o),
-             **{LEARNER_LABELS_BY_NAME[m]: (prose.mean_std(*cells[(m, o)]) if (m, o) in cells else prose.MISSING)
+             **{LEARNER_LABELS[m]: (prose.mean_std(*cells[(m, o)]) if (m, o) in cells else prose.MISSING)
                 for m in learners}} for o in objectives]
     return table(pd.DataFrame(rows), caption=f"The paper's Table 3 for {spec.title} ({spec.metric_label}): "
                  "not a result of this book", note="The paper's numbers (mean ± std over its seeds), by the features "
@@ -218,7 +217,7 @@ def table3_figure(results, dataset: str, with_paper: bool = True, title: str | N
     (default: the dataset's); one legend under the panel."""
     spec = WILDS_DATASETS.get(dataset)
     selected = results.table()
-    learners = [m for m in LEARNER_LABELS_BY_NAME if m in set(selected["learner"])]
+    learners = [m for m in LEARNER_LABELS if m in set(selected["learner"])]
     objectives = [o for o in OBJECTIVE_LABELS if o in set(selected["objective"])]
     fig, axes = style.subplots(1, 1, panel_height=3.0, extra_height=0.9)
     ax = axes[0, 0]
@@ -228,7 +227,7 @@ def table3_figure(results, dataset: str, with_paper: bool = True, title: str | N
         xs = np.arange(len(objectives)) + (i - (len(learners) - 1) / 2) * width
         means = [100 * part.loc[o, "test_mean"] if o in part.index else np.nan for o in objectives]
         stds = [100 * part.loc[o, "test_std"] if o in part.index else np.nan for o in objectives]
-        ax.bar(xs, means, width, yerr=clipped_error(means, stds), label=f"{LEARNER_LABELS_BY_NAME[m]} (ours)",
+        ax.bar(xs, means, width, yerr=clipped_error(means, stds), label=f"{LEARNER_LABELS[m]} (ours)",
                alpha=0.85)
         if with_paper:
             paper = [TABLE3.get(dataset, {}).get((m, o), (np.nan, 0))[0] for o in objectives]

@@ -25,7 +25,7 @@ from .common import os_errors_in_one_line
 from ..data.mnist import SOURCES
 from ..device import get_device
 from ..experiments.cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS, SIZES
-from ..experiments.colored_mnist import SCHEDULES, TABLE2_LEARNERS, TABLE2_OBJECTIVES
+from ..experiments.colored_mnist import TABLE2_LEARNERS, TABLE2_OBJECTIVES, learner_choices, protocol_datasets
 from ..experiments.path_comparison import (COMPARISON, DEFAULT_SIZE, DEFAULT_VARIANTS, REFERENCE, Variant, compare,
                                            load_variants, pieces_record, run_variants, summarise,
                                            variant_protocols, verdicts)
@@ -35,7 +35,6 @@ from ..store.csv_io import frame_to_csv
 from ..store.provenance import command_line, git_commit, provenance
 from ..store.folders import check_out, write_beside
 from ..validation import check_seed, check_sequence, check_writable
-from .run_cmnist import LEARNER_CHOICES
 
 
 def parse_args(argv):
@@ -45,9 +44,9 @@ def parse_args(argv):
                         help="variants to run and compare, each <path>-<precision>; default: %(default)s")
     parser.add_argument("--reference", default=REFERENCE, help="the variant the others are compared with; "
                                                                "default: %(default)s (the protocol's)")
-    parser.add_argument("--datasets", nargs="+", default=list(SCHEDULES), choices=list(SCHEDULES))
+    parser.add_argument("--datasets", nargs="+", default=protocol_datasets(), choices=protocol_datasets())
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
-    parser.add_argument("--learners", nargs="+", default=list(TABLE2_LEARNERS), choices=list(LEARNER_CHOICES),
+    parser.add_argument("--learners", nargs="+", default=list(TABLE2_LEARNERS), choices=learner_choices(),
                         help="Table 2's columns; default: %(default)s")
     parser.add_argument("--objectives", nargs="+", metavar="NAME", help="default: Table 2's eight")
     parser.add_argument("--size", default=DEFAULT_SIZE, choices=list(SIZES),

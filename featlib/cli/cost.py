@@ -25,7 +25,8 @@ from ..device import describe_device, get_device
 from ..store.provenance import git_commit
 from .common import OneLineParser, holding, os_errors_in_one_line
 from ..store.folders import ResultFolder, check_out
-from ..cost.benchmark import COST_CASES, LEARNERS, CostSettings, run_cost_benchmark
+from ..cost.benchmark import COST_CASES, CostSettings, run_cost_benchmark
+from ..feature_learning import FEATURE_LEARNERS
 from ..cost.report import check_targets, format_table, format_targets, schedule_estimate, summarise
 from ..cost.results import KIND
 
@@ -37,7 +38,8 @@ def _pretrained(value: str):
 def parse_args(argv):
     p = OneLineParser(prog="python -m featlib.cli.cost", description=__doc__.split("\n\n")[0])
     p.add_argument("--benchmarks", nargs="+", default=["cmnist", "wilds"], choices=COST_CASES.names())
-    p.add_argument("--learners", "--methods", nargs="+", default=list(LEARNERS), choices=LEARNERS)
+    p.add_argument("--learners", "--methods", nargs="+", default=FEATURE_LEARNERS.table_order(),
+                   choices=FEATURE_LEARNERS.table_order(), help="registered feature learners; default: all")
     p.add_argument("--rounds", type=int, default=4, help="rounds of Bonsai, FeAT and iFeAT (default 4)")
     p.add_argument("--steps", type=int, default=20, help="steps per round, warm-up included (default 20)")
     p.add_argument("--warmup", type=int, default=3)

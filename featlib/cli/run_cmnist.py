@@ -6,7 +6,7 @@
         [--objective-file my_objective.py] [--objectives irmv1 my_objective ...]
 
 writes ``runs-<dataset>.csv`` (one row per OOD-stage run), ``rounds-<dataset>.csv`` (per-round
-histories of FeAT, iFeAT and Bonsai), ``oracle-<dataset>.csv`` and ``provenance.json`` (the
+histories of every learner that learns in rounds: Bonsai, iFeAT, FeAT), ``oracle-<dataset>.csv`` and ``provenance.json`` (the
 command, git commit, device, wall time, the protocol and a manifest of the files). Chapter 04
 shows these files beside the paper's numbers. Interrupted runs resume from ``--cache-dir``.
 
@@ -44,20 +44,20 @@ from ..store.folders import ResultFolder, check_out
 from ..training import OOD_PATHS, PRECISIONS
 from ..validation import check_sequence, check_writable
 from ..experiments.cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS, SIZES
-from ..experiments.colored_mnist import SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
+from ..experiments.colored_mnist import CMNISTProtocol, ColoredMNISTExperiment, learner_choices, protocol_datasets
 from ..experiments.results import CMNIST_RUNS_KIND as KIND
-
-LEARNER_CHOICES = ("erm-nf", "erm", "bonsai", "ifeat", "feat")
+from ..feature_learning import FEATURE_LEARNERS
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m featlib.cli.run_cmnist",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--datasets", nargs="+", default=list(SCHEDULES), choices=list(SCHEDULES))
+    parser.add_argument("--datasets", nargs="+", default=protocol_datasets(), choices=protocol_datasets(),
+                        help="registered ColoredMNIST datasets of the channel kind; default: all")
     parser.add_argument("--seeds", nargs="+", type=int, default=list(range(1, 11)))
-    parser.add_argument("--learners", "--inits", nargs="+", default=list(LEARNER_CHOICES), choices=list(LEARNER_CHOICES),
-                        help="learners (Table 2's columns); default: all five")
+    parser.add_argument("--learners", "--inits", nargs="+", default=learner_choices(), choices=learner_choices(),
+                        help="learners (Table 2's columns): erm-nf and the registered feature learners; default: all")
     parser.add_argument("--cache-dir", default="_cache/cmnist", type=Path)
     parser.add_argument("--mnist-source", default="auto", choices=SOURCES)
     parser.add_argument("--preset", default=DEFAULT_PRESET, choices=PROTOCOL_PRESETS.names(),
@@ -190,7 +190,8 @@ def run(args, protocols: list[CMNISTProtocol]) -> tuple[ResultFolder, dict]:
         t0 = time.perf_counter()
         experiment = ColoredMNISTExperiment(protocol, cache_dir=args.cache_dir, mnist_source=args.mnist_source)
         folder.add_csv(f"runs-{protocol.dataset}.csv", experiment.run())
-        learned = [i for i in ("ifeat", "feat", "bonsai") if i in protocol.learners]
+        learned = [i for i in FEATURE_LEARNERS.table_order()
+                   if i in protocol.learners and FEATURE_LEARNERS.get(i).in_rounds]
         folder.add_csv(f"rounds-{protocol.dataset}.csv",
                        pd.concat([experiment.rounds(i) for i in learned], ignore_index=True) if learned else pd.DataFrame())
         folder.add_csv(f"oracle-{protocol.dataset}.csv", experiment.oracle())

@@ -44,7 +44,8 @@ from ..device import get_device
 from ..store.provenance import command_line, git_commit, provenance
 from ..store.folders import ResultFolder, check_out
 from ..validation import check_sequence, check_writable
-from ..experiments.colored_mnist import FEATURE_LEARNER_NAMES, SCHEDULES, CMNISTProtocol, ColoredMNISTExperiment
+from ..experiments.colored_mnist import CMNISTProtocol, ColoredMNISTExperiment, protocol_datasets
+from ..feature_learning import FEATURE_LEARNERS
 
 from ..experiments.results import ROUNDS_KIND as KIND, load_rounds
 
@@ -53,8 +54,10 @@ def parse_args(argv):
     parser = OneLineParser(prog="python -m featlib.cli.run_rounds",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--datasets", nargs="+", default=list(SCHEDULES), choices=list(SCHEDULES))
-    parser.add_argument("--learners", "--inits", nargs="+", default=["ifeat", "feat"], choices=list(FEATURE_LEARNER_NAMES))
+    parser.add_argument("--datasets", nargs="+", default=protocol_datasets(), choices=protocol_datasets())
+    parser.add_argument("--learners", "--inits", nargs="+", default=stopping_learners(),
+                        choices=FEATURE_LEARNERS.table_order(),
+                        help="registered feature learners; default: those FeAT's termination check stops (Table 7)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
     parser.add_argument("--max-rounds", type=int, default=CMNISTProtocol.max_rounds)
     parser.add_argument("--n-train", type=int, default=CMNISTProtocol.n_train,
@@ -131,21 +134,22 @@ def _locked(args, argv, protocols: list[CMNISTProtocol]) -> int:
         keep = [key not in done for key in zip(old["dataset"], old["learner"], old["seed"])]
         rows = pd.concat([old[keep], new], ignore_index=True)
         runs = runs_of(earlier["provenance"]) + runs
-    order = {"dataset": {d: k for k, d in enumerate(SCHEDULES)}, "learner": {i: k for k, i in enumerate(FEATURE_LEARNER_NAMES)}}
+    order = {"dataset": ranks(protocol_datasets(), rows["dataset"]),
+             "learner": ranks(FEATURE_LEARNERS.table_order(), rows["learner"])}
     rows = rows.sort_values(["dataset", "learner", "seed", "round"],
                             key=lambda col: col.map(order[col.name]) if col.name in order else col, kind="stable")
     all_jobs = sorted({(d, i, int(s)) for d, i, s in zip(rows["dataset"], rows["learner"], rows["seed"])},
                       key=lambda j: (order["dataset"][j[0]], order["learner"][j[1]], j[2]))
-    datasets = [d for d in SCHEDULES if d in set(rows["dataset"])]
+    datasets = list(order["dataset"])
     folder = ResultFolder(args.out, kind=KIND)
     for dataset in datasets:
         folder.add_csv(f"rounds-{dataset}.csv", rows[rows["dataset"] == dataset].reset_index(drop=True))
     record = dict(this_run)
     record.update(
-        datasets=datasets, learners=[i for i in FEATURE_LEARNER_NAMES if i in set(rows["learner"])],
+        datasets=datasets, learners=list(order["learner"]),
         seeds=sorted({j[2] for j in all_jobs}), jobs=[list(j) for j in all_jobs],
         protocols=[protocol_record(p) | {"seeds": sorted({j[2] for j in all_jobs if j[0] == p.dataset}),
-                                         "learners": [i for i in FEATURE_LEARNER_NAMES if any(j[:2] == (p.dataset, i) for j in all_jobs)]}
+                                         "learners": [i for i in order["learner"] if any(j[:2] == (p.dataset, i) for j in all_jobs)]}
                    for p in protocols] + [q for q in (earlier["provenance"].get("protocols", []) if earlier else [])
                                           if q["dataset"] not in args.datasets],
         runs=runs,
@@ -155,6 +159,20 @@ def _locked(args, argv, protocols: list[CMNISTProtocol]) -> int:
     print(json.dumps({k: record[k] for k in ("commit", "device", "wall_time_s")}, indent=2))
     return 0
 
+
+
+def stopping_learners() -> list[str]:
+    """The registered learners that FeAT's termination check stops (they take ``termination_rule``:
+    iFeAT and FeAT), whose rounds Table 7 shows."""
+    return [n for n in FEATURE_LEARNERS.table_order() if "termination_rule" in FEATURE_LEARNERS.get(n).protocol_fields]
+
+
+def ranks(known: list[str], present) -> dict[str, int]:
+    """Each name in ``present`` by its place: the registry's order (``known``), then names not
+    registered in this process (a folder's rows of a learner or dataset of one's own) as they come."""
+    present = list(dict.fromkeys(present))
+    ordered = [n for n in known if n in present] + [n for n in present if n not in known]
+    return {n: k for k, n in enumerate(ordered)}
 
 
 #: Fields of a protocol record that may differ between the runs of one rounds folder.

@@ -32,7 +32,9 @@ from ..device import get_device
 from ..store.provenance import command_line, git_commit, provenance
 from ..store.folders import ResultFolder, check_out
 from ..validation import check_writable
-from ..experiments.wilds_experiment import LEARNERS, WildsExperiment, WildsProtocol
+from ..experiments.wilds_experiment import WildsExperiment, WildsProtocol
+from ..feature_learning import FEATURE_LEARNERS
+from ..hparams import PAPER_LEARNERS
 from ..experiments.wilds_report import dfr_table_frame, table3_frame
 
 from ..experiments.results import WILDS_RUNS_KIND as KIND
@@ -50,7 +52,8 @@ def parse_args(argv):
     parser.add_argument("--cache-dir", default="_cache/wilds", type=Path)
     parser.add_argument("--download", action="store_true")
     parser.add_argument("--fabricate", action="store_true", help="write the fabricated dataset into --root first")
-    parser.add_argument("--learners", "--methods", nargs="+", default=["erm", "bonsai", "ifeat"], choices=LEARNERS)
+    parser.add_argument("--learners", "--methods", nargs="+", default=list(PAPER_LEARNERS),
+                        choices=FEATURE_LEARNERS.table_order(), help="registered feature learners; default: the paper's")
     parser.add_argument("--seeds", nargs="+", type=int, default=None)
     parser.add_argument("--epoch-scale", "--scale", type=float, default=1.0, help="multiplies Table 12's steps")
     parser.add_argument("--backbone", default=None)

@@ -23,7 +23,7 @@ import json
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -38,7 +38,6 @@ from ..registry import Registry
 from ..validation import check_bool, check_choice, check_fits_in_memory, check_int, check_sequence, check_writable
 from .recorder import StepRecorder
 
-LEARNERS = ("erm", "bonsai", "feat", "ifeat")
 #: The termination rule used while benchmarking: no round is discarded, so FeAT and iFeAT run
 #: every requested round (featlib.feature_learning.termination).
 NO_TERMINATION = "never"
@@ -53,7 +52,9 @@ BACKBONE_NAMES = {"densenet121": "DenseNet-121", "resnet50": "ResNet-50", "small
 class CostSettings:
     """How much to measure: rounds per learner, steps per round, warm-up and repeats."""
 
-    learners: tuple[str, ...] = LEARNERS
+    #: Registered feature learners (:data:`featlib.feature_learning.FEATURE_LEARNERS`); default: every
+    #: one, in the tables' order.
+    learners: tuple[str, ...] = field(default_factory=lambda: tuple(_registered()))
     rounds: int = 4
     steps: int = 20
     warmup: int = 3
@@ -63,7 +64,7 @@ class CostSettings:
     def __post_init__(self) -> None:
         object.__setattr__(self, "learners", tuple(check_sequence("learners", self.learners)))
         for m in self.learners:
-            check_choice("learners", m, LEARNERS)
+            check_choice("learners", m, _registered())
         if "erm" not in self.learners:
             raise ValueError(f"learners must include 'erm' (the ratios are to ERM); got {list(self.learners)}")
         check_int("rounds", self.rounds, minimum=1)
@@ -108,9 +109,9 @@ class CMNISTCost(CostCase):
     name: str = "cmnist"
 
     def __post_init__(self) -> None:
-        from ..experiments.colored_mnist import SCHEDULES
+        from ..experiments.colored_mnist import check_protocol_dataset
 
-        check_choice("dataset", self.dataset, SCHEDULES)
+        check_protocol_dataset(self.dataset)
         check_int("n_train", self.n_train, minimum=2, maximum=50000)
         check_int("n_test", self.n_test, minimum=1, maximum=10000)
         check_int("hidden_dim", self.hidden_dim, minimum=1)
@@ -134,27 +135,21 @@ class CMNISTCost(CostCase):
     def run(self, learner: str, settings: CostSettings, device: torch.device, scratch: Path) -> None:
         from ..feature_learning import FEATURE_LEARNERS
 
-        options = {"hidden_dim": self.hidden_dim}
-        if learner == "erm":
-            options["epochs"] = settings.steps
-        elif learner == "bonsai":
-            options.update(round_epochs=(settings.steps,) * settings.rounds, synthesis_epochs=settings.steps)
-        else:
-            options.update(epochs_per_round=settings.steps, max_rounds=settings.rounds, termination_rule=NO_TERMINATION)
-        FEATURE_LEARNERS.get(learner)(self._data, self.seed, **options)
+        registered = FEATURE_LEARNERS.get(learner)
+        options = {"hidden_dim": self.hidden_dim, **_measured_lengths(registered, settings)}
+        registered(self._data, self.seed, **options)
 
     def schedule(self, learner: str) -> list[int]:
-        from ..experiments.colored_mnist import SCHEDULES
+        from ..experiments.colored_mnist import schedule
         from ..experiments.paper_values import FEAT_STOP_ROUND
+        from ..feature_learning import FEATURE_LEARNERS
+        from ..hparams import APPENDIX_F1
 
-        table6 = SCHEDULES[self.dataset][learner]
-        if learner == "erm":
-            return [table6["epochs"]]
-        if learner == "bonsai":
-            return list(table6["round_epochs"]) + [table6["synthesis_epochs"]]
-        # the rounds kept (Table 7) plus the one the termination check trains and then rolls back
-        # (Algorithm 1 checks a round after training it): what a run of the protocol trains
-        return [table6["epochs_per_round"]] * (FEAT_STOP_ROUND[self.dataset] + 1)
+        # a learner of rounds of one length: the rounds kept (Table 7) plus the one the termination
+        # check trains and then rolls back (Algorithm 1 checks a round after training it), what a
+        # run of the protocol trains; on a dataset the paper did not stop FeAT on, every round
+        rounds = FEAT_STOP_ROUND[self.dataset] + 1 if self.dataset in FEAT_STOP_ROUND else APPENDIX_F1["max_rounds"].value
+        return [length for _, length in FEATURE_LEARNERS.get(learner).stages(schedule(self.dataset, learner), rounds)]
 
 
 @COST_CASES.register("wilds")
@@ -223,13 +218,13 @@ class WildsCost(CostCase):
         FEATURE_LEARNERS.get(learner).on(loop, **config.learner_options(learner))
 
     def schedule(self, learner: str) -> list[int]:
+        from ..feature_learning import FEATURE_LEARNERS
+
         spec = self.protocol.spec
         per_round = max(1, spec.fl_steps // spec.fl_rounds)
-        if learner == "erm":
-            return [spec.erm_steps]
-        if learner == "bonsai":
-            return [per_round] * (spec.fl_rounds + 1)
-        return [per_round] * spec.fl_rounds
+        registered = FEATURE_LEARNERS.get(learner)
+        lengths = registered.run_lengths(per_round, spec.fl_rounds, single=spec.erm_steps)
+        return [length for _, length in registered.stages(lengths, spec.fl_rounds)]
 
 
 def _round_labels(stages: list[str]) -> list[str]:
@@ -294,13 +289,29 @@ def run_cost_benchmark(cases: list[CostCase], settings: CostSettings, *, device:
     return pd.concat(frames, ignore_index=True)
 
 
+def _registered() -> list[str]:
+    from ..feature_learning import FEATURE_LEARNERS
+
+    return FEATURE_LEARNERS.table_order()
+
+
+def _measured_lengths(registered, settings: CostSettings) -> dict:
+    """The options of a measured run of the learner ``registered``: ``settings.rounds`` rounds of
+    ``settings.steps`` steps each (a learner of one stage: one of ``settings.steps``), none
+    discarded by a termination check."""
+    options = registered.run_lengths(settings.steps, settings.rounds)
+    if "termination_rule" in registered.protocol_fields:
+        options["termination_rule"] = NO_TERMINATION
+    return options
+
+
 def expected_rounds(learner: str, settings: CostSettings) -> list[str]:
-    """The round labels a measurement of ``learner`` holds: ERM one, FeAT and iFeAT ``rounds``,
-    Bonsai ``rounds`` and its synthesis."""
-    if learner == "erm":
-        return ["1"]
-    labels = [str(k) for k in range(1, settings.rounds + 1)]
-    return labels + ["synthesis"] if learner == "bonsai" else labels
+    """The round labels a measurement of ``learner`` holds, from the schedule it was registered
+    with: ERM one, FeAT and iFeAT ``rounds``, Bonsai ``rounds`` and its synthesis."""
+    from ..feature_learning import FEATURE_LEARNERS
+
+    registered = FEATURE_LEARNERS.get(learner)
+    return [label for label, _ in registered.stages(_measured_lengths(registered, settings), settings.rounds)]
 
 
 def _record_reader(benchmark: str, repeat: int, learner: str, settings: CostSettings, expect: dict | None = None):

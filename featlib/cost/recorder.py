@@ -54,11 +54,25 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _is_fake(t: torch.Tensor) -> bool:
+    """A fake tensor (torch.compile's tracing keeps some alive): shapes without memory."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(t, FakeTensor)
+
+
+def _is_tensor(o) -> bool:
+    try:
+        return isinstance(o, torch.Tensor)
+    except ReferenceError:  # a weakref.proxy whose object is gone (torch.compile leaves some)
+        return False
+
+
 def live_tensors() -> list[torch.Tensor]:
     """Every tensor reachable by the garbage collector (what is allocated before a step)."""
     with warnings.catch_warnings():  # touching some torch.distributed names warns about deprecation
         warnings.simplefilter("ignore")
-        return [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
+        return [o for o in gc.get_objects() if _is_tensor(o)]
 
 
 class LiveTensorBytes(TorchDispatchMode):
@@ -79,7 +93,7 @@ class LiveTensorBytes(TorchDispatchMode):
             self._add(t)
 
     def _add(self, t: torch.Tensor) -> None:
-        if t.device.type != self.device_type or t.is_meta:
+        if t.device.type != self.device_type or t.is_meta or _is_fake(t):
             return
         try:
             storage = t.untyped_storage()
@@ -88,6 +102,8 @@ class LiveTensorBytes(TorchDispatchMode):
         if storage in self._refs:
             return
         size = storage.nbytes()
+        if not isinstance(size, int):  # a symbolic size (what torch.compile traced with): no memory
+            return
         self.current += size
         self.peak = max(self.peak, self.current)
         self._refs[storage] = weakref.ref(storage, functools.partial(self._freed, size))

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..experiments.paper_values import TABLE14
+from ..feature_learning import FEATURE_LEARNERS
 
 #: The book's targets for iFeAT (ratios to ERM on the same model and batch).
 IFEAT_TIME_LIMIT = 1.3
@@ -46,7 +47,7 @@ def summarise(raw: pd.DataFrame) -> pd.DataFrame:
     erm = out[out["learner"] == "erm"].set_index("benchmark")
     out["time_x_erm"] = out["step_ms"] / out["benchmark"].map(erm["step_ms"])
     out["memory_x_erm"] = out["peak_mb"] / out["benchmark"].map(erm["peak_mb"])
-    order = {m: i for i, m in enumerate(("erm", "bonsai", "feat", "ifeat"))}
+    order = {m: i for i, m in enumerate(FEATURE_LEARNERS.table_order())}
     out = out.sort_values(["benchmark", "learner", "round"],
                           key=lambda c: c.map(order) if c.name == "learner" else
                           (c.map(_round_key) if c.name == "round" else c), kind="stable")
@@ -92,11 +93,11 @@ def schedule_estimate(summary: pd.DataFrame, schedules: dict[str, dict[str, list
     for (bench, learner), frame in summary.groupby(["benchmark", "learner"], sort=False):
         steps = schedules[bench][learner]
         ms = frame["step_ms"].tolist()
-        if learner == "bonsai":  # rounds, then the synthesis round
-            synthesis = frame.loc[frame["round"] == "synthesis", "step_ms"]
+        synthesis = frame.loc[frame["round"] == "synthesis", "step_ms"]
+        if len(synthesis):  # rounds, then the synthesis round (Bonsai)
             per_round = frame.loc[frame["round"] != "synthesis", "step_ms"].tolist()
             times = [per_round[min(i, len(per_round) - 1)] for i in range(len(steps) - 1)]
-            times.append(float(synthesis.iloc[0]) if len(synthesis) else per_round[-1])
+            times.append(float(synthesis.iloc[0]))
         else:
             times = [ms[min(i, len(ms) - 1)] for i in range(len(steps))]
         rows.append({"benchmark": bench, "learner": learner, "paper_steps": int(sum(steps)),

@@ -37,7 +37,7 @@ import itertools
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +53,9 @@ from ..data.colored_mnist import COLORED_MNIST, make_colored_mnist
 from ..data.mnist import SOURCES
 from ..device import describe_device, get_device
 from ..feature_learning import FEATURE_LEARNERS, LearnedFeatures
+# Table 6's epochs per learner and a learner's schedule on a dataset live below the experiments (so that
+# the memory model and the cost benchmark read them without the protocol); re-exported here
+from ..feature_learning.schedules import SCHEDULES, schedule, schedule_dataset  # noqa: F401
 from ..store.legacy import ROW_ALIASES
 from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
 from ..feature_learning.termination import DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD, termination_rule
@@ -61,19 +64,25 @@ from ..models.stacked import StackedHeads, StackedMLP
 from ..objectives import OBJECTIVES, make_objective
 from ..training import DEFAULT_PRECISION, OOD_PATHS, PRECISIONS
 from ..training.ood_stage import Environments, LabelledInputs, OODStageConfig, StackRuns, train_stack
-from ..hparams import APPENDIX_F1, OBJECTIVE_GRIDS, TABLE6, values
+from ..hparams import APPENDIX_F1, OBJECTIVE_GRIDS, PAPER_LEARNERS, values
 from .cmnist_presets import DEFAULT_PRESET, PROTOCOL_PRESETS, preset_of
 from ..validation import (
     check_seed,
     check_choice, check_fits_in_memory, check_int, check_positive, check_sequence, check_writable,
 )
 
-#: Table 2's rows and columns. The paper's FeAT column is iFeAT (Sec. 5, "Practical
-#: implementations": "Throughout the whole experiment, we will use iFeAT").
+#: Table 2's rows and columns: ERM-NF (the whole network from scratch, no feature learning) and the
+#: paper's learners (:data:`featlib.hparams.PAPER_LEARNERS`; its FeAT column is iFeAT, Sec. 5).
 TABLE2_OBJECTIVES = ("erm", "irmv1", "vrex", "irmx", "ib_irm", "clove", "iga", "fishr")
-TABLE2_LEARNERS = ("erm-nf", "erm", "bonsai", "ifeat")
-#: The learners whose features are frozen (all but ERM-NF).
-FEATURE_LEARNER_NAMES = ("erm", "bonsai", "feat", "ifeat")
+TABLE2_LEARNERS = ("erm-nf", *PAPER_LEARNERS)
+
+
+def learner_choices() -> list[str]:
+    """The columns a protocol may have: ERM-NF, then every registered feature learner (whose
+    features are frozen: :data:`featlib.feature_learning.FEATURE_LEARNERS`) in the tables' order."""
+    return ["erm-nf", *FEATURE_LEARNERS.table_order()]
+
+
 #: Objectives that train as another on frozen features: IB-IRM's bottleneck term (the variance of
 #: the features, Ahuja et al. 2021) is a constant there, so its frozen cells repeat IRMv1's, in the
 #: paper's Table 2 as in ours. Counts and means over a frozen column's rows take such a row once.
@@ -86,8 +95,6 @@ def distinct_objectives(objectives) -> list:
     objectives = list(objectives)
     return [o for o in objectives if FROZEN_REPEATS.get(o) not in objectives]
 
-#: Epochs per round of each feature learner, Table 6 (Appendix F.1): :data:`featlib.hparams.TABLE6`.
-SCHEDULES: dict[str, dict[str, dict]] = TABLE6
 #: Appendix F.1's values (featlib.hparams.APPENDIX_F1), the protocol's defaults.
 PAPER = values(APPENDIX_F1)
 #: The OOD stage's path in the protocol: every configuration of a cell trained as one stack
@@ -96,34 +103,11 @@ PAPER = values(APPENDIX_F1)
 DEFAULT_OOD_PATH = "fast"
 
 
-def _scaled(value, scale: float):
-    if isinstance(value, tuple):
-        return tuple(_scaled(v, scale) for v in value)
-    return max(1, int(round(value * scale)))
-
-
-def schedule_dataset(dataset: str) -> str:
-    """The dataset of :data:`SCHEDULES` whose Table 6 epochs ``dataset`` uses: itself, or for a
-    variant that only draws the colour differently (``"cmnist025-patch"``) the dataset with the
-    same label noise and colour flips drawn as channels (``"cmnist025"``)."""
-    spec = COLORED_MNIST.get(dataset)
-    if dataset in SCHEDULES:
-        return dataset
-    channel = replace(spec, shortcut="channel")
-    for name in SCHEDULES:
-        if COLORED_MNIST.get(name) == channel:
-            return name
-    raise ValueError(f"dataset {dataset!r} has no Table 6 schedule: no dataset of "
-                     f"{', '.join(map(repr, SCHEDULES))} has its label noise and colour flips")
-
-
-def schedule(dataset: str, learner: str, epoch_scale: float = 1.0) -> dict:
-    """Table 6's epochs of the feature learner ``learner`` on ``dataset`` (a patch variant uses
-    its base dataset's), each multiplied by ``epoch_scale`` and rounded (at least 1): the keyword
-    arguments ``epochs`` / ``round_epochs`` and ``synthesis_epochs`` / ``epochs_per_round``."""
-    check_choice("learner", learner, FEATURE_LEARNER_NAMES)
-    check_positive("epoch_scale", epoch_scale)
-    return {k: _scaled(v, epoch_scale) for k, v in SCHEDULES[schedule_dataset(dataset)][learner].items()}
+def protocol_datasets() -> list[str]:
+    """The datasets Table 2's protocol runs on (the MLP on two-channel images): every registered
+    ColoredMNIST dataset (:data:`featlib.data.colored_mnist.COLORED_MNIST`) drawn with the
+    "channel" shortcut, in the order of registration; the patch variants are the saliency chapter's."""
+    return [name for name in COLORED_MNIST if COLORED_MNIST.get(name).shortcut == "channel"]
 
 
 def check_mnist_source(value) -> str:
@@ -133,15 +117,16 @@ def check_mnist_source(value) -> str:
 
 
 def check_protocol_dataset(dataset: str) -> str:
-    """Table 2's protocol (the MLP on the two-channel images) runs on the datasets of
-    :data:`SCHEDULES`; the colour-patch variants are for the saliency chapter."""
-    if dataset not in SCHEDULES:
+    """Table 2's protocol (the MLP on the two-channel images) runs on :func:`protocol_datasets`;
+    the colour-patch variants are for the saliency chapter."""
+    datasets = protocol_datasets()
+    if dataset not in datasets:
         hint = ""
         if dataset in COLORED_MNIST:
             patch = [n for n in COLORED_MNIST if COLORED_MNIST.get(n).shortcut != "channel"]
             hint = (f" (the patch variants {', '.join(map(repr, patch))} are for the saliency chapter, "
                     f"Fig. 4 / Fig. 6, not for Table 2's protocol)")
-        raise ValueError(f"dataset must be one of {', '.join(map(repr, SCHEDULES))}; got {dataset!r}{hint}")
+        raise ValueError(f"dataset must be one of {', '.join(map(repr, datasets))}; got {dataset!r}{hint}")
     return dataset
 
 
@@ -202,7 +187,7 @@ class CMNISTProtocol:
         for objective in self.objectives:
             OBJECTIVES.get(objective)
         for learner in self.learners:
-            check_choice("learners", learner, ("erm-nf",) + FEATURE_LEARNER_NAMES)
+            check_choice("learners", learner, learner_choices())
         for weight in self.penalty_weights:
             check_positive("penalty_weights", weight, allow_zero=True)
         object.__setattr__(self, "objective_penalty_weights", self._own_grids())
@@ -251,14 +236,27 @@ class CMNISTProtocol:
         return int(protocol_bytes(self))
 
     def learner_options(self, learner: str) -> dict:
-        """Keyword arguments of the feature learner ``learner`` for this dataset (Table 6, scaled)."""
+        """Keyword arguments of the feature learner ``learner`` for this dataset (Table 6, scaled),
+        with those of the protocol's fields the learner was registered to take (FeAT's rounds and
+        termination: :attr:`featlib.feature_learning.Learner.protocol_fields`)."""
         options = schedule(self.dataset, learner, self.epoch_scale)
         options.update(hidden_dim=self.hidden_dim, lr=self.lr, l2=self.l2)
-        if learner in ("feat", "ifeat"):
-            options.update(max_rounds=self.max_rounds, retain_weight=self.retain_weight,
-                           termination_threshold=self.termination_threshold, termination_rule=self.termination_rule,
-                           head_combination=self.head_combination)
+        fields = {f.name for f in dataclasses.fields(self)}
+        options.update({f: getattr(self, f) for f in FEATURE_LEARNERS.get(learner).protocol_fields if f in fields})
         return options
+
+    def learner_extra(self, learner: str) -> dict:
+        """What a result of ``learner`` depends on beyond the protocol's fields and Table 6 (which
+        every key holds): nothing for a learner Table 6 gives epochs on this dataset, for ERM-NF
+        (no feature learning) or for a name not registered here; else the schedule the learner was
+        registered with and, for a learner defined outside featlib, its file's SHA-256, so that
+        editing a learner of one's own makes its features and pieces anew."""
+        table6 = SCHEDULES.get(schedule_dataset(self.dataset), {})
+        if learner in table6 or learner not in FEATURE_LEARNERS:
+            return {}
+        registered = FEATURE_LEARNERS.get(learner)
+        source = registered.source_digest
+        return {"learner_schedule": registered.schedule} | ({"learner_source": source} if source else {})
 
     def _own_grids(self) -> dict[str, tuple[float, ...]]:
         """``objective_penalty_weights`` resolved (None: :data:`~featlib.hparams.OBJECTIVE_GRIDS`'
@@ -332,7 +330,8 @@ class CMNISTProtocol:
     def key(self, fields: Sequence[str], **extra) -> str:
         """A short hash of the named fields (and ``extra``), of featlib's version and of the
         dataset's Table 6 schedule (:data:`SCHEDULES`, whose epochs every learner and the oracle
-        use): cached results are only reused by a protocol that would recompute them identically
+        use; a dataset it does not list has none, and each learner's result holds its registered
+        schedule instead, :meth:`learner_extra`): cached results are only reused by a protocol that would recompute them identically
         (bump the version when a change alters what the learners or the OOD stage compute).
         While objective files are loaded in this process, every key also holds their SHA-256
         (``objective_files_loaded``): a file runs in-process and could change what any result
@@ -340,8 +339,9 @@ class CMNISTProtocol:
         from .objective_files import loaded_objective_files
 
         loaded = sorted(f.sha256 for f in loaded_objective_files())
+        table6 = SCHEDULES.get(schedule_dataset(self.dataset))  # None: a dataset of one's own
         payload = ({f: getattr(self, f) for f in fields} | extra | {"featlib": __version__}
-                   | {"table6": SCHEDULES[schedule_dataset(self.dataset)]}
+                   | ({"table6": table6} if table6 is not None else {})
                    | ({"objective_files_loaded": loaded} if loaded else {}))
         return store_key(payload)
 
@@ -364,13 +364,13 @@ class CMNISTProtocol:
 
         own = ({"penalty_weights": self.objective_penalty_weights[objective]}
                if objective in self.objective_penalty_weights else {})
-        return self.key(self.piece_fields(learner), **objective_source(objective), **own)
+        return self.key(self.piece_fields(learner), **objective_source(objective), **own, **self.learner_extra(learner))
 
     def piece_key(self, piece) -> str:
         """The key of a piece of this protocol (:class:`featlib.store.pieces.Piece`): the oracle's
         fields for a seed's oracle piece, else the OOD stage's (:meth:`ood_piece_key`)."""
-        if piece.learner == ORACLE:
-            return self.key(CMNISTProtocol.ORACLE_FIELDS)
+        if piece.learner == ORACLE:  # ERM on the colour-free data, for ERM's epochs
+            return self.key(CMNISTProtocol.ORACLE_FIELDS, **self.learner_extra("erm"))
         return self.ood_piece_key(piece.objective, piece.learner)
 
     def ood_fields(self, learner: str = "erm", objective: str | None = None) -> dict:
@@ -510,11 +510,11 @@ class ColoredMNISTExperiment:
 
     def features(self, learner: str, seed: int) -> LearnedFeatures:
         """The feature learner ``learner`` run on seed ``seed`` (loaded from the cache when there)."""
-        check_choice("learner", learner, FEATURE_LEARNER_NAMES)
+        check_choice("learner", learner, FEATURE_LEARNERS.table_order())
         key = (learner, seed)
         if key in self._features:
             return self._features[key]
-        feature_key = self.protocol.key(CMNISTProtocol.FEATURE_FIELDS)
+        feature_key = self.protocol.key(CMNISTProtocol.FEATURE_FIELDS, **self.protocol.learner_extra(learner))
         path = self._path("features", f"{learner}-seed{seed}-{feature_key}.pt")
         expect = {"key": feature_key, "seed": seed, "learner": learner}
 
@@ -695,7 +695,7 @@ class ColoredMNISTExperiment:
     def piece(self, objective: str, learner: str, seed: int) -> pd.DataFrame:
         """The OOD-stage runs of one (objective, learner, seed), every configuration of the
         protocol: one unit of Table 2 (read from the cache when there, else trained and kept)."""
-        check_choice("learner", learner, ("erm-nf",) + FEATURE_LEARNER_NAMES)
+        check_choice("learner", learner, learner_choices())
         return self.unit(Piece(self.protocol.dataset, learner, objective, seed))[0]
 
     def run_piece(self, objective: str, kind: str, groups) -> pd.DataFrame:

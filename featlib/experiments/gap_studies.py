@@ -72,7 +72,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import __version__
-from ..hparams import CLOVE_WEIGHTS_01
+from ..hparams import CLOVE_WEIGHTS_01, PAPER_LEARNERS
 from ..data.colored_mnist import make_colored_mnist
 from ..feature_learning import FEATURE_LEARNERS
 from ..store.keys import key as store_key
@@ -169,7 +169,7 @@ def bonsai_dro_length(seed: int, device: torch.device, dataset: str = "cmnist025
 
 
 def ood_length(seed: int, device: torch.device, dataset: str, steps: int = 3000, eval_every: int = 500,
-               learners: tuple = ("erm", "bonsai", "ifeat"),
+               learners: tuple = PAPER_LEARNERS,
                objectives: tuple = ("erm", "irmv1", "vrex", "irmx", "clove", "iga", "fishr"),
                cache_dir: Path | None = None, progress: bool = False, **overrides) -> pd.DataFrame:
     """Every configuration of ``objectives`` on the frozen features of ``learners`` (the

@@ -4,12 +4,67 @@ Tables and figures show these labels, never the ids that parameters take (``"ib_
 ``"cmnist01"``). The paper's FeAT column is iFeAT (Sec. 5, "Practical implementations":
 "Throughout the whole experiment, we will use iFeAT"), so iFeAT carries the paper's name and
 Algorithm 1 with every set kept is labelled as such.
+
+A learner's and a dataset's label is read from its registration (:class:`featlib.feature_learning.Learner`'s
+``label``, a dataset spec's ``title``), when asked: a learner or dataset registered in a file of
+one's own has its label and its place in the tables without an entry here.
 """
 from __future__ import annotations
 
-#: Learners (ColoredMNIST and WILDS), in the order of the tables' columns.
-LEARNER_LABELS = {"erm-nf": "ERM-NF", "erm": "ERM", "bonsai": "Bonsai", "ifeat": "FeAT (iFeAT)",
-               "feat": "FeAT, Alg. 1 (all sets)"}
+from collections.abc import Callable, Iterator, Mapping
+
+#: Table 2's column that learns no features first (the whole network from scratch), before the
+#: registered learners.
+NO_FEATURE_LEARNING = {"erm-nf": "ERM-NF"}
+
+
+class RegisteredLabels(Mapping):
+    """A read-only mapping name -> label built from the registries each time it is read, in the
+    order of the tables' columns (learners) or of registration (datasets)."""
+
+    def __init__(self, build: Callable[[], dict[str, str]]):
+        self._build = build
+
+    def __getitem__(self, key: str) -> str:
+        return self._build()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._build())
+
+    def __len__(self) -> int:
+        return len(self._build())
+
+    def __repr__(self) -> str:
+        return repr(self._build())
+
+
+def _learner_labels() -> dict[str, str]:
+    from ..feature_learning import FEATURE_LEARNERS
+
+    return NO_FEATURE_LEARNING | {n: FEATURE_LEARNERS.get(n).label for n in FEATURE_LEARNERS.table_order()}
+
+
+def _algorithm_labels() -> dict[str, str]:
+    from ..feature_learning import FEATURE_LEARNERS
+
+    return {n: FEATURE_LEARNERS.get(n).short_label for n in FEATURE_LEARNERS.table_order()}
+
+
+def _dataset_labels() -> dict[str, str]:
+    from ..data.colored_mnist import COLORED_MNIST
+    from ..data.wilds_data import WILDS_DATASETS
+
+    return ({n: COLORED_MNIST.get(n).title or n for n in COLORED_MNIST}
+            | {n: WILDS_DATASETS.get(n).title for n in WILDS_DATASETS})
+
+
+#: Learners (ColoredMNIST and WILDS), in the order of the tables' columns: ERM-NF, then every
+#: registered feature learner (:meth:`featlib.feature_learning.learners.LearnerRegistry.table_order`).
+LEARNER_LABELS: Mapping[str, str] = RegisteredLabels(_learner_labels)
+
+#: Each registered learner under its algorithm's own name (ERM, Bonsai, iFeAT, FeAT), where learners
+#: are compared as algorithms rather than as the paper's columns (the cost chapter).
+ALGORITHM_LABELS: Mapping[str, str] = RegisteredLabels(_algorithm_labels)
 
 #: The sentence of the paper that makes iFeAT its FeAT column.
 IFEAT_IS_FEAT = ("The paper's FeAT column is iFeAT: \"Throughout the whole experiment, we will use iFeAT\" "
@@ -21,10 +76,9 @@ OBJECTIVE_LABELS = {"erm": "ERM", "irmv1": "IRMv1", "vrex": "V-REx", "irmx": "IR
                     "clove": "CLOvE", "iga": "IGA", "fishr": "Fishr", "group_dro": "GroupDRO",
                     "dfr": "DFR", "dfr-s": "DFR-s"}
 
-DATASET_LABELS = {"cmnist025": "ColoredMNIST-025", "cmnist01": "ColoredMNIST-01",
-                  "cmnist025-patch": "ColoredMNIST-025 (colour patch)", "cmnist01-patch": "ColoredMNIST-01 (colour patch)",
-                  "camelyon17": "Camelyon17", "civilcomments": "CivilComments", "fmow": "FMoW",
-                  "iwildcam": "iWildCam", "amazon": "Amazon", "rxrx1": "RxRx1"}
+#: Datasets, ColoredMNIST's (:data:`featlib.data.colored_mnist.COLORED_MNIST`) then WILDS'
+#: (:data:`featlib.data.wilds_data.WILDS_DATASETS`), each registry in its order.
+DATASET_LABELS: Mapping[str, str] = RegisteredLabels(_dataset_labels)
 
 
 def label(kind: str, key: str) -> str:

@@ -97,7 +97,8 @@ def _unregister(names) -> None:
     from ..training.memory import PEAK_COEFFICIENTS
 
     for name in names:
-        OBJECTIVES._items.pop(name, None)  # the registry has no public removal: only loaded files are taken back
+        if name in OBJECTIVES:
+            OBJECTIVES.unregister(name)
         for key in [k for k in PEAK_COEFFICIENTS if k[1] == name]:
             del PEAK_COEFFICIENTS[key]
 

@@ -18,8 +18,11 @@ import pandas as pd
 import torch
 
 from ..saliency import decode_tokens, gradcam, image_gradcam_layer, normalise_maps, token_attributions
-from ..validation import check_int, check_sequence
-from .wilds_experiment import LEARNER_LABELS_BY_NAME, LEARNERS, WildsExperiment
+from ..feature_learning import FEATURE_LEARNERS
+from ..hparams import PAPER_LEARNERS
+from ..validation import check_choice, check_int, check_sequence
+from .labels import LEARNER_LABELS
+from .wilds_experiment import WildsExperiment
 
 
 @dataclass
@@ -55,13 +58,12 @@ def pick_examples(n_split: int, n: int, seed: int) -> np.ndarray:
     return np.sort(rng.choice(n_split, size=min(n, n_split), replace=False))
 
 
-def explain_wilds(experiment: WildsExperiment, learners=("erm", "bonsai", "ifeat"), *, seed: int | None = None,
+def explain_wilds(experiment: WildsExperiment, learners=PAPER_LEARNERS, *, seed: int | None = None,
                   n_examples: int = 4, split: str = "test", example_seed: int = 0, n_steps: int = 32) -> WildsSaliency:
     """Learn (or load) each learner's model for ``seed`` and explain ``n_examples`` of ``split``."""
     check_sequence("learners", list(learners))
     for m in learners:
-        if m not in LEARNERS:
-            raise ValueError(f"learners must be one of {', '.join(repr(x) for x in LEARNERS)}; got {m!r}")
+        check_choice("learners", m, FEATURE_LEARNERS.table_order())
     check_int("n_examples", n_examples, minimum=1)
     data = experiment.data
     if split not in data.splits:
@@ -85,7 +87,7 @@ def explain_wilds(experiment: WildsExperiment, learners=("erm", "bonsai", "ifeat
         model = experiment.learn(learner, seed).model.to(experiment.device).eval()
         with torch.no_grad():
             predicted = model(x.to(experiment.device)).argmax(-1).cpu()
-        table[LEARNER_LABELS_BY_NAME[learner]] = predicted.numpy()
+        table[LEARNER_LABELS[learner]] = predicted.numpy()
         if modality == "image":
             result.maps[learner] = normalise_maps(gradcam(model, image_gradcam_layer(model), x, target=predicted))
         else:

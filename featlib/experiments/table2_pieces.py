@@ -41,21 +41,27 @@ import torch
 from ..device import get_device
 from ..store.pieces import LOCK_NAME, ORACLE, FolderBusy, MixedProtocols, Piece, PieceStore
 from ..store.files import CorruptFileError
-from .colored_mnist import CMNISTProtocol, ColoredMNISTExperiment, recorded_runs_problem
+from .colored_mnist import CMNISTProtocol, ColoredMNISTExperiment, learner_choices, recorded_runs_problem
 
-#: Table 2's columns in the order pieces are computed: frozen features first (minutes on a GPU,
-#: feature learning plus small stacks on a CPU), the whole-network ERM-NF column last.
-LEARNER_ORDER = ("erm", "bonsai", "ifeat", "feat", "erm-nf")
-__all__ = ["LEARNER_ORDER", "LOCK_NAME", "ORACLE", "FolderBusy", "MixedProtocols", "Piece", "check_folder_protocols",
-           "check_pieces_out", "compute_piece", "describe_remaining", "folder_lock", "list_pieces", "load_pieces",
-           "merge_pieces", "missing_pieces", "pieces_of", "read_piece", "run_pieces"]
+
+def learner_order(protocol: CMNISTProtocol) -> list[str]:
+    """The protocol's columns in the order pieces are computed: frozen features first, in the
+    tables' order of the registered learners (minutes on a GPU, feature learning plus small stacks
+    on a CPU), the whole-network ERM-NF column last."""
+    frozen = [l for l in learner_choices() if l != "erm-nf" and l in protocol.learners]
+    return frozen + (["erm-nf"] if "erm-nf" in protocol.learners else [])
+
+
+__all__ = ["LOCK_NAME", "ORACLE", "FolderBusy", "MixedProtocols", "Piece", "check_folder_protocols",
+           "check_pieces_out", "compute_piece", "describe_remaining", "folder_lock", "learner_order", "list_pieces",
+           "load_pieces", "merge_pieces", "missing_pieces", "pieces_of", "read_piece", "run_pieces"]
 
 
 def pieces_of(protocol: CMNISTProtocol) -> list[Piece]:
     """Every piece of ``protocol`` in the order :func:`run_pieces` computes them: per learner in
-    :data:`LEARNER_ORDER`, seed by seed, every objective; the oracle piece of each seed first."""
+    :func:`learner_order`, seed by seed, every objective; the oracle piece of each seed first."""
     pieces = [Piece(protocol.dataset, ORACLE, "erm", s) for s in protocol.seeds]
-    for learner in [l for l in LEARNER_ORDER if l in protocol.learners]:
+    for learner in learner_order(protocol):
         for seed in protocol.seeds:
             pieces += [Piece(protocol.dataset, learner, o, seed) for o in protocol.objectives]
     return pieces

@@ -38,6 +38,7 @@ from ..store.keys import key as store_key
 from ..store.files import CacheWarning, CorruptFileError, PieceLock, cached, expect_keys, load_torch, cached_meta, read_verified_csv, save_torch, write_verified_csv
 from ..data.wilds_data import WILDS_DATASETS, WildsData, WildsSpec, load_wilds, require_local
 from ..device import get_device
+from ..hparams import PAPER_LEARNERS
 from ..evaluation.dfr import dfr_fit_predict, train_test_split_for_dfr
 from ..feature_learning.feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
 from ..feature_learning.termination import WILDS_DEFAULT_TERMINATION, termination_rule
@@ -51,12 +52,7 @@ from ..training.wilds_ood_stage import (
 from ..validation import (
     check_bool, check_choice, check_int, check_positive, check_seed, check_sequence, check_writable,
 )
-from .labels import LEARNER_LABELS
 
-#: Table 3's initialisations in its row order (its FeAT rows are iFeAT's, Sec. 5), and FeAT as
-#: Algorithm 1 with every set kept.
-LEARNERS = ("erm", "bonsai", "ifeat", "feat")
-LEARNER_LABELS_BY_NAME = {m: LEARNER_LABELS[m] for m in LEARNERS}
 DFR_SPLITS = {"ood_val": ("val", None), "train_test": ("train", "test"), "val_test": ("val", "test")}
 
 
@@ -65,7 +61,8 @@ class WildsProtocol:
     """What one Table 3 column needs; defaults are the paper's (Tables 10 and 12)."""
 
     dataset: str
-    learners: tuple = ("erm", "bonsai", "ifeat")
+    #: Table 3's initialisations (its FeAT rows are iFeAT's, Sec. 5); any registered learner may run
+    learners: tuple = PAPER_LEARNERS
     objectives: tuple = WILDS_OBJECTIVES
     seeds: tuple | None = None  # default: range(spec.n_seeds)
     penalty_weights: tuple = PENALTY_SWEEP
@@ -91,7 +88,7 @@ class WildsProtocol:
         spec = WILDS_DATASETS.get(self.dataset)
         check_sequence("learners", self.learners, unique=True)
         for m in self.learners:
-            check_choice("learners", m, LEARNERS)
+            check_choice("learners", m, FEATURE_LEARNERS.table_order())
         check_sequence("objectives", self.objectives, unique=True)
         for o in self.objectives:
             check_choice("objectives", o, WILDS_OBJECTIVES)
@@ -336,7 +333,7 @@ class WildsExperiment:
         """Feature learning (resumes from its checkpoint; returns at once when finished). One
         process at a time learns a (learner, seed): another waits, then resumes from the finished
         checkpoint."""
-        check_choice("learner", learner, LEARNERS)
+        check_choice("learner", learner, FEATURE_LEARNERS.table_order())
         checkpoint = self.checkpoint(learner, seed)
         loop = MinibatchLoop(data=self.data, new_model=self.new_model, config=self.protocol.train_config(), seed=seed,
                              checkpoint=checkpoint, device=self.device, progress=self.progress)

@@ -12,8 +12,8 @@ import pandas as pd
 
 from ..data.wilds_data import WILDS_DATASETS
 from .paper_values import TABLE3
-from .labels import OBJECTIVE_LABELS
-from .wilds_experiment import LEARNER_LABELS_BY_NAME, WildsResults
+from .labels import LEARNER_LABELS, OBJECTIVE_LABELS
+from .wilds_experiment import WildsResults
 
 
 def mean_std(mean: float, std: float) -> str:
@@ -35,14 +35,14 @@ def table3_frame(results: WildsResults, dataset: str) -> pd.DataFrame:
     rows = []
     for _, r in selected.iterrows():
         rows.append({
-            "Init.": LEARNER_LABELS_BY_NAME[r["learner"]], "Method": OBJECTIVE_LABELS[r["objective"]],
+            "Init.": LEARNER_LABELS[r["learner"]], "Method": OBJECTIVE_LABELS[r["objective"]],
             f"ours: {spec.metric_label}": mean_std(100 * r["test_mean"], 100 * r["test_std"]),
             "ours: OOD val.": f"{100 * r['val_mean']:.2f}",
             "penalty weight": "-" if r["objective"] in ("erm", "group_dro") else f"{r['penalty_weight']:g}",
             "seeds": int(r["seeds"]),
             f"paper: {spec.metric_label}": _paper(dataset, r["learner"], r["objective"]),
         })
-    order = {m: i for i, m in enumerate(LEARNER_LABELS_BY_NAME.values())}
+    order = {m: i for i, m in enumerate(LEARNER_LABELS.values())}
     obj_order = {m: i for i, m in enumerate(OBJECTIVE_LABELS.values())}
     table = pd.DataFrame(rows)
     if table.empty:
@@ -63,7 +63,7 @@ def dfr_table_frame(results: WildsResults, dataset: str) -> pd.DataFrame:
     rows = []
     for _, r in agg.iterrows():
         row = "dfr" if r["target"] == "label" else "dfr-s"
-        rows.append({"Init.": LEARNER_LABELS_BY_NAME[r["learner"]], "Method": OBJECTIVE_LABELS[row],
+        rows.append({"Init.": LEARNER_LABELS[r["learner"]], "Method": OBJECTIVE_LABELS[row],
                      "ours": mean_std(100 * r["mean"], 100 * r["std"]), "C per seed": r["C"],
                      "seeds": int(r["seeds"]), "paper": _paper(dataset, r["learner"], row),
                      "what is measured": spec.metric_label if row == "dfr" else

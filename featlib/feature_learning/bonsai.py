@@ -68,7 +68,9 @@ def average_round_heads(multi_head: nn.Linear, rounds: int) -> nn.Linear:
     return averaged
 
 
-@register("bonsai")
+# Table 2's second learned column; a round's step takes 1.1 of ERM's (featlib.cost on the H100),
+# for the chapters' time estimates.
+@register("bonsai", label="Bonsai", order=2, schedule=TABLE6["cmnist025"]["bonsai"], step_cost=1.1)
 def bonsai(loop: Loop, *, round_steps: Sequence[int] = TABLE6["cmnist025"]["bonsai"]["round_epochs"],
            synthesis_steps: int = TABLE6["cmnist025"]["bonsai"]["synthesis_epochs"]) -> Learned:
     """Bonsai's rounds (ERM, then DRO over the groups so far), each on a fresh network, and its

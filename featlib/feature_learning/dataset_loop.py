@@ -156,7 +156,7 @@ def learn_features(train: Dataset, learner: str, network: Callable[[int], nn.Mod
                    tests: dict[str, Dataset] | None = None, lr: float = APPENDIX_F1["lr"].value,
                    l2: float = APPENDIX_F1["l2"].value, batch_size: int | None = None,
                    device: torch.device | str = "cpu", progress: bool = False, **options) -> Learned:
-    """Run the feature learner ``learner`` ("erm", "bonsai", "feat" or "ifeat") on ``train`` (items
+    """Run the feature learner ``learner`` (a name of :data:`.learners.FEATURE_LEARNERS`) on ``train`` (items
     ``(x, y, env)``) with the network ``network(seed)``; ``options`` are the learner's, in steps
     (ERM: ``steps``; FeAT and iFeAT: ``steps_per_round``, ``max_rounds``, ``retain_weight``,
     ``termination_threshold``...; Bonsai: ``round_steps``, ``synthesis_steps``). Returns

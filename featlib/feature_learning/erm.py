@@ -35,7 +35,7 @@ def erm_row(loop: Loop, net: nn.Module, steps: int) -> dict:
             **loop.score(net.featurizer, {"": net.classifier}), "accepted": True}
 
 
-@register("erm")
+@register("erm", label="ERM", order=1, schedule=TABLE6["cmnist025"]["erm"])
 def erm(loop: Loop, *, steps: int = TABLE6["cmnist025"]["erm"]["epochs"]) -> Learned:
     """ERM from the seed's random initialisation for ``steps`` steps; one history row."""
     check_int("steps", steps, minimum=0)

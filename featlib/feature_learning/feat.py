@@ -51,7 +51,7 @@ from ..validation import check_choice, check_int
 from ..store.legacy import ROW_ALIASES, STATE_ALIASES, renamed
 from .base import Learned, Loop
 from .learners import register
-from .feat_rounds import DEFAULT_HEAD_COMBINATION, FeATRounds
+from .feat_rounds import DEFAULT_HEAD_COMBINATION, VARIANTS, FeATRounds
 from .termination import DEFAULT_TERMINATION, DEFAULT_TERMINATION_THRESHOLD
 
 
@@ -61,7 +61,7 @@ def _feat(
     termination_threshold: float = DEFAULT_TERMINATION_THRESHOLD, termination_rule: str = DEFAULT_TERMINATION,
     head_combination: str = DEFAULT_HEAD_COMBINATION, keep_full_set: bool = True,
 ) -> Learned:
-    check_choice("variant", variant, ("feat", "ifeat"))
+    check_choice("variant", variant, VARIANTS)
     check_int("epochs_per_round", steps_per_round, minimum=1)
     check_int("max_rounds", max_rounds, minimum=1)
     y = loop.labels
@@ -110,7 +110,16 @@ def _feat(
     return loop.finish(variant, model, rows, sum(r[loop.length_unit] for r in rows))
 
 
-@register("feat")
+#: The protocol fields FeAT and iFeAT take (:attr:`.learners.Learner.protocol_fields`).
+FEAT_FIELDS = ("max_rounds", "retain_weight", "termination_threshold", "termination_rule", "head_combination",
+               "keep_full_set")
+#: A round's step time as a multiple of ERM's (featlib.cost on the H100: iFeAT 1.47x in its worst
+#: round, FeAT 1.16-1.78x), for the chapters' time estimates.
+STEP_COST = {"feat": 1.8, "ifeat": 1.5}
+
+
+@register("feat", label="FeAT, Alg. 1 (all sets)", short_label="FeAT", order=4,
+          schedule=TABLE6["cmnist025"]["feat"], protocol_fields=FEAT_FIELDS, step_cost=STEP_COST["feat"])
 def feat(loop: Loop, **options) -> Learned:
     """FeAT, Algorithm 1 (all augmentation/retention sets and heads kept). Options:
     ``steps_per_round`` (full batch: ``epochs_per_round``), ``max_rounds``, ``retain_weight``,
@@ -119,7 +128,8 @@ def feat(loop: Loop, **options) -> Learned:
     return _feat(loop, variant="feat", **options)
 
 
-@register("ifeat")
+@register("ifeat", label="FeAT (iFeAT)", short_label="iFeAT", order=3,
+          schedule=TABLE6["cmnist025"]["ifeat"], protocol_fields=FEAT_FIELDS, step_cost=STEP_COST["ifeat"])
 def ifeat(loop: Loop, **options) -> Learned:
     """iFeAT, Algorithm 2 (only the latest sets and one stored head): the learner behind the
     paper's FeAT numbers (Table 2, Table 7). The options of :func:`feat`."""

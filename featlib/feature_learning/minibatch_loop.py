@@ -14,6 +14,7 @@ redoing a finished round, and returns at once when the run had finished.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from ..validation import check_bool, check_choice, check_int, check_positive
 from ..store.legacy import ROW_ALIASES
 from .base import FeatureLearningDiverged, Learned
 from .feat_rounds import DEFAULT_HEAD_COMBINATION, HEAD_COMBINATIONS
+from .learners import FEATURE_LEARNERS
 from .termination import DEFAULT_TERMINATION_THRESHOLD, WILDS_DEFAULT_TERMINATION, termination_rule
 
 
@@ -79,19 +81,20 @@ class WildsTrainConfig:
         check_int("num_workers", self.num_workers, minimum=0)
 
     def learner_options(self, learner: str) -> dict:
-        """The options of ``learner`` (:data:`.base.FEATURE_LEARNERS`) for this configuration: ERM
-        for ``erm_steps``; Bonsai's ``rounds`` rounds and its synthesis, FeAT's and iFeAT's up to
-        ``rounds`` rounds, ``steps_per_round`` steps each (Table 12)."""
-        rounds = {"steps_per_round": self.steps_per_round, "max_rounds": self.rounds,
-                  "retain_weight": self.retain_weight, "termination_threshold": self.termination_threshold,
-                  "termination_rule": self.termination_rule, "head_combination": self.head_combination,
-                  "keep_full_set": self.keep_full_set}
-        options = {"erm": {"steps": self.erm_steps},
-                   "bonsai": {"round_steps": (self.steps_per_round,) * self.rounds,
-                              "synthesis_steps": self.steps_per_round},
-                   "feat": rounds, "ifeat": rounds}
-        check_choice("learner", learner, options)
-        return dict(options[learner])
+        """The options of ``learner`` (:data:`.learners.FEATURE_LEARNERS`) for this configuration
+        (Table 12), from the schedule it was registered with: a learner of one stage (ERM) for
+        ``erm_steps``; one of rounds (Bonsai's rounds and its synthesis, FeAT's and iFeAT's up to
+        ``rounds`` rounds) ``steps_per_round`` steps each; with those of this configuration's fields
+        the learner takes (:attr:`.learners.Learner.protocol_fields`; ``max_rounds`` is ``rounds``)."""
+        check_choice("learner", learner, FEATURE_LEARNERS.table_order())
+        registered = FEATURE_LEARNERS.get(learner)
+        options = registered.run_lengths(self.steps_per_round, self.rounds, single=self.erm_steps)
+        fields = {f.name for f in dataclasses.fields(self)}
+        for name in registered.protocol_fields:
+            field_name = "rounds" if name == "max_rounds" else name
+            if field_name in fields:
+                options[name] = getattr(self, field_name)
+        return options
 
 
 class _Indexed(Dataset):

@@ -5,8 +5,10 @@ the fields it depends on (featlib's version among them, where the caller adds it
 ColoredMNIST protocol's features, OOD-stage units and oracle
 (:meth:`featlib.experiments.colored_mnist.CMNISTProtocol.key`), the WILDS protocol's
 (:class:`featlib.experiments.wilds_experiment.WildsProtocol`), the gap studies', the saliency
-study's and the cost benchmark's. File contents are checked with SHA-256 too
-(:mod:`featlib.store.files`, :mod:`featlib.store.units`), so one hash function serves both.
+study's and the cost benchmark's. File contents are checked with SHA-256 too (cached files'
+headers in :mod:`featlib.store.files`, Table 2's pieces' records through :func:`digest` in
+:mod:`featlib.store.pieces`, result folders' manifests in :mod:`featlib.store.folders`), so one hash
+function serves both.
 """
 from __future__ import annotations
 

@@ -1,0 +1,208 @@
+"""Chapter 03's views (*OOD objectives need rich features*): Fig. 1(b), OOD accuracy against the
+length of ERM pre-training, drawn in the book's style with FeAT's features as stars; the training
+images; the committed whole-network (ERM-NF) pieces; and the "What we see" paragraph, from the
+numbers of :mod:`featlib.experiments.cmnist_analysis`.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from featbook import prose, style
+from featbook.cmnist_shared import nf_provenance
+from featbook.tables import Table, table
+from featlib.experiments.cmnist_analysis import FIG1B_DEPENDENCE_POINTS, best_over_weights, pretraining_findings
+from featlib.experiments.labels import DATASET_LABELS, OBJECTIVE_LABELS, label
+
+
+# -- figures ---------------------------------------------------------------------------------------
+def data_grid(data, per_env: int = 8):
+    """A few training images of each environment (red = channel 0, green = channel 1) with
+    their noisy labels, and how often colour agrees with the label in each environment."""
+    envs = list(data.train)
+    fig, axes = style.subplots(len(envs), per_env, panel_height=0.95, extra_height=0.2)
+    for e, env in enumerate(envs):
+        images = env.images()[:per_env]
+        for j, ax in enumerate(axes[e]):
+            rgb = np.zeros((images.shape[-2], images.shape[-1], 3))
+            rgb[..., 0], rgb[..., 1] = images[j, 0].cpu().numpy(), images[j, 1].cpu().numpy()
+            ax.imshow(rgb)
+            ax.set_title(f"y = {int(env.y[j])}", fontsize=style.MIN_TEXT_PT)
+            ax.axis("off")
+        agree = (env.colour == env.y.long()).float().mean().item()
+        axes[e, 0].text(-0.15, 0.5, f"env {e + 1}\ncolour = label\n{prose.percent(agree, 0)}",
+                        transform=axes[e, 0].transAxes, ha="right", va="center", fontsize=style.MIN_TEXT_PT)
+    return fig
+
+
+def plot_pretraining_curves(ax, nf_results: pd.DataFrame, feat_best: pd.DataFrame | None = None, feat_epochs=None):
+    """OOD accuracy against ERM pre-training epochs per objective (ERM-NF); FeAT marked at the
+    epochs its feature learning took."""
+    curves = best_over_weights(nf_results)
+    colours = {}
+    for objective, frame in curves.groupby("objective", sort=False):
+        line, = ax.plot(frame["pretrain_epochs"], 100 * frame["mean"], "o-", label=label("objective", objective))
+        colours[objective] = line.get_color()
+    if feat_best is not None and feat_epochs is not None:
+        starred = [row for row in feat_best.itertuples() if row.objective in colours]
+        # side by side around FeAT's epochs, so that stars of equal height do not hide one another
+        width = float(np.ptp(curves["pretrain_epochs"])) or 1.0
+        for i, row in enumerate(starred):
+            x = feat_epochs + (i - (len(starred) - 1) / 2) * 0.03 * width
+            ax.plot([x], [100 * row.mean], marker="*", markersize=14, color=colours[row.objective],
+                    markeredgecolor="black", linestyle="none")
+        ax.plot([], [], marker="*", color="grey", markeredgecolor="black", linestyle="none", markersize=12,
+                label=f"FeAT features ({feat_epochs} epochs)")
+    ax.set(xlabel="ERM pre-training epochs", ylabel="OOD accuracy (%), worst test env.")
+    ax.legend(fontsize=style.MIN_TEXT_PT, ncol=2)
+    return ax
+
+
+def pretraining_figure(nf_results: pd.DataFrame, feat_best: pd.DataFrame | None, feat_epochs, title: str):
+    """Fig. 1(b): OOD accuracy against ERM pre-training epochs per objective; FeAT as stars."""
+    fig, axes = style.subplots(1, 1, panel_height=3.2, extra_height=1.0)
+    ax = axes[0, 0]
+    plot_pretraining_curves(ax, nf_results, feat_best, feat_epochs)
+    ax.get_legend().remove()
+    ax.set_title(title)
+    style.legend_below(fig, ax, ncol=4)
+    return fig
+
+
+def nf_pieces_title(nf_runs: pd.DataFrame, records: pd.DataFrame, dataset: str) -> str:
+    """The title of Fig. 1(b) drawn from committed ERM-NF pieces: dataset, seeds, device, precision."""
+    seeds = sorted(int(s) for s in nf_runs["seed"].unique())
+    said = f"seed {seeds[0]} only" if len(seeds) == 1 else f"mean of {prose.count(len(seeds), 'seed')}"
+    kept = records[(records["learner"] == "erm-nf") & (records["dataset"] == dataset)]
+    device = prose.listing(sorted(prose.gpu_name(d) or str(d) for d in kept["device"].unique()))
+    return f"{DATASET_LABELS[dataset]}, ERM-NF, {said} ({device}, {prose.listing(sorted(kept['precision'].unique()))})"
+
+
+# -- what the page says ----------------------------------------------------------------------------
+def nf_pieces_sentence(nf_runs: pd.DataFrame, records: pd.DataFrame, dataset: str, folder: str) -> str:
+    """Chapter 03: what committed ERM-NF pieces (the whole-network runs of Fig. 1(b), from a GPU
+    sitting) are, and what they can carry: under 3 seeds, how the figure looks at full size, not its verdict."""
+    spread, noise, _, _ = pretraining_findings(nf_runs, None)
+    text = (f"**Committed: the whole-network runs at full size** ({nf_provenance(nf_runs, records, [dataset], folder)}). "
+            f"Between an objective's best and worst pre-training length the best penalty weight's accuracy moves by "
+            f"{prose.number(spread, 1)} points on average. ")
+    seeds = nf_runs["seed"].nunique()
+    if seeds == 1:
+        text += ("With one seed there is no seed-to-seed spread to set that against: the figure below shows "
+                 "what the paper's figure looks like at its size, and ranks nothing.")
+    elif seeds < 3:
+        text += (f"The {prose.count(seeds, 'seed')}' own spread, about {prose.points(noise / 100, sign=False)}, is only a rough "
+                 "yardstick for that: the figure below shows what the paper's figure looks like at its size, and "
+                 "ranks nothing.")
+    else:
+        shown = spread >= FIG1B_DEPENDENCE_POINTS
+        text += (f"Over {prose.count(seeds, 'seed')}, whose own spread is about {prose.points(noise / 100, sign=False)}, "
+                 + ("that is the paper's finding at full size: an objective's OOD accuracy depends on how long ERM ran "
+                    "before it." if shown else
+                    f"that is not the paper's finding: the dependence on ERM's length stays under the "
+                    f"{prose.number(FIG1B_DEPENDENCE_POINTS, 0)} points this book asks of it."))
+    return text
+
+
+def pretraining_summary(summary: pd.DataFrame) -> Table:
+    """Per objective: the best penalty weight's mean OOD accuracy without pre-training, at the
+    best and at the worst pre-training length, their difference, and on FeAT's features (%)."""
+    frame = pd.DataFrame({
+        "objective": [OBJECTIVE_LABELS.get(o, o) for o in summary.index],
+        "no pre-training": [prose.number(100 * v, 1) for v in summary["first"]],
+        "best length": [prose.number(100 * v, 1) for v in summary["max"]],
+        "worst length": [prose.number(100 * v, 1) for v in summary["min"]],
+        "best − worst (points)": [prose.number(100 * v, 1) for v in summary["spread"]],
+        "on FeAT's features": [prose.number(100 * v, 1) for v in summary["feat"]],
+    })
+    return table(frame, caption="OOD accuracy (%, worst test environment) of each objective")
+
+
+def feat_against_lengths_sentence(against: pd.DataFrame, seeds: int | None = None) -> str:
+    """Which objectives FeAT's features serve better than their best pre-training length, with the
+    range of margins, and each that they do not, named with both accuracies; over fewer than 3
+    ``seeds`` the sentence says that it shows a direction and ranks nothing."""
+    ahead, behind = against[against["margin"] > 0], against[against["margin"] <= 0]
+    text = f"FeAT's features beat the best ERM length for {len(ahead)} of the {len(against)} penalised objectives"
+    if len(ahead):
+        lo, hi = ahead["margin"].min(), ahead["margin"].max()
+        text += (f" (by {prose.number(lo, 1)} points)" if round(lo, 1) == round(hi, 1) else
+                 f" (by {prose.number(lo, 1)} to {prose.number(hi, 1)} points)")
+    if len(behind):
+        text += "; not " + prose.listing([
+            f"{OBJECTIVE_LABELS.get(r.objective, r.objective)} ({prose.percent(r.feat)} on FeAT's features against "
+            f"{prose.percent(r.best_length)} after {r.best_epochs} ERM epochs)" for r in behind.itertuples()])
+    if seeds is not None and seeds < 3:
+        text += f". On {prose.count(seeds, 'seed')} this is a direction, and it ranks nothing"
+    return text + "."
+
+
+def _fig1b_sentence(spread: float, noise: float, n_seeds: int | None = None) -> str:
+    against = ("one seed, so no seed-to-seed spread to set it against" if n_seeds == 1 else
+               f"against a seed-to-seed standard deviation of {prose.number(noise, 1)} points")
+    return (f"across the pre-training lengths, an objective's OOD accuracy moves by {prose.number(spread, 1)} points "
+            f"on average (best minus worst length, each at its best penalty weight), {against}.")
+
+
+def _feat_sentence(beats: int | None, n_objectives: int, frozen: bool = False) -> str:
+    if beats is None:
+        return " These results hold no run on FeAT's features."
+    left_out = (" (IB-IRM is left out: on frozen features it trains as IRMv1)" if frozen else "")
+    return (f" On FeAT's features {beats} of the {prose.count(n_objectives, 'penalised objective')}{left_out} beat "
+            "their best pre-training length.")
+
+
+def pretraining_what_we_see(run, findings: tuple, committed: tuple | None = None,
+                            committed_note: str | None = None, fetch_failed: bool = False,
+                            frozen: tuple | None = None, frozen_seeds: int = 0,
+                            nf: tuple | None = None, nf_seeds: int = 0,
+                            frozen_against: pd.DataFrame | None = None) -> str:
+    """Chapter 03's "What we see", from the numbers of
+    :func:`~featlib.experiments.cmnist_analysis.pretraining_findings`, the largest
+    evidence first: the committed full-scale whole-network results (``committed``, with
+    ``committed_note`` saying where they come from); else the committed full-size evidence there
+    is, the frozen-feature study (``frozen``, over ``frozen_seeds``) and the whole-network pieces
+    of GPU sittings (``nf``, over ``nf_seeds``); then this run's, ranked only when ``run`` (a
+    :class:`featbook.run_scale.RunScale`) is large enough to compare methods, else described as a
+    check of the pipeline that measures nothing. ``fetch_failed``: the committed results could
+    not be fetched or read (:attr:`featbook.committed.Located.failed`), so the text does not claim
+    that none are committed. ``frozen_against`` (:func:`~featlib.experiments.cmnist_analysis.feat_against_lengths` of the frozen study)
+    names the objectives FeAT's features do not lift, with both accuracies."""
+    spread, noise, beats, n_objectives = findings
+    if committed is not None:
+        f_spread, f_noise, f_beats, f_n = committed
+        where = f" ({committed_note.rstrip('.')})" if committed_note else ""
+        return (f"**From the committed full-scale results**{where}: " + _fig1b_sentence(f_spread, f_noise)
+                + _feat_sentence(f_beats, f_n))
+    parts = []
+    if frozen is not None:
+        f_spread, f_noise, f_beats, f_n = frozen
+        parts.append(f"**At full data size, on frozen features** (`results/cmnist-pretraining`, "
+                     f"{prose.count(frozen_seeds, 'seed')}): " + _fig1b_sentence(f_spread, f_noise, frozen_seeds)
+                     + (_feat_sentence(f_beats, f_n, frozen=True) if frozen_against is None or frozen_against.empty
+                        else " " + feat_against_lengths_sentence(frozen_against, frozen_seeds)
+                        + " (IB-IRM is left out: on frozen features it trains as IRMv1.)"))
+    if nf is not None:
+        n_spread, n_noise, _, _ = nf
+        parts.append(f"**At full data size, the whole network** (the GPU pieces above, {prose.count(nf_seeds, 'seed')}): "
+                     + _fig1b_sentence(n_spread, n_noise, nf_seeds))
+    if parts and not run.can_compare_methods:
+        scale = ("one seed so far: the direction of the effect, not its size over seeds"
+                 if max(frozen_seeds, nf_seeds) < 3 else "")
+        parts.append((f"({scale[0].upper()}{scale[1:]}.) " if scale else "")
+                     + f"**This page's own run** is {run.summary}. It checks that every step runs; at its size the "
+                     "accuracies are far from the full-size ones, so it measures no effect and ranks nothing.")
+        return "\n\n".join(parts)
+    if run.can_compare_methods:
+        return "\n\n".join(parts + [
+            f"**This run** ({run.summary}): " + _fig1b_sentence(spread, noise) + _feat_sentence(beats, n_objectives)
+            + (" The committed full-scale results could not be read in this runtime (the note in the full-scale "
+               "section says what to do)." if fetch_failed else "" if parts else
+               " No full-scale results are committed yet.")])
+    return (f"**This run is {run.summary}.** It shows that every objective trains at every pre-training length "
+            "and that the curves are drawn; at its size the accuracies are far from the full-size ones, so it "
+            "measures no effect and ranks nothing. The colab profile (`from featbook import profiles; "
+            "profiles.apply(\"colab\", globals())` at the end of the parameters cell) or the full protocol shows "
+            "the effect, and the full-scale section at the top of this page shows the committed results "
+            + ("once they can be fetched (its note says what to do)." if fetch_failed
+               else "once the repository has them."))
