@@ -138,10 +138,10 @@ def study_options(name: str) -> dict:
     with: its key hashes them), by option name; ``betas`` and other sequences as lists."""
     import inspect
 
-    from .gap_studies import STUDIES
-
     if name not in TWO_BIT_STUDIES:
         raise ValueError(f"study must be one of {', '.join(TWO_BIT_STUDIES)}; got {name!r}")
+    study = {"two-bit-erm": two_bit_erm, "two-bit-alpha": two_bit_alpha, "two-bit-irmv1": two_bit_irmv1,
+             "two-bit-pretraining": two_bit_pretraining}[name]  # as gap_studies registers them
     return {k: list(v.default) if isinstance(v.default, tuple) else v.default
-            for k, v in inspect.signature(STUDIES.get(name)).parameters.items()
+            for k, v in inspect.signature(study).parameters.items()
             if v.default is not inspect.Parameter.empty and k != "device"}
