@@ -253,3 +253,32 @@ def test_a_visible_code_cell_fits_the_column_without_scrolling_sideways():
                 continue
             for line in cell.source.splitlines():
                 assert len(line) <= 80, f"{path.name}: a visible line of {len(line)} characters: {line.strip()[:60]}"
+
+
+TWO_BIT_CHAPTERS = ("01_erm_feature_learning", "02_irmv1_and_pretraining")
+
+
+@pytest.mark.parametrize("stem", TWO_BIT_CHAPTERS)
+def test_the_two_bit_chapters_keep_their_code_on_the_page_and_end_with_a_summary_and_exercises(stem):
+    """d2l's way: at most 30% of the code cells hidden (collapsed or removed), the paper-size
+    result first and the page's own run after it ("Run it yourself", its size in the heading),
+    then a Summary of 3-5 points and 2-3 Exercises, each setting a parameter of the parameters cell."""
+    nb = chapters.read_source(NOTEBOOK_DIR / f"{stem}.md")
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    hidden = [c for c in code if set(c.metadata.get("tags", [])) & {"hide-cell", "remove-cell", "remove-input"}]
+    assert len(hidden) <= 0.3 * len(code), f"{stem}: {len(hidden)} of {len(code)} code cells hidden"
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    headings = re.findall(r"^## (.+)$", text, flags=re.M)
+    assert headings[-2:] == ["Summary", "Exercises"], headings
+    own = [h for h in headings if h.startswith("Run it yourself")]
+    assert own == ["Run it yourself: {glue:text}`own_size_text`"], own  # its size in the heading
+    assert text.index("committed") < text.index("## Run it yourself")
+    summary = text[text.index("## Summary"):text.index("## Exercises")]
+    assert 3 <= len(re.findall(r"^\* ", summary, flags=re.M)) <= 5
+    exercises = re.findall(r"^\d\. (.+?)(?=^\d\. |\Z)", text[text.index("## Exercises"):], flags=re.M | re.S)
+    params = next(c.source for c in code if "parameters" in c.metadata.get("tags", []))
+    names = set(re.findall(r"^(\w+)\s*[:=]", params, flags=re.M))
+    assert 2 <= len(exercises) <= 3
+    for exercise in exercises:
+        set_here = re.findall(r"`(\w+) = [^`]+`", exercise)
+        assert set_here and set(set_here) <= names, exercise[:80]

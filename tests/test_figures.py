@@ -35,7 +35,53 @@ FIGURES = {
                       "spu_final": np.linspace(0.5, 0.1, 5), "inv_switch": np.linspace(0.05, 0.5, 5),
                       "test_loss_final": np.linspace(0.7, 0.3, 5)}), 0.55, 500),
     "short_pretraining": lambda: plotting.short_pretraining_figure(history(), 20, ["env 1", "env 2"], {"limit": 0.5}),
+    # the committed paper-size runs: the mean over seeds with their range shaded
+    "erm_run_seeds": lambda: plotting.erm_run(history(), (0.6, 0.9), band()),
+    "figure2_seeds": lambda: plotting.figure2(history(), history(), 100, ["env 1", "env 2"], {"invariant solution": 0.5},
+                                              (band(), band())),
+    "alpha_sweep_seeds": lambda: plotting.alpha_sweep_figure(sweep_alpha(), 0.25, 50, 300, sweep_band(sweep_alpha())),
+    "activations_seeds": lambda: plotting.activations_figure({"identity": history(), "relu": history()},
+                                                             {"identity": band(), "relu": band()}),
+    "pretraining_sweep_seeds": lambda: plotting.pretraining_sweep_figure(sweep_pre(), 0.55, 500, sweep_band(sweep_pre())),
+    "short_and_premise_seeds": lambda: plotting.short_pretraining_figure(
+        history(), 20, ["env 1", "env 2"], {"limit": 0.5}, history(), (band(), band())),
 }
+
+
+def band(steps=300):
+    """The seeds' range around :func:`history`: (lowest, highest)."""
+    return history(steps) - 0.02, history(steps) + 0.02
+
+
+def sweep_alpha():
+    return pd.DataFrame({"alpha": np.linspace(0.05, 0.4, 7), "gap_probe": np.linspace(0.3, -0.3, 7),
+                         "gap_final": np.linspace(0.4, -0.4, 7), "test_acc_final": np.linspace(0.1, 0.9, 7)})
+
+
+def sweep_pre():
+    return pd.DataFrame({"pretrain_steps": [0, 10, 30, 100, 300], "inv_final": np.linspace(0.1, 0.6, 5),
+                         "spu_final": np.linspace(0.5, 0.1, 5), "inv_switch": np.linspace(0.05, 0.5, 5),
+                         "test_loss_final": np.linspace(0.7, 0.3, 5)})
+
+
+def sweep_band(sweep):
+    return sweep - 0.02, sweep + 0.02
+
+
+def test_a_band_shades_the_seeds_range_around_each_line():
+    """Given the seeds' range, each curve of a figure gets its shaded band; without, none."""
+    from matplotlib.collections import PolyCollection
+
+    style.use()
+    for make, bands in ((lambda b: plotting.erm_run(history(), (0.6, 0.9), b), 4),
+                        (lambda b: plotting.figure2(history(), history(), 100, None, None, (b, b)), 8)):
+        shaded, plain = make(band()), make(None)
+        try:
+            count = lambda fig: sum(isinstance(c, PolyCollection) for ax in fig.axes for c in ax.collections)  # noqa: E731
+            assert count(shaded) == bands and count(plain) == 0
+        finally:
+            plt.close(shaded)
+            plt.close(plain)
 
 
 @pytest.mark.parametrize("name", sorted(FIGURES))

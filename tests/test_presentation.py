@@ -362,7 +362,7 @@ def colab_estimates():
     out["01"] = estimate.two_bit(v["steps"] * (1 + len(v["compare_activations"])) + v["sweep_steps"] * len(v["sweep_alphas"]),
                                  v["n_per_env"] * len(v["betas"]), v["d"])
     v = _protocols("02_irmv1_and_pretraining", profile.get("02_irmv1_and_pretraining", {}))
-    out["02"] = estimate.two_bit(v["pretrain_steps"] + 3 * v["irm_steps"] + v["short_pretrain_steps"]
+    out["02"] = estimate.two_bit(v["pretrain_steps"] + 2 * v["irm_steps"] + 2 * (v["short_pretrain_steps"] + v["irm_steps"])
                                  + sum(v["sweep_pretrain_steps"]) + v["sweep_irm_steps"] * len(v["sweep_pretrain_steps"]),
                                  v["n_per_env"] * len(v["betas"]), v["d"])
     v = _protocols("03_ood_objectives_need_rich_features", profile["03_ood_objectives_need_rich_features"])

@@ -14,7 +14,7 @@ from .colored_mnist import (
     patch_mask,
 )
 from .mnist import MNISTNotFoundError, load_mnist_train
-from .two_bit import TwoBitData, TwoBitSpec, erm_population_logit_weights
+from .two_bit import TwoBitData, TwoBitSpec, erm_population_logit_weights, sample_logit_weights
 from .wilds_data import (
     WILDS_DATASETS,
     WildsData,
@@ -26,7 +26,7 @@ from .wilds_data import (
 from .wilds_fabricate import FABRICATORS, fabricate_wilds
 
 __all__ = [
-    "TwoBitData", "TwoBitSpec", "erm_population_logit_weights",
+    "TwoBitData", "TwoBitSpec", "erm_population_logit_weights", "sample_logit_weights",
     "COLORED_MNIST", "ColoredMNIST", "ColoredMNISTSpec", "EnvData", "make_colored_mnist",
     "PATCH_SIZE", "SHORTCUTS", "Shortcut", "patch_mask",
     "MNISTNotFoundError", "load_mnist_train",

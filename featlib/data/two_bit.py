@@ -172,3 +172,31 @@ def erm_population_logit_weights(alpha: float, betas: tuple[float, ...]) -> tupl
         check_probability(f"betas[{i}]", b)
     beta_bar = float(np.mean(betas))
     return math.log((1 - alpha) / alpha), math.log((1 - beta_bar) / beta_bar)
+
+
+def sample_logit_weights(data: TwoBitData, tol: float = 1e-12, max_iter: int = 100) -> tuple[float, float]:
+    """Where ERM converges on *this* sample: the logistic regression of the labels on the feature
+    patch's two coordinates (v1, v2), no intercept, fitted exactly (Newton's method in float64).
+
+    :func:`erm_population_logit_weights` is the limit n -> inf; a finite sample has its own, since
+    its four (invariant sign, spurious sign) cells are not in the population's proportions. With
+    psi(x) = x and a noise patch too weak to matter, gradient descent on the ERM loss ends there
+    (chapter 01 compares the two); the feature-learning coefficients are half these weights."""
+    x = data.x[:, 0, [INVARIANT_COORD, SPURIOUS_COORD]].double().cpu().numpy()
+    y = data.y.double().cpu().numpy()
+    w = np.zeros(2)
+    for _ in range(max_iter):
+        margin = y * (x @ w)
+        p = 0.5 * (1 - np.tanh(margin / 2))  # sigmoid(-margin), stable for large margins
+        grad = -(x * (y * p)[:, None]).mean(axis=0)
+        hess = (x * (p * (1 - p))[:, None]).T @ x / len(y)
+        try:
+            step = np.linalg.solve(hess, grad)
+        except np.linalg.LinAlgError:
+            raise ValueError("the logistic regression on the sample's two feature coordinates has no finite "
+                             "solution: they separate its labels (or are collinear)") from None
+        w -= step
+        if np.abs(step).max() < tol:
+            return float(w[0]), float(w[1])
+    raise ValueError(f"the logistic regression on the sample's two feature coordinates did not converge in "
+                     f"{max_iter} Newton steps (a sample that nearly separates its labels)")

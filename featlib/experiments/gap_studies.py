@@ -42,6 +42,12 @@ and records per-step histories so that one run answers "what if the reference st
   both selection rules. IB-IRM is left out:
   on frozen features its bottleneck term is a constant, so it trains exactly as IRMv1 (its cell is
   IRMv1's, as in the paper's table).
+* ``two-bit-erm``, ``two-bit-alpha``, ``two-bit-irmv1`` and ``two-bit-pretraining`` -- chapters 01
+  and 02 at their parameters cells' defaults, the paper's size (2,500 examples per environment,
+  d = 100), where the book builds them at the small profile's: the two-bit model's ERM runs and
+  sweep over alpha (Theorem 4.1), IRMv1 with and without ERM pre-training, after a short one and
+  where Cor. 4.4's premise holds, and the sweep over the pre-training length
+  (:mod:`featlib.experiments.two_bit_studies`, committed in ``results/two-bit``).
 
     python -m featlib.cli.gap_studies erm-nf-erm --seeds 1 2 --out results/cmnist-gaps
 
@@ -76,6 +82,7 @@ from ..models.stacked import StackedHeads, StackedMLP
 from ..registry import Registry
 from ..training.ood_stage import Environments, LabelledInputs, OODStageConfig, StackHistory, StackRuns, train_stack
 from .colored_mnist import CMNISTProtocol, schedule
+from .two_bit_studies import two_bit_alpha, two_bit_erm, two_bit_irmv1, two_bit_pretraining
 
 STUDIES: Registry[Callable[..., pd.DataFrame]] = Registry("study")
 
@@ -420,6 +427,11 @@ for _size in (20000, 10000, 5000, 2000):
 # Table 2's own data and network at full size: colour is which channel holds the digit, so the
 # colour share is integrated gradients' chrominance part (featlib.saliency.colour_shape_attribution)
 STUDIES.register("saliency-mlp")(functools.partial(saliency, dataset="cmnist025"))
+# Chapters 01 and 02 at the paper's size (featlib.experiments.two_bit_studies)
+STUDIES.register("two-bit-erm")(two_bit_erm)
+STUDIES.register("two-bit-alpha")(two_bit_alpha)
+STUDIES.register("two-bit-irmv1")(two_bit_irmv1)
+STUDIES.register("two-bit-pretraining")(two_bit_pretraining)
 
 
 def study_key(name: str) -> str:
