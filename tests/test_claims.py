@@ -188,3 +188,28 @@ def test_a_two_bit_rows_scale_says_full_or_reduced_against_the_chapters_defaults
     assert f"{full['n_per_env']:,} examples per environment" in reduced and "n_per_env" not in reduced
     assert claims._two_bit_scale(stem, {"sizes": full, "scale_text": "x"}) == "full size: the build's own simulation, x"
     assert claims._two_bit_scale(stem, {"scale_text": "x"}).startswith("reduced size")  # sizes not recorded
+
+
+def test_the_two_bit_rows_read_the_committed_paper_size_runs_and_say_not_yet_without_them(tmp_path):
+    """Issue 57: rows 01-02 said "yes" on the build's reduced-size run, which the table's own rule
+    calls "not yet"; they read the committed paper-size runs (results/two-bit), and without them
+    say "not yet", with what the reduced-size run shows."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    for read in (claims._two_bit_erm, claims._two_bit_irm):
+        scale, agrees = read(results, None)
+        assert scale.startswith("the paper's size: 2,500 examples per environment, d = 100, 3") and "seeds" in scale
+        assert agrees.startswith("yes"), agrees
+        scale, agrees = read(tmp_path, None)  # nothing committed, nothing run
+        assert scale.startswith("not yet") and agrees == "-"
+
+
+def test_a_seed_that_breaks_chapter_02s_claim_makes_the_row_partly(tmp_path):
+    from featlib.experiments.results import load_study
+
+    irm = load_study(Path(__file__).resolve().parents[1] / "results" / "two-bit", "two-bit-irmv1")["frame"]
+    assert all(claims._irmv1_checks(irm).values())
+    broken = irm.copy()
+    last = broken[(broken["run"] == "pretrained") & (broken["seed"] == 1)].index[-1]
+    broken.loc[last, "spu"] = broken.loc[last, "inv"] + 1.0  # seed 1 ends on the spurious feature
+    checks = claims._irmv1_checks(broken)
+    assert checks == {"from scratch": True, "after ERM": False, "short pre-training": True}

@@ -240,7 +240,8 @@ def test_the_scan_leaves_prose_numbers_and_math_alone():
     html = """<html><body><nav>{'nav': 1}</nav><article>
       <p>FeAT scored 70.57 ± 0.68 (paper 70.57) in 1.43× ERM's time; 12.5% of 50,000 images.</p>
       <p>ERM after 1,000 steps (ERM-NF, 2 seeds) on ColoredMNIST-025; 7.3 × 10⁻⁵; see results/cmnist-rounds.</p>
-      <p>Computed on cuda (NVIDIA H200), commit fcc0a2e4e006 (8 s of wall time).</p>
+      <details class="feat-provenance"><summary>How this was made</summary>
+      <p>Computed on cuda (NVIDIA H200), commit fcc0a2e4e006 (8 s of wall time).</p></details>
       <span class="math">\\(\\{x_1, x_2\\}\\)</span><div class="math">\\[ \\sum_{e} C^{e} \\]</div>
       <div class="cell_input"><pre>record("x", {"a": 1})</pre></div>
       <p>Run <code class="literal">python -m featbook.build --executed _build/full</code>.</p>
@@ -248,6 +249,34 @@ def test_the_scan_leaves_prose_numbers_and_math_alone():
     assert leaks.scan_html(html) == []
     assert leaks.scan_html(html.replace("</article>", "<div class='cell_output'><pre>{'a': 0.6666666666666666}"
                                                     "</pre></div></article>"))
+
+
+@pytest.mark.parametrize("sentence", [
+    "59 s (training 148 of its 160 pieces).",
+    "2 of 2 runs wrote the folder from the cache.",
+    "The results of the second sitting, 8 s of wall time.",
+    "Computed at commit fcc0a2e4e006.",
+    "featlib 0.4's 1,000 steps.",
+    "Every file's checksum is in the manifest.",
+])
+def test_the_scan_finds_bookkeeping_in_reading_text_but_not_in_the_provenance_line_or_a_reference_page(sentence):
+    """Issue 57: how a result was made stays out of the reading text: at most one collapsed
+    provenance line under a figure or table, the rest on the reference pages."""
+    page = f"<html><body><article><p>Prose.</p><p>{sentence}</p></article></body></html>"
+    assert "bookkeeping" in {leak.kind for leak in leaks.scan_html(page)}
+    folded = page.replace(f"<p>{sentence}</p>", f"<details class='feat-provenance'><summary>How it was made</summary>"
+                                               f"<p>{sentence}</p></details>")
+    assert "bookkeeping" not in {leak.kind for leak in leaks.scan_html(folded)}
+    assert "bookkeeping" not in {leak.kind for leak in leaks.scan_html(page, reference=True)}
+
+
+def test_a_built_books_reference_pages_may_hold_bookkeeping(tmp_path):
+    page = "<html><body><article><p>Training 148 of its 160 pieces took 59 s of wall time.</p></article></body></html>"
+    for name in ("book/running.html", "notebooks/09_how_the_numbers_were_made.html", "notebooks/04_x.html"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(page)
+    assert list(leaks.scan_book(tmp_path)) == ["notebooks/04_x.html"]
+    assert set(leaks.REFERENCE_PAGES) == {"book/running.html", "notebooks/09_how_the_numbers_were_made.html"}
 
 
 def test_the_scan_finds_an_estimate_printed_by_a_cell_whose_input_is_removed():

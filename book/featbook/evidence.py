@@ -134,14 +134,12 @@ def run_it_yourself(run) -> str:
     and cannot show. ``run``: a :class:`featbook.run_scale.RunScale`, or its summary (a small run)."""
     run_summary = run if isinstance(run, str) else run.summary
     if not isinstance(run, str) and run.can_compare_methods:
-        return (f"**This page's own run: {run_summary}.** Its outputs are folded (\"Show code cell outputs\"); at "
-                "this size the methods' differences can be read against its seeds' spread, and its numbers are "
-                "this run's, beside the committed evidence above rather than in place of it.")
-    return (f"**This page's own run, at reduced size: {run_summary}.** It shows that every step of the "
-            "protocol runs and what each table looks like; its outputs are folded (\"Show code cell "
-            "outputs\") so that none is read as the result. At this size differences of a few points "
-            "between methods can be seed-to-seed noise, so the page ranks nothing on it; the "
-            "parameters cell sets the size, and its full-scale values are the ones behind the "
+        return (f"**This page's own run: {run_summary}.** At this size the methods' differences can be read "
+                "against its seeds' spread; its numbers are this run's, beside the committed evidence above "
+                "rather than in place of it.")
+    return (f"**This page's own run, at reduced size: {run_summary}.** It shows every step of the method "
+            "running and what each table looks like, not the paper's result: at this size it ranks "
+            "nothing. The parameters cell sets the size; its full-scale values are the ones behind the "
             "evidence above.")
 
 

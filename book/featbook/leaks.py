@@ -11,6 +11,11 @@ A reader should meet prose, tables and figures. What gives a page away as unedit
 * template leftovers (:data:`TEMPLATE`): a phrase repeated inside its own parenthesis ("the
   committed rounds (the committed rounds (5 seeds ...))"), "seed(s)", a parameter's name in the
   prose ("after probe_step steps"), a number in code's "e-05" notation;
+* bookkeeping (:data:`BOOKKEEPING`): how a result was made -- pieces, caches, sittings, wall
+  time, manifests, checksums, commits by hash, the library's version history -- belongs in the
+  one collapsed provenance line under a figure or table (``details.feat-provenance``,
+  :func:`featbook.evidence.command_block`) and in the reference pages (:data:`REFERENCE_PAGES`:
+  the running page and chapter 09), never in a chapter's reading text;
 * a name of the chapter's parameters cell written as inline code where its value belongs
   (:func:`bare_parameters`: "ERM for `pretrain_steps` steps", "the first `n_attribution` test
   images"). Other inline code is left out of the scan: naming a parameter to explain it
@@ -46,6 +51,15 @@ PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
 #: What the preflight (``featbook.runtime.preflight``) prints: for someone about to run the
 #: notebook, never for the page (a ``remove-input`` cell would still show it).
 PREFLIGHT = PATTERNS[-1][1]
+
+#: Words of bookkeeping: how a result was made, not what it shows (see the module docstring).
+BOOKKEEPING = re.compile(
+    r"(?i)\b(?:pieces?|cache[ds]?|caching|sittings?|wall[- ]time|manifests?|checksums?|sha-?256)\b"
+    r"|\bfeatlib \d+\.\d+|\bcommits? [0-9a-f]{7,40}\b")
+#: Pages where bookkeeping is the subject (paths relative to the built book's html folder).
+REFERENCE_PAGES = ("book/running.html", "notebooks/09_how_the_numbers_were_made.html")
+#: Where bookkeeping may stand on any page: the collapsed provenance block.
+PROVENANCE = "details.feat-provenance"
 
 #: (kind, pattern) of template leftovers in prose: what an unedited f-string template writes.
 TEMPLATE: tuple[tuple[str, re.Pattern], ...] = (
@@ -181,11 +195,25 @@ def test_run_beside_paper(html: str) -> list[Leak]:
     return found
 
 
-def scan_html(html: str) -> list[Leak]:
+def bookkeeping(html: str) -> list[Leak]:
+    """Bookkeeping words (:data:`BOOKKEEPING`) in a page's reading text: its text as
+    :func:`page_text` has it, less the collapsed provenance blocks (:data:`PROVENANCE`)."""
+    article = _article(html)
+    for selector in (PROVENANCE, *SKIPPED):
+        for element in article.select(selector):
+            element.decompose()
+    text = article.get_text(" ")
+    return [Leak("bookkeeping", m.group(0), " ".join(text[max(0, m.start() - 40):m.end() + 40].split()))
+            for m in BOOKKEEPING.finditer(text)]
+
+
+def scan_html(html: str, reference: bool = False) -> list[Leak]:
     """The leaks of one rendered page: in its text (:func:`scan_text`), the names of its
     parameters cell where their values belong in the inline code of its prose (:func:`bare_parameters`),
-    and a test run's numbers beside the paper's (:func:`test_run_beside_paper`)."""
-    found = scan_text(page_text(html)) + test_run_beside_paper(html)
+    a test run's numbers beside the paper's (:func:`test_run_beside_paper`) and, unless the page
+    is a ``reference`` page (:data:`REFERENCE_PAGES`), bookkeeping in its reading text
+    (:func:`bookkeeping`)."""
+    found = scan_text(page_text(html)) + test_run_beside_paper(html) + ([] if reference else bookkeeping(html))
     names = page_parameters(html)
     return found + (bare_parameters(inline_code_text(html), names) if names else [])
 
@@ -199,7 +227,7 @@ def scan_book(html_dir: str | Path, pages: list[str] | None = None) -> dict[str,
                        for p in (html_dir / sub).glob("*.html"))
     found = {}
     for page in pages:
-        leaks = scan_html((html_dir / page).read_text(encoding="utf-8"))
+        leaks = scan_html((html_dir / page).read_text(encoding="utf-8"), reference=page in REFERENCE_PAGES)
         if leaks:
             found[page] = leaks
     return found
