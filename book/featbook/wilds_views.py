@@ -14,7 +14,7 @@ from featbook.tables import Stacked, Table, table
 from featlib.data.wilds_data import WILDS_DATASETS
 from featlib.evaluation.dfr import DFR_CS
 from featlib.experiments.labels import LEARNER_LABELS, OBJECTIVE_LABELS
-from featlib.experiments.paper_values import TABLE3
+from featlib.experiments.paper_values import TABLE3, TABLE3_COLUMNS
 
 
 #: How a reader reads the WILDS split names (the package's ``train``, ``val``, ``test``, ``id_val``, ``id_test``).
@@ -118,8 +118,9 @@ def rounds_table_frame(results) -> pd.DataFrame:
     return frame
 
 
-def rounds_table(frame: pd.DataFrame, caption: str) -> Table:
-    """The feature-learning history (the frame of :func:`rounds_table_frame`)."""
+def rounds_table(frame: pd.DataFrame, caption: str, note: str | None = None) -> Table:
+    """The feature-learning history (the frame of :func:`rounds_table_frame`), with ``note`` under
+    it (e.g. :func:`rounds_note`; none when empty)."""
     shown = pd.DataFrame({
         "learner": frame["learner"], "seed": frame["seed"], "round": frame["round"],
         "steps": [prose.integer(v) for v in frame["steps"]],
@@ -129,7 +130,7 @@ def rounds_table(frame: pd.DataFrame, caption: str) -> Table:
         "OOD test": [prose.percent(v) for v in frame["test_metric"]],
         "kept": ["yes" if bool(v) else "no" for v in frame["accepted"]],
     })
-    return table(shown, caption=caption)
+    return table(shown, caption=caption, note=note or None)
 
 
 def rounds_at_chance(frame: pd.DataFrame, n_classes: int, within: float = 0.02) -> pd.DataFrame:
@@ -257,3 +258,266 @@ def what_we_see(title: str, committed: bool, fetch_failed: bool = False) -> str:
     return (f"{lead}: apart from the paper's own Table 3 above, the tables on this page are this page's own "
             "run, which shows that feature learning, the OOD stage, DFR and the official metrics run through the "
             "real `wilds` loaders, and ranks nothing.")
+
+
+# -- the recipe: the paper's whole Table 3, a command and a cost per dataset ----------------------
+#: The rows of Table 3 as the paper prints them: the DFR block, then the OOD objectives.
+TABLE3_ROWS = ("dfr", "dfr-s", "erm", "group_dro", "irmv1", "vrex", "irmx")
+
+
+def paper_table3_frame(cells: dict | None = None) -> pd.DataFrame:
+    """The paper's Table 3, every dataset (``cells``: :data:`TABLE3`'s layout, dataset ->
+    (learner, row) -> (mean, std)): one row per (features, objective) in the paper's order, one
+    column per dataset (its title and metric), "mean ± std" or a dash where the paper prints none."""
+    cells = TABLE3 if cells is None else cells
+    datasets = [d for d in TABLE3_COLUMNS if d in cells]
+    keys = {k for d in datasets for k in cells[d]}
+    rows = []
+    for objective in TABLE3_ROWS:
+        for learner in LEARNER_LABELS:
+            if (learner, objective) not in keys:
+                continue
+            row = {"features": LEARNER_LABELS[learner], "objective": OBJECTIVE_LABELS.get(objective, objective)}
+            for d in datasets:
+                spec = WILDS_DATASETS.get(d)
+                value = cells[d].get((learner, objective))
+                row[f"{spec.title}: {spec.metric_label}"] = prose.MISSING if value is None else prose.mean_std(*value)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def paper_table3_all(cells: dict | None = None) -> Table:
+    """:func:`paper_table3_frame` as the book shows it, captioned as the paper's numbers."""
+    seeds = {d: WILDS_DATASETS.get(d).n_seeds for d in TABLE3_COLUMNS}
+    counts = sorted(set(seeds.values()), reverse=True)
+    over = "; ".join(f"{prose.count(n, 'seed')} for "
+                     f"{prose.listing(WILDS_DATASETS.get(d).title for d in TABLE3_COLUMNS if seeds[d] == n)}"
+                     for n in counts)
+    return table(paper_table3_frame(cells),
+                 caption="The paper's Table 3 on all six WILDS datasets, at the paper's full size: the paper's "
+                         "numbers, not this book's",
+                 note=f"Mean ± std over the paper's seeds ({over}), each dataset in its official metric; a dash "
+                      "where the paper prints none. DFR and DFR-s re-fit the last layer on held-out data; the "
+                      "other rows train a linear head with that objective on the frozen features.",
+                 wrap=["objective"])
+
+
+def table3_leaders(cells: dict | None = None) -> pd.DataFrame:
+    """Per dataset of the paper's Table 3: the features whose DFR is highest (ties: all of them,
+    ``dfr_best``; empty where the paper reports no DFR) and the features of the best OOD-objective
+    cell (``objective_best``, ties: all), with that cell's objective and mean."""
+    cells = TABLE3 if cells is None else cells
+    rows = []
+    for d in [d for d in TABLE3_COLUMNS if d in cells]:
+        c = cells[d]
+        dfr = {m: v[0] for (m, o), v in c.items() if o == "dfr"}
+        ood = {(m, o): v[0] for (m, o), v in c.items() if o not in ("dfr", "dfr-s")}
+        top = max(ood.values())
+        best = [k for k, v in ood.items() if v == top]
+        rows.append({"dataset": d,
+                     "dfr_best": tuple(m for m, v in dfr.items() if v == max(dfr.values())) if dfr else (),
+                     "objective_best": tuple(dict.fromkeys(m for m, _ in best)),
+                     "objective": best[0][1], "score": top})
+    return pd.DataFrame(rows)
+
+
+def table3_reading(leaders: pd.DataFrame, learner: str = "ifeat") -> str:
+    """What the paper's Table 3 says of ``learner``'s features (:func:`table3_leaders`): on how
+    many of the datasets with DFR its DFR is the highest (ties counted), and on how many it holds
+    the best OOD-objective cell, naming the datasets where it does not."""
+    with_dfr = leaders[leaders["dfr_best"].map(len) > 0]
+    dfr_wins = with_dfr[with_dfr["dfr_best"].map(lambda t: learner in t)]
+    ood_wins = leaders[leaders["objective_best"].map(lambda t: learner in t)]
+    title = lambda d: WILDS_DATASETS.get(d).title  # noqa: E731
+    others = [title(d) for d in leaders["dataset"] if d not in set(ood_wins["dataset"])]
+    label = LEARNER_LABELS[learner]
+    return (f"In the paper's numbers, {label}'s features have the highest DFR score on "
+            f"{len(dfr_wins)} of the {len(with_dfr)} datasets where DFR is reported (ties counted), and the best "
+            f"OOD-objective result on {len(ood_wins)} of {len(leaders)}"
+            + (f" (not on {prose.listing(others)})" if others else "") + ".")
+
+
+def table3_margins(cells: dict | None = None, learner: str = "ifeat", baseline: str = "erm") -> pd.DataFrame:
+    """Per dataset of the paper's Table 3: ``learner``'s best OOD-objective mean and its std,
+    ``baseline``'s best mean, their gap in points (``gap``), and the two learners' DFR-s means
+    (NaN where the paper prints none)."""
+    cells = TABLE3 if cells is None else cells
+    rows = []
+    for d in TABLE3_COLUMNS:
+        c = cells.get(d, {})
+        best = {m: max((v for (k, o), v in c.items() if k == m and o not in ("dfr", "dfr-s")), key=lambda v: v[0])
+                for m in (learner, baseline)}
+        rows.append({"dataset": d, "best": best[learner][0], "std": best[learner][1], "baseline_best": best[baseline][0],
+                     "gap": round(best[learner][0] - best[baseline][0], 2),
+                     "dfr_s": c.get((learner, "dfr-s"), (np.nan,))[0],
+                     "baseline_dfr_s": c.get((baseline, "dfr-s"), (np.nan,))[0]})
+    return pd.DataFrame(rows)
+
+
+def margins_reading(margins: pd.DataFrame, learner: str = "ifeat", baseline: str = "erm") -> str:
+    """How large the paper's margins are (:func:`table3_margins`): the datasets where ``learner``'s
+    best OOD-objective cell is within a point of ``baseline``'s, the others with their gap and
+    std, and where its DFR-s is lower or higher than the baseline's."""
+    title = lambda d: WILDS_DATASETS.get(d).title  # noqa: E731
+    a, b = LEARNER_LABELS[learner], LEARNER_LABELS[baseline]
+    close = margins[margins["gap"].abs() < 1]
+    far = margins[margins["gap"].abs() >= 1]
+    parts = []
+    if len(close):
+        parts.append(f"{a}'s best OOD-objective cell is within a point of {b}'s on "
+                     f"{prose.listing(title(d) for d in close['dataset'])}")
+    if len(far):
+        parts.append("the gap is " + prose.listing(
+            f"{prose.number(r.gap, 1, sign=True)} points on {title(r.dataset)} (std over seeds "
+            f"{prose.number(r.std, 1)})" for r in far.itertuples()))
+    text = "; ".join(parts) + "." if parts else ""
+    text = text[:1].upper() + text[1:]
+    both = margins.dropna(subset=["dfr_s", "baseline_dfr_s"])
+    lower = [title(d) for d, x, y in zip(both["dataset"], both["dfr_s"], both["baseline_dfr_s"]) if x < y]
+    higher = [title(d) for d, x, y in zip(both["dataset"], both["dfr_s"], both["baseline_dfr_s"]) if x > y]
+    if len(both):
+        text += (f" DFR-s, the spurious attribute read off the features, is lower on {a}'s features than on {b}'s on "
+                 f"{prose.listing(lower)}" + (f" and higher on {prose.listing(higher)}" if higher else "") + ".")
+    return text.strip()
+
+
+def run_wilds_command(dataset: str, root: str = "data/wilds", out: str = "results/wilds") -> str:
+    """The command that runs Table 3's column ``dataset`` at the paper's settings (Tables 11-12,
+    the paper's learners and seeds: ``run_wilds``'s defaults), fetching the data into ``root``."""
+    WILDS_DATASETS.get(dataset)
+    return f"python -m featlib.cli.run_wilds --dataset {dataset} --root {root} --download --out {out}/{dataset}"
+
+
+def recipe_frame(root: str = "data/wilds", datasets=None) -> pd.DataFrame:
+    """One row per dataset: its :func:`run_wilds_command`, the paper's seed count, and the cost
+    model's figures for one seed at the paper's settings (:func:`featbook.estimate.wilds`, no
+    download): GPU hours on a Colab T4 (the GPU its step times assume), the largest stage's peak
+    GPU memory in GB, whether that fits a T4's 16 GB, and the download in GB."""
+    from featbook import estimate
+    from featlib.data.wilds_data import download_size_gb
+    from featlib.experiments.wilds_experiment import WildsProtocol
+    from featlib.training.memory import T4_BYTES
+
+    rows = []
+    for d in datasets or TABLE3_COLUMNS:
+        paper = WildsProtocol(d)
+        est = estimate.wilds(WildsProtocol(d, seeds=paper.seed_list[:1]))
+        peak = est.peak
+        rows.append({"dataset": d, "title": paper.spec.title, "command": run_wilds_command(d, root),
+                     "seeds": len(paper.seed_list), "gpu_hours": est.t4_s / 3600,
+                     "feature_learning_hours": est.parts["feature learning"][0] / 3600, "peak_gb": peak.gpu_bytes / 1e9,
+                     "peak_stage": peak.stage, "fits_t4": peak.gpu_bytes <= T4_BYTES,
+                     "download_gb": download_size_gb(d)})
+    return pd.DataFrame(rows)
+
+
+def recipe_table(frame: pd.DataFrame) -> Table:
+    """:func:`recipe_frame` as the book shows it."""
+    from featlib.training.memory import T4_BYTES
+
+    shown = pd.DataFrame({
+        "dataset": frame["title"],
+        "command": frame["command"],
+        "GPU hours, one seed": [prose.number(v, 1) for v in frame["gpu_hours"]],
+        "peak GPU memory": [f"{prose.number(v, 1)} GB" for v in frame["peak_gb"]],
+        "fits a T4": frame["fits_t4"].map({True: "yes", False: "no"}),
+        "seeds in the paper": frame["seeds"],
+        "download": [f"{prose.number(v, 1)} GB" if v >= 1 else f"{prose.integer(round(1000 * v))} MB"
+                     for v in frame["download_gb"]],
+    })
+    return table(shown, wrap=["command"],
+                 caption="Estimates from the book's cost model for one seed of each dataset at the paper's settings "
+                         "(Tables 11-12: ERM, Bonsai and FeAT features, then every OOD objective and DFR), in hours "
+                         "of a Colab T4-class GPU, whose throughput the model assumes, not measured runs",
+                 note=f"The command runs the paper's seeds, so its time is the hours times the seeds. Peak memory: "
+                      f"the largest stage of the run (the backbone's training step, the embedding pass or the OOD "
+                      f"stage), against a T4's {prose.number(T4_BYTES / 1e9, 1)} GB; a larger GPU is faster than "
+                      "the hours say. The download is the compressed archive the command fetches once. "
+                      + cost_caveat(frame))
+
+
+def paper_hours(dataset: str, learners=("erm", "bonsai", "feat")) -> float | None:
+    """The paper's Table 14 training time of one run of each of ``learners`` on ``dataset``, summed,
+    in hours on the paper's GPU (its FeAT row is iFeAT, filed as "feat"); None where the paper
+    reports no time for the dataset."""
+    from featlib.experiments.paper_values import TABLE14, TABLE14_TIME_UNIT
+
+    if dataset not in TABLE14:
+        return None
+    per_hour = {"min": 60.0, "h": 1.0}[TABLE14_TIME_UNIT[dataset]]
+    return sum(TABLE14[dataset][m]["time"][0] for m in learners) / per_hour
+
+
+def cost_caveat(frame: pd.DataFrame) -> str:
+    """What the cost model leaves out, checked where the paper reports times (:func:`paper_hours`):
+    per such dataset, the paper's hours for one run of its three feature learners against the
+    model's feature-learning hours for one seed (``frame``: :func:`recipe_frame`), and how many
+    times more the paper's are; a plain caveat where the paper reports none."""
+    pairs = [(r.title, paper_hours(r.dataset), r.feature_learning_hours) for r in frame.itertuples()
+             if paper_hours(r.dataset) is not None]
+    lead = ("The model counts training steps and the FLOPs of each; data loading, evaluation passes and a "
+            "GPU's idle time are not in it")
+    if not pairs:
+        return lead + ", so read its hours as a lower bound."
+    papers = prose.listing(f"{prose.number(p, 1)} h ({t})" for t, p, _ in pairs)
+    models = prose.listing(f"{prose.number(m, 1)} h" for _, _, m in pairs)
+    low, high = min(p / m for _, p, m in pairs), max(p / m for _, p, m in pairs)
+    factor = prose.number(low, 0) if round(low) == round(high) else f"{prose.number(low, 0)} to {prose.number(high, 0)}"
+    return (f"{lead}. Where the paper reports training times (its Table 14), one run of ERM, Bonsai and FeAT "
+            f"took {papers} on the paper's GPU, against the model's {models} of feature learning on a T4: "
+            f"about {factor} times as long. Read the hours above as a lower bound, and the memory as what the "
+            "largest stage needs.")
+
+
+def cost_reading(frame: pd.DataFrame) -> str:
+    """What the recipe table (:func:`recipe_frame`) says of the costs: the cheapest and dearest
+    dataset per seed, feature learning's share of the hours, and which datasets' peak memory
+    exceeds a T4's."""
+    cheap, dear = frame.loc[frame["gpu_hours"].idxmin()], frame.loc[frame["gpu_hours"].idxmax()]
+    share = frame["feature_learning_hours"] / frame["gpu_hours"]
+    over = list(frame.loc[~frame["fits_t4"], "title"])
+    return (f"By the cost model, {cheap.title} is the cheapest column to reproduce ({prose.number(cheap.gpu_hours, 1)} "
+            f"T4 hours a seed) and {dear.title} the dearest ({prose.number(dear.gpu_hours, 0)}); feature learning is "
+            f"{prose.percent(share.min(), 0)} to {prose.percent(share.max(), 0)} of each dataset's hours"
+            + (f", and {prose.listing(over)} needs more memory than a T4 has." if over else "."))
+
+
+def own_size(dataset: str, fabricate: bool, seeds: int, max_examples: int | None = None) -> str:
+    """The size of this page's own run, for its heading: "fabricated Camelyon17, 120 training
+    examples, 2 seeds" (the fabricated copy's or the real dataset's training split, capped by
+    ``max_examples``)."""
+    from featbook.estimate import REAL_SPLIT_SIZES, fabricated_split_sizes
+
+    spec = WILDS_DATASETS.get(dataset)
+    n = (fabricated_split_sizes(dataset) if fabricate else REAL_SPLIT_SIZES[dataset])["train"]
+    if max_examples is not None:
+        n = min(n, max_examples)
+    noun = "images" if spec.modality == "image" else "texts"
+    return (f"{'fabricated' if fabricate else 'real'} {spec.title}, {prose.integer(n)} training {noun}, "
+            f"{prose.count(seeds, 'seed')}")
+
+
+# -- the central step: DFR on features whose spurious attribute is known -------------------------
+def toy_features(n: int, agree: float, seed: int, dims: int = 8):
+    """Frozen features of a two-class problem with a spurious attribute ``a`` that equals the label
+    ``y`` on a share ``agree`` of the examples: feature 0 is ``±1`` (by ``y``) plus unit noise (the
+    invariant feature), feature 1 ``±2`` (by ``a``) plus unit noise (the spurious one, stronger),
+    the rest noise. Returns ``(x, y, groups)`` with ``groups = 2 a + y`` (four groups)."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    a = np.where(rng.random(n) < agree, y, 1 - y)
+    x = rng.normal(size=(n, dims))
+    x[:, 0] += 2 * y - 1
+    x[:, 1] += 2 * (2 * a - 1)
+    return x, y, 2 * a + y
+
+
+def verdict(title: str, fetch_failed: bool = False) -> str:
+    """The chapter's verdict where no full-scale result of ``title`` can be shown: none exists in
+    this project (or, ``fetch_failed``, the committed ones could not be read in this runtime)."""
+    if fetch_failed:
+        return (f"**Verdict**: the full-scale results for {title} could not be read in this runtime, so this page "
+                "can neither confirm nor contradict the paper's Table 3; the note above says what to do.")
+    return (f"**Verdict**: no full-scale WILDS result for {title} exists in this project. Table 3 above is the "
+            "paper's alone: this page neither confirms nor contradicts it, and the recipe below is what making one "
+            "of its columns takes.")

@@ -162,8 +162,10 @@ def _balanced_with_classes(index: np.ndarray, y: np.ndarray, groups: np.ndarray,
 # --------------------------------------------------------------------------- logistic regression
 
 
-def _l1_logistic_regression(C: float, n_classes: int, max_iter: int, seed: int):
-    """An L1-penalised LogisticRegression: liblinear for two classes, saga (multinomial) for more."""
+def l1_logistic_regression(C: float, n_classes: int = 2, max_iter: int = 1000, seed: int = 0):
+    """An unfitted L1-penalised LogisticRegression: liblinear for two classes, saga (multinomial)
+    for more; the L1 penalty named as the installed scikit-learn names it (``l1_ratio=1`` from 1.8
+    on, ``penalty="l1"`` before), so one call serves Colab's older release and this one."""
     from sklearn.linear_model import LogisticRegression
 
     solver = "liblinear" if n_classes == 2 else "saga"
@@ -179,7 +181,7 @@ def _fit(x: np.ndarray, y: np.ndarray, C: float, n_classes: int, max_iter: int, 
     """Fit one probe; returns (model, converged) with ConvergenceWarning silenced but recorded."""
     from sklearn.exceptions import ConvergenceWarning
 
-    model = _l1_logistic_regression(C, n_classes, max_iter, seed)
+    model = l1_logistic_regression(C, n_classes, max_iter, seed)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(x, y)
