@@ -289,7 +289,7 @@ def test_every_chapter_keeps_its_code_on_the_page_and_ends_with_a_summary_and_ex
             elif after and cell.cell_type == "code":
                 assert "hide-output" not in cell.metadata.get("tags", []), f"{stem}: a folded output of its own run"
     summary = text[text.index("## Summary"):text.index("## Exercises")]
-    assert 3 <= len(re.findall(r"^\* ", summary, flags=re.M)) <= 5
+    assert 3 <= len(re.findall(r"^[*-] ", summary, flags=re.M)) <= 5
     exercises = re.findall(r"^\d\. (.+?)(?=^\d\. |\Z)", text[text.index("## Exercises"):], flags=re.M | re.S)
     params = next(c.source for c in code if "parameters" in c.metadata.get("tags", []))
     names = set(re.findall(r"^(\w+)\s*[:=]", params, flags=re.M))
