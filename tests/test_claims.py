@@ -18,24 +18,21 @@ def test_every_claim_of_the_paper_has_a_row_from_the_committed_results():
     shown, which, apart = table2_pieces_choice(load_pieces(final) if final.exists() else None,
                                                load_pieces(REPO / "results" / claims.EARLIER_TABLE2))
     frozen = frozen_columns(shown["runs"])
-    assert ("the earlier protocol's" in table2.scale) == (which == "earlier")
-    assert ("today's protocol (featlib 0.5)" in table2.scale) == (apart is not None)
+    assert ("earlier protocol" in table2.scale) == (which == "earlier")
+    assert ("today's protocol: " in table2.scale) == (apart is not None)
     for r in frozen.itertuples():
-        assert f"best in {int(r.feat_best)} of {int(r.objectives)} on " in table2.agrees
-    assert "ties within a seed std: " in table2.agrees  # a lead inside the seed spread ranks nothing
-    # a verdict first, as every row has; today's distances name the calibration that built them in
-    assert table2.agrees.startswith(claims.table2_verdict(frozen) + ": ")
-    assert ("partly built in" in table2.agrees) == (which != "earlier")
+        assert f"{int(r.feat_best)} of {int(r.objectives)} on " in table2.agrees
+        assert f"(the paper: {int(r.paper_feat_best)})" in table2.agrees
+    # a verdict first, as every row has; the earlier protocol's ranking never stands without its caveat
+    caveat = " (earlier protocol, weaker baselines)" if which == "earlier" else ""
+    assert table2.agrees.startswith(claims.table2_verdict(frozen) + caveat + ": ")
     fig1b = next(r for r in rows if r.paper == "Fig. 1(b)")
-    assert fig1b.agrees == "-" or fig1b.agrees.split(",")[0] in ("yes", "partly", "no") or (
-        "too few to rank" in fig1b.scale and " (no verdict), in frozen form" in fig1b.agrees)  # under 3 seeds
-    # the earlier protocol's ranking never stands without its caveat; the selection rule is always named
-    assert ("baselines are weaker than the paper's" in table2.agrees) == (which == "earlier")
-    assert "chosen on the test environments" in table2.agrees
-    if "val_acc" in shown["runs"] and shown["runs"]["val_acc"].notna().any():
-        assert "training-domain validation" in table2.agrees
+    assert fig1b.agrees == "-" or fig1b.agrees.split(":")[0] in ("yes", "partly", "no", "not yet")
+    if "too few to rank" in fig1b.scale:  # the frozen form's FeAT half, under 3 seeds: its seeds, no verdict
+        assert fig1b.agrees.endswith("seed)")
     table7 = next(r for r in rows if r.paper == "Table 7")
     assert "keep 2 rounds on ColoredMNIST-025" in table7.agrees and "10\xa0seeds" in table7.scale
+    assert table7.agrees.split(":")[0] in ("yes", "partly", "no")
     # Table 14: the paper's quantity (whole training time / ERM's), a verdict, fabricated data kept out
     table14 = next(r for r in rows if r.paper == "Table 14")
     assert table14.agrees.split(":")[0] in ("yes", "partly", "no") and table14.scale.startswith("whole training time")
@@ -43,10 +40,33 @@ def test_every_claim_of_the_paper_has_a_row_from_the_committed_results():
     assert all(r.scale for r in rows)
 
 
+def test_what_the_table2_row_leaves_out_chapter_04_says():
+    """Issue 57: Table 2's row gives the verdict and FeAT's counts beside the paper's; the ties within
+    a seed std, the distances from the paper's cells with the calibration behind them, and the
+    selection rule moved to chapter 04, whose sentences say them on the committed pieces."""
+    from featbook import ch04_views
+    from featlib.experiments.cmnist_analysis import feat_margins
+
+    final = REPO / "results" / "cmnist-table2"
+    shown, which, _ = table2_pieces_choice(load_pieces(final) if final.exists() else None,
+                                           load_pieces(REPO / "results" / claims.EARLIER_TABLE2))
+    frozen = frozen_columns(shown["runs"])
+    margins = feat_margins(shown["runs"])
+    if "tie" in margins:
+        assert "within one seed std" in ch04_views.margin_sentence(margins)
+    earlier = which == "earlier"
+    columns = ch04_views.frozen_columns_sentence(frozen, earlier=earlier)
+    assert ("partly built in" in columns) == (not earlier)
+    assert ("baselines sit below the paper's" in columns) == earlier
+    said = ch04_views.feat_what_we_see(None, False, frozen=frozen, earlier=earlier)
+    assert "did best on the test environments" in said
+
+
 def test_without_results_every_row_says_not_yet_and_the_table_changes_with_them(tmp_path):
     empty = [r for r in claims.claims(tmp_path) if r.paper not in ("Theorem 4.1, Fig. 2(b)",
                                                                   "Theorem 4.2, Prop. 4.3, Cor. 4.4, Fig. 2")]
     assert all(r.scale.startswith("not yet") and r.agrees == "-" for r in empty)
+    assert all(len(r.scale.split()) <= claims.CELL_WORDS for r in claims.claims(tmp_path))
     shutil.copytree(REPO / "results" / "cmnist-rounds", tmp_path / "cmnist-rounds")
     table7 = next(r for r in claims.claims(tmp_path) if r.paper == "Table 7")
     assert not table7.scale.startswith("not yet")
@@ -66,40 +86,45 @@ def test_the_gpu_erm_nf_pieces_are_named_with_their_seeds_and_kept_apart(tmp_pat
     """The whole-network column comes from GPU sittings: the rows of Fig. 1(b) and Table 2 say
     how many seeds of it exist, and that under 3 they rank nothing."""
     assert "wait for a GPU" in claims._nf_pieces(tmp_path)
+    assert claims._nf_dependence(tmp_path) is None
     shutil.copytree(REPO / "results" / claims.NF_PIECES, tmp_path / claims.NF_PIECES)
     runs = load_pieces(tmp_path / claims.NF_PIECES)["runs"].query("learner == 'erm-nf'")
     said = claims._nf_pieces(tmp_path)
     assert f"{runs['seed'].nunique()}\xa0seed" in said and "ColoredMNIST-025" in said
-    assert ("too few to rank" in said) == ("shown apart" in said) == (runs["seed"].nunique() < 3)
+    assert ("too few to rank" in said) == (runs["seed"].nunique() < 3)
     fig1b = next(r for r in claims.claims(tmp_path) if r.paper == "Fig. 1(b)")
     assert said in fig1b.scale
     for extra in (tmp_path / claims.NF_PIECES).glob("pieces/*/*/*/seed*.*"):  # two seeds: apart, ranking nothing
         if int(extra.stem.removeprefix("seed")) > 2:
             extra.unlink()
-    assert "2\xa0seeds on ColoredMNIST-025 from a GPU, shown apart (too few to rank)" in claims._nf_pieces(tmp_path)
+    assert claims._nf_pieces(tmp_path) == "whole networks (ERM-NF): 2\xa0seeds on ColoredMNIST-025, too few to rank"
 
 
 def test_fig1b_row_gives_the_whole_network_dependence_beside_the_frozen_form(tmp_path):
-    """Fig. 1(b)'s own form (whole networks, ColoredMNIST-025) is said in the row from the committed
-    ERM-NF runs, with the measure chapter 03 states and the seeds' spread; under 3 seeds no verdict.
-    Without the runs the row says nothing of them."""
-    assert claims._nf_dependence(tmp_path) == ""
-    shutil.copytree(REPO / "results" / claims.NF_PIECES, tmp_path / claims.NF_PIECES)
+    """Fig. 1(b)'s own form (whole networks, ColoredMNIST-025) carries the dependence half of the
+    row where its committed ERM-NF runs have at least the frozen study's seeds, with the measure
+    chapter 03 states and the seeds' spread; a half under 3 seeds gives no verdict."""
     from featlib.experiments.cmnist_analysis import FIG1B_DEPENDENCE_POINTS, pretraining_findings
 
+    shutil.copytree(REPO / "results" / "cmnist-pretraining", tmp_path / "cmnist-pretraining")
+    frozen_only = next(r for r in claims.claims(tmp_path) if r.paper == "Fig. 1(b)")
+    assert "(frozen features, " in frozen_only.agrees and "wait for a GPU" in frozen_only.scale
+    shutil.copytree(REPO / "results" / claims.NF_PIECES, tmp_path / claims.NF_PIECES)
     runs = load_pieces(tmp_path / claims.NF_PIECES)["runs"].query("learner == 'erm-nf' and dataset == 'cmnist025'")
     spread, noise, _, _ = pretraining_findings(runs, None)
-    said = claims._nf_dependence(tmp_path)
-    assert said.startswith("; whole networks (the paper's form, ColoredMNIST-025, ")
-    assert f"moving by {prose.points(spread / 100, sign=False)} on average" in said
-    assert ("no verdict" in said) == (runs["seed"].nunique() < 3)
-    assert ("the seeds' own spread" in said) == (runs["seed"].nunique() > 1)
-    assert ("the paper's dependence" in said) == (spread >= FIG1B_DEPENDENCE_POINTS)
+    assert claims._nf_dependence(tmp_path) == (spread, noise, runs["seed"].nunique())
+    row = next(r for r in claims.claims(tmp_path) if r.paper == "Fig. 1(b)")
+    if runs["seed"].nunique() >= 3:
+        assert f"moves accuracy {prose.points(spread / 100, sign=False)} (whole networks, " in row.agrees
+        assert f"spread {prose.number(noise, 1)}" in row.agrees
+        assert row.agrees.startswith("partly" if spread >= FIG1B_DEPENDENCE_POINTS else "no")
     for extra in (tmp_path / claims.NF_PIECES).glob("pieces/*/*/*/seed*.*"):  # keep the first seed only
         if extra.stem != f"seed{runs['seed'].min()}":
             extra.unlink()
-    one = claims._nf_dependence(tmp_path)
-    assert ", 1\xa0seed)" in one and "spread" not in one and one.endswith("no verdict")
+    assert claims._nf_dependence(tmp_path)[2] == 1
+    one = next(r for r in claims.claims(tmp_path) if r.paper == "Fig. 1(b)")
+    # one seed of each form: the paper's form says the dependence, neither half gives a verdict
+    assert one.agrees.startswith("not yet: ") and "(whole networks, 1\xa0seed)" in one.agrees
 
 
 def test_the_saliency_row_reads_the_committed_study_with_its_size_and_seeds(tmp_path):
@@ -122,8 +147,9 @@ def test_the_saliency_row_reads_the_committed_study_with_its_size_and_seeds(tmp_
     folder.add_bytes("saliency-5k-provenance.json", json.dumps({"command": "python -m featlib.cli.gap_studies"}).encode())
     folder.commit({"studies": ["saliency-5k"]})
     row = next(r for r in claims.claims(tmp_path) if r.paper.startswith("Fig. 4"))
-    assert row.scale == "reduced size (5,000 training images), 2\xa0seeds, too few to rank"
-    assert row.agrees == "FeAT leans on colour less than ERM after its longest training in 6 of 6 (seed, measure) pairs"
+    assert row.scale == "reduced size (5,000 images), 2\xa0seeds, too few to rank"
+    # reduced size: the direction after "not yet"; one ERM length: ERM's forgetting not measured, not said
+    assert row.agrees == "not yet: FeAT leans on colour less than ERM in 6 of 6 (seed, measure) pairs"
     # Table 2's MLP at full size leads over the CNN on fewer images, and says that it has no GradCAM
     mlp = pd.DataFrame([{"model": m, "seed": s, "n_train": 50000, "dataset": "cmnist025", "colour_share_ig": share,
                          "colour_flip_rate": share, "ood_acc": 0.5}
@@ -137,23 +163,54 @@ def test_the_saliency_row_reads_the_committed_study_with_its_size_and_seeds(tmp_
 
     commit(tmp_path, {"saliency-5k": frame, "saliency-mlp": mlp})
     row = next(r for r in claims.claims(tmp_path) if r.paper.startswith("Fig. 4"))
-    assert row.scale == ("full size (50,000 training images, Table 2's MLP on the two-channel images), 3\xa0seeds; "
-                         "the paper's CNN on the colour-patch images at 5,000 training images, 2\xa0seeds, too few to "
-                         "rank, its GradCAM maps not committed")
-    assert row.agrees == ("FeAT leans on colour less than ERM after its longest training in 4 of 6 (seed, measure) "
-                          "pairs; with the CNN at 5,000 images in 6 of 6 (seed, measure) pairs")
+    assert row.scale == ("full size (50,000 images, Table 2's MLP), 3\xa0seeds; the paper's CNN at 5,000 images, "
+                         "2\xa0seeds (too few), maps not committed")
+    assert row.agrees == "partly: FeAT leans on colour less than ERM in 4 of 6 (seed, measure) pairs, the CNN 6 of 6"
     # the CNN's maps committed beside it
     maps = pd.DataFrame([{"model": "ERM 450 epochs", "seed": 1, "image": 0, "row": 0, "col": 0, "gradcam": 0.5}])
     commit(tmp_path, {"saliency-5k": frame, "saliency-5k-maps": maps, "saliency-mlp": mlp})
     row = next(r for r in claims.claims(tmp_path) if r.paper.startswith("Fig. 4"))
-    assert row.scale.endswith("2\xa0seeds, too few to rank, its GradCAM maps drawn")
+    assert row.scale.endswith("2\xa0seeds (too few), maps drawn")
     # the MLP alone: no GradCAM at all
     alone = tmp_path / "alone"
     commit(alone, {"saliency-mlp": mlp})
     row = next(r for r in claims.claims(alone) if r.paper.startswith("Fig. 4"))
-    assert row.scale == ("full size (50,000 training images, Table 2's MLP on the two-channel images: no GradCAM "
-                         "maps yet), 3\xa0seeds")
-    assert row.agrees == "FeAT leans on colour less than ERM after its longest training in 4 of 6 (seed, measure) pairs"
+    assert row.scale == "full size (50,000 images, Table 2's MLP: no GradCAM maps yet), 3\xa0seeds"
+    assert row.agrees == "partly: FeAT leans on colour less than ERM in 4 of 6 (seed, measure) pairs"
+    # two ERM lengths: the paper's "forgetting" (ERM leaning on colour more with longer training, beyond
+    # the seeds' spread) decides the verdict's second half, as chapter 06 says it (saliency_views.erm_trend)
+    def longer(erm_150: float) -> pd.DataFrame:
+        return pd.DataFrame([{"model": m, "seed": s, "n_train": 50000, "dataset": "cmnist025", "colour_share_ig": share,
+                              "colour_flip_rate": share, "ood_acc": 0.5} for s in (1, 2, 3)
+                             for m, share in (("ERM 150 epochs", erm_150), ("ERM 450 epochs", 0.6), ("FeAT 2 rounds", 0.2))])
+    for erm_150, said in ((0.3, "yes: FeAT leans on colour less than ERM in 6 of 6 (seed, measure) pairs; ERM's forgetting shown"),
+                          (0.9, ("partly: FeAT leans on colour less than ERM in 6 of 6 (seed, measure) pairs; ERM's "
+                                 "forgetting not shown"))):
+        root = tmp_path / f"longer{erm_150}"
+        commit(root, {"saliency-mlp": longer(erm_150)})
+        assert next(r for r in claims.claims(root) if r.paper.startswith("Fig. 4")).agrees == said
+
+
+def test_the_saliency_row_says_no_more_than_chapter_06_on_the_committed_studies():
+    """Issue 57: the ColoredMNIST row's cell claims no more than chapter 06: where its sentence says a
+    committed study does not show ERM's forgetting, the row says so and its verdict is not "yes"."""
+    from featbook import saliency_views
+    from featlib.experiments.gap_studies import saliency_summary
+
+    row = next(r for r in claims.claims(REPO / "results") if r.paper == "Fig. 4, Fig. 5")
+    studies = claims._saliency_studies(REPO / "results")
+    sentences = [saliency_views.erm_trend_sentence(saliency_summary(f["frame"])) for f in studies.values()]
+    if studies and not any("as the paper's remark says" in s for s in sentences if s):
+        assert "ERM's forgetting not shown" in row.agrees and not row.agrees.startswith("yes")
+
+
+def test_the_wilds_saliency_row_says_not_yet_on_fabricated_data(tmp_path):
+    """Figs. 6-12 and Table 15 are saliency maps of models trained on the WILDS datasets, which this
+    project has only fabricated: the row says "not yet" and claims no agreement."""
+    for results in (REPO / "results", tmp_path):
+        row = next(r for r in claims.claims(results) if r.paper == "Figs. 6-12, Table 15")
+        assert row.scale == "not yet: fabricated WILDS data only, a check of the pipeline" and row.agrees == "-"
+    assert claims.SECTIONS["Figs. 6-12, Table 15"] and claims.SECTIONS["Fig. 4, Fig. 5"]
 
 
 def test_the_table2_verdict_counts_the_datasets_where_feat_leads_most_objectives():
@@ -168,26 +225,31 @@ def test_the_table2_verdict_counts_the_datasets_where_feat_leads_most_objectives
 
 
 def test_the_claims_table_reads_at_a_glance():
-    """A row is read on a phone: no cell longer than a short paragraph (the chapters give the rest)."""
+    """A row is read on a phone: every scale and agrees cell at most 25 words (the chapters give the
+    rest), the agrees cell starting with its verdict."""
     for row in claims.claims(REPO / "results"):
         for name in ("paper", "says", "scale", "agrees"):
             assert len(getattr(row, name)) <= 600, (row.paper, name, len(getattr(row, name)))
+        for name in ("scale", "agrees"):
+            words = len(getattr(row, name).split())
+            assert words <= claims.CELL_WORDS == 25, (row.paper, name, words, getattr(row, name))
+        assert row.agrees == "-" or row.agrees.startswith(("yes", "partly", "no", "not yet")), row
 
 
 def test_a_two_bit_rows_scale_says_full_or_reduced_against_the_chapters_defaults():
-    """The theorem rows: "reduced size" with the run's sizes and the full ones (the parameters
-    cell's defaults) unless the run used them all."""
+    """The theorem rows without their committed runs: "not yet", with the build's own run's size,
+    "reduced" unless the run used every size of the parameters cell's defaults."""
     from featbook.chapters import NOTEBOOK_DIR
     from featbook.notebook_params import parameter_defaults
 
     stem = "01_erm_feature_learning"
     full = {n: parameter_defaults(NOTEBOOK_DIR / f"{stem}.ipynb")[n] for n in claims.TWO_BIT_SIZES[stem]}
     small = dict(full, n_per_env=1000)
-    reduced = claims._two_bit_scale(stem, {"sizes": small, "scale_text": "a small run"})
-    assert reduced.startswith("reduced size: the build's own simulation, a small run (full size: ")
-    assert f"{full['n_per_env']:,} examples per environment" in reduced and "n_per_env" not in reduced
-    assert claims._two_bit_scale(stem, {"sizes": full, "scale_text": "x"}) == "full size: the build's own simulation, x"
-    assert claims._two_bit_scale(stem, {"scale_text": "x"}).startswith("reduced size")  # sizes not recorded
+    scale, agrees = claims._not_yet(stem, {"sizes": small, "scale_text": "a small run"}, "holds")
+    assert scale == f"not yet: the build's own run only, reduced size (1,000 examples per environment, d = {full['d']})"
+    assert agrees == "not yet (holds in the build's own run)" and "n_per_env" not in scale
+    assert claims._not_yet(stem, {"sizes": full}, "holds")[0].startswith("not yet: the build's own run only, full size")
+    assert claims._not_yet(stem, {"scale_text": "x"}, "holds")[0] == "not yet: the build's own run only, reduced size"
 
 
 def test_the_two_bit_rows_read_the_committed_paper_size_runs_and_say_not_yet_without_them(tmp_path):

@@ -130,6 +130,13 @@ def test_the_verdict_on_table14_follows_the_numbers(ifeat, bonsai, verdict):
     text = views.what_we_see(PAPER, committed)
     assert text.startswith(f"**Does ours agree with Table 14? {verdict.capitalize()}.**") and agreed.ours in text
     assert not leaks.scan_text(text) and not leaks.scan_text(agrees)
+    # the claims table's cells: the same verdict and ratio in a few words
+    short_scale, short = views.table14_cells(PAPER, committed)
+    assert short.startswith(f"{verdict}: iFeAT {ifeat:.2f}× ERM's time (the paper's FeAT: 1.16-1.80×)")
+    assert ("Bonsai's" in short) == (bonsai is not None)
+    assert bonsai is None or f"{'below' if ifeat < bonsai else 'not below'} Bonsai's {bonsai:.2f}×" in short
+    assert short_scale.startswith("whole training time") and short_scale.endswith("(not the paper's datasets)")
+    assert max(len(short.split()), len(short_scale.split())) <= 25 and not leaks.scan_text(short)
 
 
 def test_devices_that_disagree_read_partly_and_fabricated_numbers_stay_out_of_the_claim():
@@ -144,16 +151,23 @@ def test_devices_that_disagree_read_partly_and_fabricated_numbers_stay_out_of_th
     assert scale.startswith("not yet at full size on real data: only fabricated Camelyon17") and agrees == "-"
     assert "1.02" not in views.what_we_see(PAPER, fabricated)
     assert views.table14_claim(PAPER, {}) == ("not yet", "-")
+    assert views.table14_cells(PAPER, fabricated) == views.table14_claim(PAPER, fabricated)  # "not yet", "-"
+    assert views.table14_cells(PAPER, {}) == ("not yet", "-")
 
 
 def test_the_claims_row_and_chapter_07_say_the_same_on_the_committed_measurements():
+    """The row is chapter 07's verdict and ratios in a few words (views.table14_cells); the chapter's
+    sentence (views.what_we_see) gives every device's ratios."""
     committed = views.load_committed(REPO / "results" / "cost")
     row = next(r for r in claims.claims(REPO / "results") if r.paper == "Table 14")
     agreed = views.agreement(PAPER, committed)
-    assert (row.scale, row.agrees) == views.table14_claim(PAPER, committed)
-    assert agreed.ours in row.agrees and agreed.ours in views.what_we_see(PAPER, committed)
+    assert (row.scale, row.agrees) == views.table14_cells(PAPER, committed)
+    assert row.agrees.startswith(agreed.verdict + ": ") and agreed.ours in views.what_we_see(PAPER, committed)
+    beside = [m.time_x_erm["ifeat"] for m in views.measured(committed) if m.source.beside_paper]
+    assert f"{min(beside):.2f}" in row.agrees and f"{max(beside):.2f}×" in row.agrees
     for m in views.measured(committed):  # only real full-size measurements stand beside the paper's numbers
         assert (f"{m.time_x_erm['ifeat']:.2f}×" in agreed.ours) == m.source.beside_paper, m
+        assert m.source.beside_paper or f"{m.time_x_erm['ifeat']:.2f}" not in row.agrees, m
 
 
 def test_the_commit_goes_in_the_folded_block_not_the_provenance_sentence(monkeypatch):

@@ -442,6 +442,42 @@ def table14_claim(paper: pd.DataFrame, committed: Mapping) -> tuple[str, str]:
     return a.scale, f"{a.verdict}: {a.ours}; {a.paper}: {a.why}"
 
 
+def _span(values: list[float]) -> str:
+    """Ratios as one ratio or a range, "3.24×" or "3.24-3.42×"."""
+    lo, hi = prose.ratio(min(values)), prose.ratio(max(values))
+    return lo if lo == hi else f"{lo.removesuffix('×')}-{hi}"
+
+
+def table14_cells(paper: pd.DataFrame, committed: Mapping) -> tuple[str, str]:
+    """The introduction's claims row for Table 14 in a few words (scale, does ours agree): the
+    verdict of :func:`agreement`, then iFeAT's whole training time as a multiple of ERM's over the
+    measurements beside the paper's (a range), the paper's FeAT ratios, and Bonsai's beside them.
+    Chapter 07 gives the devices one by one, the step counts and what is kept apart
+    (:func:`table14_claim`, :func:`what_we_see`)."""
+    a = agreement(paper, committed)
+    if a.verdict == "not yet":
+        return a.scale, "-"
+    ours = [m for m in measured(committed) if m.source.beside_paper]
+    feat, bonsai = _paper_ratios(paper, "feat"), _paper_ratios(paper, "bonsai")
+    by_dataset = {}
+    for m in ours:
+        by_dataset.setdefault(m.source.dataset, []).append(m.source.device)
+    elsewhere = not any(d in feat for d in by_dataset)
+    scale = ("whole training time by the paper's schedule, full-size step times: "
+             + "; ".join(f"{DATASET_LABELS.get(d, d)} on {prose.listing(dict.fromkeys(devices))}"
+                         for d, devices in by_dataset.items())
+             + (" (not the paper's datasets)" if elsewhere else ""))
+    text = (f"{a.verdict}: iFeAT {_span([m.time_x_erm['ifeat'] for m in ours])} ERM's time (the paper's FeAT: "
+            f"{_span(list(feat.values()))})")
+    ours_bonsai = [m for m in ours if "bonsai" in m.time_x_erm]
+    if ours_bonsai and bonsai:
+        below = [m.time_x_erm["ifeat"] < m.time_x_erm["bonsai"] for m in ours_bonsai]
+        where = "below" if all(below) else "not below" if not any(below) else "beside"
+        text += (f", {where} Bonsai's {_span([m.time_x_erm['bonsai'] for m in ours_bonsai])} (the paper's: "
+                 f"{_span(list(bonsai.values()))})")
+    return scale, text
+
+
 def what_we_see(paper: pd.DataFrame, committed: Mapping) -> str:
     """Chapter 07's "What we see" on the committed measurements: the same quantity and numbers
     as the claims row (:func:`table14_claim`), then per step and memory, then what is kept apart."""

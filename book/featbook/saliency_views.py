@@ -483,15 +483,16 @@ def committed_maps(maps: pd.DataFrame, seed: int, image_size: tuple[int, int]) -
     return drawn, predictions
 
 
-def erm_trend_sentence(summary: pd.DataFrame) -> str:
-    """What longer ERM training does in a committed study (:func:`featlib.experiments.gap_studies.saliency_summary`),
-    set against the paper's remark that ERM "even forgets certain features with longer training"
-    (Sec. 6, Fig. 4): each colour measure from ERM's shortest to its longest training, the change
-    counted only where it exceeds the larger of the two seed stds, and whether the study shows ERM
-    leaning on colour more with more epochs. Empty without two ERM snapshots."""
+def erm_trend(summary: pd.DataFrame) -> tuple[str, list[str]]:
+    """What longer ERM training does to the colour measures of a committed study
+    (:func:`featlib.experiments.gap_studies.saliency_summary`), from ERM's shortest to its longest
+    training, a change counted only where it exceeds the larger of the two seed stds: "towards" (every
+    measure moves towards colour, the paper's remark that ERM forgets features), "mixed", "away" or
+    "within" (the seeds' spread), with each measure's move as a phrase; ("", []) without two ERM
+    snapshots. :func:`erm_trend_sentence` (chapter 06) and the claims table read it."""
     erm = summary[summary["model"].str.startswith("ERM ")]
     if len(erm) < 2:
-        return ""
+        return "", []
     first, last = erm.iloc[0], erm.iloc[-1]
     moves, parts = [], []
     labels = {"colour_flip_rate": "the colour-swap flip rate", "colour_share_ig": "the IG share on colour",
@@ -504,17 +505,29 @@ def erm_trend_sentence(summary: pd.DataFrame) -> str:
         moves.append(0 if abs(change) <= noise else (1 if change > 0 else -1))
         parts.append(f"{label} goes from {prose.percent(first[measure])} to {prose.percent(last[measure])}")
     if not moves:
+        return "", []
+    trend = ("towards" if all(m > 0 for m in moves) else "mixed" if any(m > 0 for m in moves)
+             else "away" if any(m < 0 for m in moves) else "within")
+    return trend, parts
+
+
+def erm_trend_sentence(summary: pd.DataFrame) -> str:
+    """What longer ERM training does in a committed study (:func:`featlib.experiments.gap_studies.saliency_summary`),
+    set against the paper's remark that ERM "even forgets certain features with longer training"
+    (Sec. 6, Fig. 4): each colour measure from ERM's shortest to its longest training, the change
+    counted only where it exceeds the larger of the two seed stds (:func:`erm_trend`), and whether the
+    study shows ERM leaning on colour more with more epochs. Empty without two ERM snapshots."""
+    trend, parts = erm_trend(summary)
+    if not trend:
         return ""
-    if all(m > 0 for m in moves):
-        said = "ERM leans on colour more with longer training, as the paper's remark says"
-    elif any(m > 0 for m in moves):
-        said = "the measures disagree on whether longer training moves ERM towards colour"
-    elif any(m < 0 for m in moves):
-        said = ("longer training moves ERM a little away from colour, not towards it: this study does not show the "
-                "paper's remark that ERM forgets features with longer training")
-    else:
-        said = ("ERM's reliance on colour stays within the seeds' spread: this study does not show the paper's "
-                "remark that ERM forgets features with longer training")
+    erm = summary[summary["model"].str.startswith("ERM ")]
+    first, last = erm.iloc[0], erm.iloc[-1]
+    said = {"towards": "ERM leans on colour more with longer training, as the paper's remark says",
+            "mixed": "the measures disagree on whether longer training moves ERM towards colour",
+            "away": ("longer training moves ERM a little away from colour, not towards it: this study does not show "
+                     "the paper's remark that ERM forgets features with longer training"),
+            "within": ("ERM's reliance on colour stays within the seeds' spread: this study does not show the paper's "
+                       "remark that ERM forgets features with longer training")}[trend]
     return (f"From {first['model']} to {last['model']}: " + prose.listing(parts) + f" (means over the seeds); {said}.")
 
 
