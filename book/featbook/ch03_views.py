@@ -5,6 +5,9 @@ numbers of :mod:`featlib.experiments.cmnist_analysis`.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -82,9 +85,16 @@ def nf_pieces_title(nf_runs: pd.DataFrame, records: pd.DataFrame, dataset: str) 
 def nf_pieces_sentence(nf_runs: pd.DataFrame, records: pd.DataFrame, dataset: str, folder: str) -> str:
     """Chapter 03: what committed ERM-NF pieces (the whole-network runs of Fig. 1(b), from a GPU
     sitting) are, and what they can carry: under 3 seeds, how the figure looks at full size, not its verdict."""
+    return (f"**Committed: the whole-network runs at full size** ({nf_provenance(nf_runs, records, [dataset], folder)}). "
+            + nf_pieces_verdict(nf_runs))
+
+
+def nf_pieces_verdict(nf_runs: pd.DataFrame) -> str:
+    """What committed whole-network runs of Fig. 1(b) carry, without where they were made: the mean
+    spread between an objective's best and worst pre-training length, set against the seeds' own
+    spread; under 3 seeds how the figure looks at full size, not its verdict."""
     spread, noise, _, _ = pretraining_findings(nf_runs, None)
-    text = (f"**Committed: the whole-network runs at full size** ({nf_provenance(nf_runs, records, [dataset], folder)}). "
-            f"Between an objective's best and worst pre-training length the best penalty weight's accuracy moves by "
+    text = (f"Between an objective's best and worst pre-training length the best penalty weight's accuracy moves by "
             f"{prose.number(spread, 1)} points on average. ")
     seeds = nf_runs["seed"].nunique()
     if seeds == 1:
@@ -102,6 +112,187 @@ def nf_pieces_sentence(nf_runs: pd.DataFrame, records: pd.DataFrame, dataset: st
                     f"that is not the paper's finding: the dependence on ERM's length stays under the "
                     f"{prose.number(FIG1B_DEPENDENCE_POINTS, 0)} points this book asks of it."))
     return text
+
+
+def curve_shape(nf_runs: pd.DataFrame, near: float = 0.10) -> pd.DataFrame:
+    """The shape of Fig. 1(b)'s curves, per penalised objective (the best penalty weight per length,
+    :func:`~featlib.experiments.cmnist_analysis.best_over_weights`): its accuracy with the shortest
+    pre-training (``start``), its best (``best``, after ``best_epochs``), with the longest
+    (``last``), and ``flat``: every length within ``near`` of chance (50%)."""
+    curves = best_over_weights(nf_runs)
+    curves = curves[curves["objective"] != "erm"].sort_values("pretrain_epochs")
+    rows = []
+    for objective, frame in curves.groupby("objective", sort=False):
+        best = frame.loc[frame["mean"].idxmax()]
+        rows.append({"objective": objective, "start": float(frame["mean"].iloc[0]), "best": float(best["mean"]),
+                     "best_epochs": int(best["pretrain_epochs"]), "last": float(frame["mean"].iloc[-1]),
+                     "last_epochs": int(frame["pretrain_epochs"].iloc[-1]),
+                     "off_chance": float((frame["mean"] - 0.5).abs().max()),
+                     "flat": bool(((frame["mean"] - 0.5).abs() < near).all())})
+    return pd.DataFrame(rows)
+
+
+def curve_shape_sentence(nf_runs: pd.DataFrame, near: float = 0.10) -> str:
+    """What Fig. 1(b)'s curves do, read from the data (:func:`curve_shape`): where the objectives
+    start, which rise to a best length and fall after it (the range of best lengths, and how far
+    below their best they end), which are still rising at the longest length, and which stay within
+    ``near`` of chance at every length."""
+    shape = curve_shape(nf_runs, near)
+    if shape.empty:
+        return ""
+    name = lambda rows: prose.listing([OBJECTIVE_LABELS.get(o, o) for o in rows["objective"]])
+    pts = lambda v: prose.number(100 * v, 1)
+    first = int(best_over_weights(nf_runs)["pretrain_epochs"].min())
+    text = ((f"With {first} epochs of ERM pre-training" if first else "Without ERM pre-training")
+            + " every penalised objective scores "
+            + f"{pts(shape['start'].min())}–{pts(shape['start'].max())}%, near chance.")
+    moving = shape[~shape["flat"]]
+    peaked = moving[moving["best_epochs"] < moving["last_epochs"]]
+    rising = moving[moving["best_epochs"] == moving["last_epochs"]]
+    if len(peaked):
+        lo, hi = peaked["best_epochs"].min(), peaked["best_epochs"].max()
+        when = f"{lo}" if lo == hi else f"{lo}–{hi}"
+        drop = peaked["best"] - peaked["last"]
+        text += (f" {name(peaked)} rise to their best after {when} epochs "
+                 f"({pts(peaked['best'].min())}–{pts(peaked['best'].max())}%) and fall after it: with "
+                 f"{int(peaked['last_epochs'].iloc[0])} epochs they are {pts(drop.min())}–{pts(drop.max())} points "
+                 "below their best, so longer pre-training is not better past a point.")
+    if len(rising):
+        text += f" {name(rising)} {'is' if len(rising) == 1 else 'are'} best at the longest length."
+    flat = shape[shape["flat"]]
+    if len(flat):
+        text += (f" {name(flat)} {'stays' if len(flat) == 1 else 'stay'} within "
+                 f"{pts(flat['off_chance'].max())} points of 50% at every length: no pre-training length makes "
+                 f"{'it' if len(flat) == 1 else 'them'} better than chance by much.")
+    return text
+
+
+def own_run_note(run) -> str:
+    """What chapter 03's own run (a :class:`featbook.run_scale.RunScale`) can show: at reduced size,
+    that every step runs, not the effect; at a size that compares methods, its numbers beside the
+    committed ones."""
+    if run.can_compare_methods:
+        return ("At this size the objectives' differences can be read against the seeds' spread; the numbers are "
+                "this run's, beside the committed ones above, not in place of them.")
+    return ("At this size the accuracies are far from the full-size ones: the run shows that every objective trains "
+            "at every pre-training length and that the figure and table are drawn, and it ranks nothing. The "
+            "parameters cell's defaults are the paper's protocol.")
+
+
+@dataclass
+class CommittedCurves:
+    """Committed runs of Fig. 1(b) as chapter 03 draws them: ``runs`` (one row per run, with
+    ``pretrain_epochs``; None when nothing is committed), FeAT's best per objective and its epochs
+    (None without), the figure's ``title``, how many seeds, whether these are the full protocol's
+    results (``full``), and what :meth:`show_source` displays under the figure: the folded
+    provenance (``made_by``, HTML) or why nothing is shown (``missing``)."""
+
+    runs: pd.DataFrame | None = None
+    feat: pd.DataFrame | None = None
+    feat_epochs: int | None = None
+    title: str = ""
+    seeds: int = 0
+    full: bool = False
+    made_by: str = ""
+    missing: str = ""
+    located: Any = None
+
+    @property
+    def nf_seeds(self) -> int | None:
+        """The seeds of committed whole-network pieces (None when none are shown, or the full results are)."""
+        return None if self.runs is None or self.full else self.seeds
+
+    def show_source(self) -> None:
+        from IPython.display import HTML, Markdown, display
+
+        if self.made_by:
+            display(HTML(self.made_by))
+        elif self.missing:
+            display(Markdown(self.missing))
+
+
+def committed_whole_network(committed_results: str | None, committed_nf_pieces: str | None,
+                            dataset: str) -> CommittedCurves:
+    """Chapter 03's whole-network (ERM-NF) evidence: the full protocol's committed results when
+    there are some (with FeAT's stars), else the committed ERM-NF pieces of GPU sittings, else why
+    none is shown."""
+    from featbook import committed, evidence
+    from featlib.experiments.colored_mnist import select_best
+    from featlib.experiments.results import load_results
+    from featlib.experiments.table2_pieces import load_pieces
+    from featlib.experiments import cmnist_analysis as analysis
+
+    located = committed.locate(committed_results)
+    full = committed.load(located, load_results)
+    if full is not None:
+        runs = full["runs"][full["runs"]["dataset"] == dataset]
+        nf = runs[runs["learner"] == "erm-nf"]
+        feat = select_best(runs[runs["learner"] == "feat"]) if (runs["learner"] == "feat").any() else None
+        seeds = int(nf["seed"].nunique())
+        return CommittedCurves(nf, feat, analysis.feat_epochs(full["rounds"], dataset=dataset),
+                               f"{DATASET_LABELS[dataset]}, committed full-scale results", seeds, True,
+                               evidence.made_by(evidence.provenance_line("Committed full-scale results",
+                                                                         full["provenance"], "50,000 training images"),
+                                                full["provenance"]), located=located)
+    located_nf = committed.locate(committed_nf_pieces)
+    pieces = committed.load(located_nf, load_pieces)
+    if pieces is not None:
+        nf = pieces["runs"].query("dataset == @dataset and learner == 'erm-nf'")
+        if len(nf):
+            folder = str(committed_nf_pieces).removeprefix("../")
+            return CommittedCurves(nf, None, None, nf_pieces_title(nf, pieces["records"], dataset),
+                                   int(nf["seed"].nunique()), False,
+                                   evidence.made_by(nf_provenance(nf, pieces["records"], [dataset], folder)),
+                                   located=located)
+    return CommittedCurves(missing=evidence.missing([located, located_nf], "ColoredMNIST protocol",
+                                                    "python -m featlib.cli.run_cmnist --out results/cmnist"),
+                           located=located)
+
+
+def committed_frozen(committed_pretraining: str | None, dataset: str) -> CommittedCurves:
+    """Chapter 03's frozen-feature study (``gap_studies frozen-pretraining``): ERM's featurizer
+    frozen after each length, and iFeAT's features as the stars; or why none is shown."""
+    from featbook import committed, evidence
+    from featlib.experiments.colored_mnist import select_best
+    from featlib.experiments.results import load_study
+
+    located = committed.locate(committed_pretraining)
+    study = committed.load(located, load_study, "frozen-pretraining")
+    if study is None:
+        return CommittedCurves(missing=evidence.missing(
+            located, "frozen-feature study",
+            "python -m featlib.cli.gap_studies frozen-pretraining --out results/cmnist-pretraining"), located=located)
+    frame = study["frame"].query("dataset == @dataset")
+    runs = frame[frame["learner"] == "erm"].rename(columns={"erm_epochs": "pretrain_epochs"})
+    feat_rows = frame[frame["learner"] == "ifeat"]
+    feat = select_best(feat_rows.assign(pretrain_epochs=0))
+    seeds = int(frame["seed"].nunique())
+    said = f"mean of {prose.count(seeds, 'seed')}" if seeds > 1 else f"seed {int(frame['seed'].iloc[0])} only"
+    return CommittedCurves(runs, feat, int(feat_rows["erm_epochs"].iloc[0]),
+                           f"{DATASET_LABELS[dataset]}, frozen features, {said}", seeds, False,
+                           evidence.made_by(evidence.provenance_line("The committed frozen-feature study",
+                                                                     study["provenance"], "50,000 training images"),
+                                            study["provenance"]), located=located)
+
+
+def frozen_sentence(frozen: CommittedCurves) -> str:
+    """What chapter 03's frozen-feature figure shows, from its data: the curves' shape
+    (:func:`curve_shape_sentence`), how far an objective moves between its best and worst ERM length
+    against the seeds' spread, and FeAT's stars against the best length."""
+    if frozen.runs is None:
+        return "No frozen-feature study is committed yet, so the figure above is empty."
+    from featlib.experiments.cmnist_analysis import feat_against_lengths
+
+    spread, noise, _, _ = pretraining_findings(frozen.runs, frozen.feat)
+    seed_spread = (f"the seeds' own spread is about {prose.points(noise / 100, sign=False)}" if frozen.seeds > 1 else
+                   "one seed so far, so no seed-to-seed spread to set it against")
+    return (curve_shape_sentence(frozen.runs)
+            + f" On average an objective moves by {prose.points(spread / 100, sign=False)} between its best and "
+            f"worst ERM length ({seed_spread}). "
+            + feat_against_lengths_sentence(feat_against_lengths(frozen.runs, frozen.feat), frozen.seeds)
+            + " (IB-IRM is left out: on frozen features its bottleneck term is a constant, so it trains as IRMv1.) "
+            f"FeAT's stars sit at the {frozen.feat_epochs} epochs its feature learning spent, the round its "
+            "termination check rolled back included; the features it keeps are those of the rounds before.")
 
 
 def pretraining_summary(summary: pd.DataFrame) -> Table:

@@ -151,6 +151,28 @@ def show(what: str, prov: Mapping[str, Any], size: str | None = None) -> None:
     display(HTML(command_block(prov)))
 
 
+def made_by(line: str, prov: Mapping[str, Any] | None = None,
+            summary: str = "How these results were made") -> str:
+    """HTML: the one collapsed line under a committed figure or table. Its summary is all the
+    reading text shows; inside are the provenance ``line`` (:func:`provenance_line`, or any sentence
+    of the same kind, with `code` in backticks) and, given ``prov``, the recorded command and commit
+    (:func:`command_block`). Device, wall time, caches and commits stay inside the fold."""
+    import re
+
+    body = "<p>" + re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(line, quote=False)) + "</p>"
+    if prov is None:
+        return f'<details class="feat-provenance"><summary>{html.escape(summary)}</summary>{body}</details>'
+    return command_block(prov, summary).replace("</summary>", "</summary>" + body, 1)
+
+
+def show_made_by(what: str, prov: Mapping[str, Any], size: str | None = None,
+                 summary: str = "How these results were made") -> None:
+    """Display :func:`made_by` of :func:`provenance_line` (the folded form of :func:`show`)."""
+    from IPython.display import HTML, display
+
+    display(HTML(made_by(provenance_line(what, prov, size), prov, summary)))
+
+
 def termination_summary(stops, max_rounds: int, learner: str = "ifeat", label: str | None = None) -> str:
     """How the rounds of ``learner`` ended, from :func:`featlib.experiments.cmnist_analysis.stop_rounds`'s
     frame (one row per dataset and seed, ``discarded_round`` NaN when no round was discarded):

@@ -328,6 +328,77 @@ def triples_figure(images, maps: dict, predictions: pd.DataFrame, pair: list[str
     return figure
 
 
+def pick_rows(predictions: pd.DataFrame, pair: Sequence[str], n: int) -> list[int]:
+    """Which images a triple figure shows, by a rule on the data rather than by hand: the first
+    image of each label, then the first on which the two models of ``pair`` disagree, then the next
+    images in order until there are ``n`` (fewer when there are fewer images); in image order."""
+    chosen: list[int] = []
+    for y in sorted(predictions["label"].unique()):
+        chosen.append(int(np.flatnonzero(predictions["label"].to_numpy() == y)[0]))
+    disagree = np.flatnonzero(predictions[pair[0]].to_numpy() != predictions[pair[1]].to_numpy())
+    if len(disagree) and not set(disagree.tolist()) & set(chosen):
+        chosen.append(int(disagree[0]))
+    chosen = chosen[:n]
+    rest = (i for i in range(len(predictions)) if i not in chosen)
+    while len(chosen) < min(n, len(predictions)):
+        chosen.append(next(rest))
+    return sorted(chosen)
+
+
+def rows_note(predictions: pd.DataFrame, pair: Sequence[str], rows: Sequence[int]) -> str:
+    """What the chosen ``rows`` (:func:`pick_rows`) hold, for the text under a triple figure: how many
+    of each label, and on how many the two models of ``pair`` disagree (none: the rule found no
+    disagreement among the images it looked at)."""
+    shown = predictions.iloc[list(rows)]
+    labels = prose.listing([f"{int((shown['label'] == y).sum())} of label {y}"
+                            for y in sorted(shown["label"].unique())])
+    disagree = int((shown[pair[0]] != shown[pair[1]]).sum())
+    looked = len(predictions)
+    return (f"The rows are {labels}; the two models disagree on {disagree} of them"
+            + ("" if disagree else f" (they agree on all {looked} images the rule looked at)") + ".")
+
+
+def committed_studies(located) -> dict:
+    """The committed saliency studies that load, the largest first, each with its ``-maps`` study
+    when one was committed (``found["maps"]``)."""
+    from featbook import committed
+    from featlib.experiments.gap_studies import SALIENCY_STUDIES
+    from featlib.experiments.results import load_study
+
+    studies = {}
+    for name in SALIENCY_STUDIES:
+        found = committed.load(located, load_study, name)
+        if found is not None:
+            studies[name] = dict(found, maps=committed.load(located, load_study, f"{name}-maps"))
+    return studies
+
+
+def study_size(found: dict) -> str:
+    """A committed study's size in words: its training images and its form."""
+    from featlib.experiments.gap_studies import saliency_summary
+
+    n = int(saliency_summary(found["frame"])["n_train"].iloc[0])
+    return f"{prose.integer(n)} training images" + (study_form(found["frame"]) or
+                                                     ", the paper's CNN on the colour-patch images")
+
+
+def show_study(name: str, found: dict) -> None:
+    """A committed study as chapter 06 shows it: its table of measures (mean ± std over the
+    seeds), how it was made folded under it, and what it shows (:func:`direction_sentence`,
+    :func:`erm_trend_sentence`)."""
+    from IPython.display import HTML, Markdown, display
+
+    from featbook import evidence
+    from featlib.experiments.gap_studies import saliency_direction, saliency_summary
+
+    summary = saliency_summary(found["frame"])
+    display(committed_table(summary))
+    display(HTML(evidence.made_by(evidence.provenance_line(f"The committed study `{name}`", found["provenance"],
+                                                           study_size(found)), found["provenance"])))
+    display(Markdown(direction_sentence(saliency_direction(found["frame"]), int(summary["n_train"].iloc[0]),
+                                        study_form(found["frame"])) + " " + erm_trend_sentence(summary)))
+
+
 def short_name(model: str) -> str:
     """"ERM 150 epochs" -> "ERM 150", "FeAT 2 rounds" -> "FeAT": column heads of a narrow grid."""
     return model.replace(" epochs", "").replace(" rounds", " r.").replace("FeAT 2 r.", "FeAT")
