@@ -143,6 +143,23 @@ def run_it_yourself(run) -> str:
             "evidence above.")
 
 
+def show_markdown(text: str) -> None:
+    """Display ``text`` (a sentence of this module's, or a view's) as Markdown under a cell."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(text))
+
+
+def show_missing(located, what: str, command: str) -> None:
+    """Display :func:`missing`: why the committed ``what`` is not shown, and the command that makes it."""
+    show_markdown(missing(located, what, command))
+
+
+def show_run_it_yourself(run) -> None:
+    """Display :func:`run_it_yourself`: this page's own run, its size and what it can show."""
+    show_markdown(run_it_yourself(run))
+
+
 def show(what: str, prov: Mapping[str, Any], size: str | None = None) -> None:
     """Display :func:`provenance_line` as Markdown and :func:`command_block` as HTML."""
     from IPython.display import HTML, Markdown, display
