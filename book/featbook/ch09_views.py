@@ -266,7 +266,7 @@ def clove_01_conclusion(summary: pd.DataFrame, threshold: float | None = None) -
 
 
 CLOVE_GRID_LABELS = {"script": "the Bonsai authors' script: 1, 5, 10, 50, 100",
-                     "f1": "Appendix F.1: 1e1 to 1e5 (the pieces the decided grid replaced in Table 2)"}
+                     "f1": "Appendix F.1: 1e1 to 1e5 (the runs the decided grid replaced in Table 2)"}
 
 
 def clove_grid_table(summary: pd.DataFrame) -> Table:
@@ -323,11 +323,11 @@ def clove_grid_conclusion(summary: pd.DataFrame, threshold: float | None = None)
              + ("met: the script's weights are the decision (featlib.hparams.DECISIONS), for every column alike."
                 if within and smaller else "not met: Appendix F.1's grid stays."))
     if within and smaller and "clove" not in OBJECTIVE_GRIDS.get("cmnist01", {}):
-        text += (" Table 2 takes them together with the 15 pieces that apply them "
+        text += (" Table 2 takes them together with the 15 runs that apply them "
                  "(featlib.hparams.OBJECTIVE_GRIDS); until then its ColoredMNIST-01 CLOvE cells are Appendix F.1's.")
     elif within and smaller:
         text += (" Table 2 applies them (featlib.hparams.OBJECTIVE_GRIDS): its ColoredMNIST-01 CLOvE cells are "
-                 "this grid's, and the table's Appendix F.1 row holds the pieces they replaced.")
+                 "this grid's, and the table's Appendix F.1 row holds the runs they replaced.")
     edge = script["penalty_weight"].eq(script["penalty_weight"].max()).all() and len(script)
     if edge:
         text += (f" Every cell picks the script's largest weight, {prose.number(float(script['penalty_weight'].max()), 0)}: "
