@@ -53,7 +53,7 @@ def test_the_two_bit_figure_2_is_a_grid_that_fits_the_column():
 
 
 def test_table_2_against_the_papers_puts_each_frozen_cell_at_the_papers_and_our_means():
-    from featbook.ch04_views import table2_against_paper_figure
+    from featbook.ch09_views import table2_against_paper_figure
     from featlib.experiments.paper_values import TABLE2
 
     rows = [{"dataset": d, "learner": l, "objective": o, "penalty_weight": 1e2, "pretrain_epochs": 0, "seed": s,

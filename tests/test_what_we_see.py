@@ -110,7 +110,11 @@ def test_chapter_04_reads_the_committed_frozen_columns_beside_the_papers():
     assert "ERM's features with IGA on ColoredMNIST-01, 10.0 points above the paper" in text
     assert "partly built in" in text  # today's OOD length was chosen against the paper's table
     assert "partly built in" not in ch04_views.frozen_columns_sentence(moved.reset_index(), earlier=True)
-    assert "ERM-NF column comes from GPU sittings" in text and "not committed yet" not in text
+    assert "ERM-NF column is trained on a GPU and is shown apart" in text and "not committed yet" not in text
+    # where its cells hold 3 seeds, the ERM-NF column stands in the table, and the sentence says so (one thing)
+    joined = ch04_views.frozen_columns_sentence(moved.reset_index(), nf_datasets=["cmnist025"])
+    assert "stands in the table for ColoredMNIST-025" in joined and "shown apart" not in joined
+    assert "ColoredMNIST-01's cells wait for a GPU" in joined
     one_seed = frozen_columns(pd.concat([_paper_runs({}, seeds=(1,))])).reset_index(drop=True)
     assert "(the committed pieces, 1\u00a0seed per cell" in ch04_views.feat_what_we_see(None, False, frozen=one_seed)
 

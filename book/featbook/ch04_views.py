@@ -28,13 +28,14 @@ from featlib.feature_learning.termination import DEFAULT_TERMINATION_THRESHOLD
 
 
 # -- Table 2 from the committed pieces -------------------------------------------------------------
-def table2_from_pieces(pieces: dict, learners: Sequence[str]) -> tuple[str, Tables]:
+def table2_from_pieces(pieces: dict, learners: Sequence[str], first: Sequence[str] = ()) -> tuple[str, Tables]:
     """Chapter 04's Table 2 from committed pieces (:func:`featlib.experiments.table2_pieces.load_pieces`):
     the sentence that introduces it (how many pieces, made on what, over how many seeds) and the
     tables, every column of ``learners`` shown (but ERM-NF where no piece has it), a cell without a piece
     reading *not yet run*. Where
     every cell has the same number of seeds the sentence says it once; otherwise each cell says
-    its own ("n = 2")."""
+    its own ("n = 2"). ``first``: learner ids whose columns come first (:func:`featbook.cmnist_shared.table2`).
+    Chapter 04 shows the sentence folded under the table (:func:`featbook.cmnist_shared.collapsed_provenance`)."""
     records = pieces["records"]
     counts = sorted(set(select_best(pieces["runs"])["n_seeds"])) if not pieces["runs"].empty else []
     uniform = len(counts) == 1
@@ -62,8 +63,11 @@ def table2_from_pieces(pieces: dict, learners: Sequence[str]) -> tuple[str, Tabl
     intro += ("; the whole-network ERM-NF column is not in these pieces: GPU sittings add it, and it is shown "
               "apart below." if nf_apart else ".")
     shown = table2(frame,
-                   "Table 2, committed pieces",
-                   note=f"Each cell: ours (mean ± std over {over}, %), the paper's value under it in grey. On frozen "
+                   "Table 2 at full size (50,000 training images), ours beside the paper's",
+                   first=first,
+                   note=f"Each cell: ours (mean ± std over {over}, %), the paper's value under it in grey"
+                        + ("; a cell reading not yet run has no run at full size yet" if missing else "")
+                        + ". On frozen "
                         "features IB-IRM's bottleneck term is a constant, so it trains as IRMv1 and its cells repeat "
                         "IRMv1's, as in the paper's table; the counts of rows on this page take that row once. The "
                         "oracle is one model "
@@ -83,15 +87,17 @@ def progress_sentence(runs: pd.DataFrame, min_seeds: int = TABLE2_MIN_SEEDS) -> 
             if complete else "no whole seed yet")
     rest = "".join(f"; seed {s}: {n} of {cells} cells" for s, n in sorted(partial.items()))
     return (f"Today's protocol has {done} of its frozen columns at full size{rest}. The table above "
-            f"switches to it when every cell has {prose.count(min_seeds, 'seed')}; until then these pieces "
+            f"switches to it when every cell has {prose.count(min_seeds, 'seed')}; until then these runs "
             "rank nothing.")
 
 
-def nf_column_sentence(nf_runs: pd.DataFrame, records: pd.DataFrame, folder: str) -> str:
+def nf_column_sentence(nf_runs: pd.DataFrame, records: pd.DataFrame, folder: str, provenance: bool = True) -> str:
     """Chapter 04: the committed ERM-NF pieces shown apart from Table 2 while they hold fewer
-    seeds than a comparison needs (3), or beside it once they do."""
+    seeds than a comparison needs (3), or beside it once they do. ``provenance=False``: without
+    the bracket saying how they were made (the chapter folds it under the table, :func:`nf_made`)."""
     datasets = [d for d in DATASET_LABELS if d in set(nf_runs["dataset"])]
-    text = f"**The whole-network column** ({nf_provenance(nf_runs, records, datasets, folder)}). "
+    text = (f"**The whole-network column** ({nf_provenance(nf_runs, records, datasets, folder)}). " if provenance
+            else "**The whole-network column.** ")
     joined = nf_ranked_datasets(nf_runs)
     if not joined:
         text += (f"While its cells hold fewer than {TABLE2_MIN_SEEDS} seeds, the column stands here, apart from Table 2: "
@@ -118,6 +124,12 @@ def nf_column_sentence(nf_runs: pd.DataFrame, records: pd.DataFrame, folder: str
                  + (f". Over {prose.count(n, 'seed')} this is a draw, not a verdict on whether the column reproduces."
                     if n < 3 else "."))
     return text
+
+
+def nf_made(nf_runs: pd.DataFrame, records: pd.DataFrame, folder: str) -> str:
+    """How the committed ERM-NF runs were made, for the collapsed line under their table."""
+    datasets = [d for d in DATASET_LABELS if d in set(nf_runs["dataset"])]
+    return nf_provenance(nf_runs, records, datasets, folder).replace("`", "") + "."
 
 
 def distance_table(runs: pd.DataFrame, caption: str) -> Table:
@@ -159,45 +171,16 @@ def comparison(wins: pd.DataFrame, feat: str = "ifeat") -> Table:
     return table(frame, caption="Best mean OOD accuracy (%) on frozen features")
 
 
-def table2_against_paper_figure(runs: pd.DataFrame, learners=FROZEN_LEARNERS, title: str | None = None):
-    """Table 2 cell by cell, ours against the paper's: one panel per dataset, each cell (objective x
-    learner, best configuration) a point at (the paper's mean, our mean) with the
-    two standard deviations as bars, coloured by learner; on the diagonal ours equals the
-    paper's. The ERM objective's cells (about 10-20%) are left out: the penalised objectives are
-    where the learners differ."""
-    best = select_best(runs[runs["learner"].isin(learners) & (runs["objective"] != "erm")])
-    datasets = [d for d in DATASET_LABELS if d in set(best["dataset"])]
-    fig, axes = style.panels(len(datasets), max_columns=2, extra_height=0.8)
-    for ax, dataset in zip(axes, datasets):
-        part = best[best["dataset"] == dataset]
-        values = []
-        for learner in learners:
-            rows = part[part["learner"] == learner]
-            paper = [TABLE2.get(dataset, {}).get(o, {}).get(learner, (np.nan, np.nan)) for o in rows["objective"]]
-            x, xerr = np.array([m for m, _ in paper], dtype=float), np.array([e for _, e in paper], dtype=float)
-            y, yerr = 100 * rows["mean"].to_numpy(), 100 * rows["std"].to_numpy()
-            ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", ms=4, capsize=0, lw=0.8,
-                        color=style.colour(learner, default="#999999"), label=LEARNER_LABELS[learner])
-            ok = np.isfinite(x)  # the limits hold every point with its bars
-            values += [*(x - xerr)[ok], *(x + xerr)[ok], *(y - np.nan_to_num(yerr)), *(y + np.nan_to_num(yerr))]
-        lo, hi = (min(values) - 2, max(values) + 2) if values else (0, 100)
-        ax.plot([lo, hi], [lo, hi], color="#999999", lw=0.8, ls="--", zorder=0)
-        ax.set(xlim=(lo, hi), ylim=(lo, hi), xlabel="the paper's Table 2 (%)", ylabel="ours (%)",
-               title=DATASET_LABELS[dataset])
-        ax.set_aspect("equal", adjustable="box")
-    style.legend_below(fig, axes, ncol=len(learners))
-    if title:
-        fig.suptitle(title, fontsize="medium")
-    return fig
-
-
 # -- what we see -----------------------------------------------------------------------------------
-def frozen_columns_sentence(frozen: pd.DataFrame, pieces: str = "the committed pieces", earlier: bool = False) -> str:
+def frozen_columns_sentence(frozen: pd.DataFrame, pieces: str = "the committed pieces", earlier: bool = False,
+                            nf_datasets: Sequence[str] = ()) -> str:
     """What Table 2's committed frozen-feature columns show beside the paper's, from
     :func:`~featlib.experiments.cmnist_analysis.frozen_columns`: where FeAT's features give the best mean (and where the
     paper's table says so), how far our cells lie from the paper's per column, and the largest gap.
     ``pieces`` names them (the earlier protocol's, while today's has too few seeds; ``earlier``: then
-    the sentence says that protocol's baselines are weaker, so its counts overstate FeAT's lead)."""
+    the sentence says that protocol's baselines are weaker, so its counts overstate FeAT's lead;
+    ``nf_datasets``: the datasets whose whole-network ERM-NF cells stand in the table,
+    :func:`~featlib.experiments.cmnist_analysis.nf_ranked_datasets`)."""
     order = {d: i for i, d in enumerate(DATASET_LABELS)}
     frozen = frozen.sort_values("dataset", key=lambda c: c.map(order)).reset_index(drop=True)
     lo, hi = int(frozen["min_seeds"].min()), int(frozen["max_seeds"].max())
@@ -223,7 +206,15 @@ def frozen_columns_sentence(frozen: pd.DataFrame, pieces: str = "the committed p
         text += (" That protocol's baselines sit below the paper's (its Bonsai round of 150 epochs and OOD stage of "
                  "1,000 steps: chapter 09's decisions), which widens FeAT's lead by itself; today's protocol decides "
                  f"the ranking once every cell has {prose.count(TABLE2_MIN_SEEDS, 'seed')}.")
-    return text + " The whole-network ERM-NF column comes from GPU sittings and is shown apart from this table."
+    if nf_datasets:
+        rest = [DATASET_LABELS[d] for d in DATASET_LABELS if d in set(frozen["dataset"]) and d not in nf_datasets]
+        return text + (f" The whole-network ERM-NF column stands in the table for "
+                       f"{prose.listing(DATASET_LABELS[d] for d in DATASET_LABELS if d in nf_datasets)}, where each of "
+                       f"its cells holds {prose.count(TABLE2_MIN_SEEDS, 'seed')} or more"
+                       + (f" ({prose.listing(rest)}'s cells wait for a GPU)" if rest else "")
+                       + "; like the paper's, FeAT's margin is not compared with it.")
+    return text + (" The whole-network ERM-NF column is trained on a GPU and is shown apart from this table until "
+                   f"each of its cells holds {prose.count(TABLE2_MIN_SEEDS, 'seed')}.")
 
 
 #: Today's protocol chose its OOD stage's length (which the paper does not give) as the one that
@@ -282,9 +273,9 @@ def so_far_sentence(runs: pd.DataFrame) -> str:
     z = distance["z"]
     datasets = prose.listing([label for d, label in DATASET_LABELS.items() if d in set(distance["dataset"])])
     if not whole or z.empty:
-        return ("**Today's protocol** has no whole seed of its frozen columns yet; its pieces so far are shown "
+        return ("**Today's protocol** has no whole seed of its frozen columns yet; its runs so far are shown "
                 "apart above.")
-    return (f"**Today's protocol** (its pieces apart above, {prose.count(whole, 'whole seed')} so far) puts every "
+    return (f"**Today's protocol** (its runs apart above, {prose.count(whole, 'whole seed')} so far) puts every "
             f"frozen column's mean distance from the paper's cells between {z.min():+.2f} and {z.max():+.2f} paper "
             f"standard deviations on {datasets}; with so few seeds this describes them and ranks nothing.")
 

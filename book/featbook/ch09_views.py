@@ -15,9 +15,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from featbook import prose
+from featbook import prose, style
 from featbook.tables import Stacked, Table, Tables, table
 from featlib.experiments.cmnist_analysis import FAR_Z, FROZEN_LEARNERS, best_by_step
+from featlib.experiments.colored_mnist import select_best
 from featlib.experiments.labels import DATASET_LABELS, LEARNER_LABELS, OBJECTIVE_LABELS
 from featlib.experiments.paper_values import TABLE2
 from featlib.hparams import OBJECTIVE_GRIDS
@@ -265,7 +266,7 @@ def clove_01_conclusion(summary: pd.DataFrame, threshold: float | None = None) -
 
 
 CLOVE_GRID_LABELS = {"script": "the Bonsai authors' script: 1, 5, 10, 50, 100",
-                     "f1": "Appendix F.1: 1e1 to 1e5 (the pieces the decided grid replaced in Table 2)"}
+                     "f1": "Appendix F.1: 1e1 to 1e5 (the runs the decided grid replaced in Table 2)"}
 
 
 def clove_grid_table(summary: pd.DataFrame) -> Table:
@@ -322,11 +323,11 @@ def clove_grid_conclusion(summary: pd.DataFrame, threshold: float | None = None)
              + ("met: the script's weights are the decision (featlib.hparams.DECISIONS), for every column alike."
                 if within and smaller else "not met: Appendix F.1's grid stays."))
     if within and smaller and "clove" not in OBJECTIVE_GRIDS.get("cmnist01", {}):
-        text += (" Table 2 takes them together with the 15 pieces that apply them "
+        text += (" Table 2 takes them together with the 15 runs that apply them "
                  "(featlib.hparams.OBJECTIVE_GRIDS); until then its ColoredMNIST-01 CLOvE cells are Appendix F.1's.")
     elif within and smaller:
         text += (" Table 2 applies them (featlib.hparams.OBJECTIVE_GRIDS): its ColoredMNIST-01 CLOvE cells are "
-                 "this grid's, and the table's Appendix F.1 row holds the pieces they replaced.")
+                 "this grid's, and the table's Appendix F.1 row holds the runs they replaced.")
     edge = script["penalty_weight"].eq(script["penalty_weight"].max()).all() and len(script)
     if edge:
         text += (f" Every cell picks the script's largest weight, {prose.number(float(script['penalty_weight'].max()), 0)}: "
@@ -502,3 +503,249 @@ def path_comparison_tables(comparison: pd.DataFrame, reference: str) -> Tables:
                         "where every seed gave the reference's accuracy; under it, the reference's mean → the "
                         "variant's (%).")
     return Tables(out)
+
+
+# -- how a Table 2 cell is chosen -------------------------------------------------------------------
+def table2_against_paper_figure(runs: pd.DataFrame, learners=FROZEN_LEARNERS, title: str | None = None):
+    """Table 2 cell by cell, ours against the paper's: one panel per dataset, each cell (objective x
+    learner, best configuration) a point at (the paper's mean, our mean) with the
+    two standard deviations as bars, coloured by learner; on the diagonal ours equals the
+    paper's. The ERM objective's cells (about 10-20%) are left out: the penalised objectives are
+    where the learners differ."""
+    best = select_best(runs[runs["learner"].isin(learners) & (runs["objective"] != "erm")])
+    datasets = [d for d in DATASET_LABELS if d in set(best["dataset"])]
+    fig, axes = style.panels(len(datasets), max_columns=2, extra_height=0.8)
+    for ax, dataset in zip(axes, datasets):
+        part = best[best["dataset"] == dataset]
+        values = []
+        for learner in learners:
+            rows = part[part["learner"] == learner]
+            paper = [TABLE2.get(dataset, {}).get(o, {}).get(learner, (np.nan, np.nan)) for o in rows["objective"]]
+            x, xerr = np.array([m for m, _ in paper], dtype=float), np.array([e for _, e in paper], dtype=float)
+            y, yerr = 100 * rows["mean"].to_numpy(), 100 * rows["std"].to_numpy()
+            ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", ms=4, capsize=0, lw=0.8,
+                        color=style.colour(learner, default="#999999"), label=LEARNER_LABELS[learner])
+            ok = np.isfinite(x)  # the limits hold every point with its bars
+            values += [*(x - xerr)[ok], *(x + xerr)[ok], *(y - np.nan_to_num(yerr)), *(y + np.nan_to_num(yerr))]
+        lo, hi = (min(values) - 2, max(values) + 2) if values else (0, 100)
+        ax.plot([lo, hi], [lo, hi], color="#999999", lw=0.8, ls="--", zorder=0)
+        ax.set(xlim=(lo, hi), ylim=(lo, hi), xlabel="the paper's Table 2 (%)", ylabel="ours (%)",
+               title=DATASET_LABELS[dataset])
+        ax.set_aspect("equal", adjustable="box")
+    style.legend_below(fig, axes, ncol=len(learners))
+    if title:
+        fig.suptitle(title, fontsize="medium")
+    return fig
+
+
+# -- the page's evidence, each shown by one call of a visible cell ---------------------------------
+def _show(*objects) -> None:
+    from IPython.display import HTML, Markdown, display
+
+    for obj in objects:
+        if obj is None or obj == "":
+            continue
+        if isinstance(obj, str):
+            obj = HTML(obj) if obj.startswith("<") else Markdown(obj)
+        display(obj)
+
+
+def _made(study) -> str:
+    from featbook.cmnist_shared import collapsed_provenance
+
+    return collapsed_provenance(study["provenance"], size=None, what="The study")
+
+
+def selection_table(by_test: pd.DataFrame, by_val: pd.DataFrame, caption: str) -> Table:
+    """The configuration each rule picks per objective (frames indexed by objective, penalty weight
+    and pre-training length, with the mean worst-test accuracy): the test-domain one (Table 2's)
+    and the validation-selected one beside it, each with its mean worst-test accuracy (%)."""
+    def side(frame):
+        frame = frame.reset_index().set_index("objective")
+        config = [f"{_weight(r.penalty_weight) if r.penalty_weight else 'no penalty'}, {int(r.pretrain_epochs)} ep."
+                  for r in frame.itertuples()]
+        return pd.DataFrame({"configuration": config, "acc": [prose.number(100 * v) for v in frame["worst_test_acc"]]},
+                            index=frame.index)
+    test, val = side(by_test), side(by_val)
+    order = [o for o in OBJECTIVE_LABELS if o in test.index]
+    rows = [{"objective": OBJECTIVE_LABELS[o],
+             "test-domain pick": Stacked(test.loc[o, "configuration"], f"{test.loc[o, 'acc']}%"),
+             "validation pick": Stacked(val.loc[o, "configuration"], f"{val.loc[o, 'acc']}%")} for o in order]
+    return table(pd.DataFrame(rows), caption=caption,
+                 note="Each cell: the penalty weight and ERM pre-training epochs picked, and under it the mean "
+                      "worst-test accuracy over seeds there (%).", key="the mean worst-test accuracy")
+
+
+def show_ood_lengths(committed_gaps) -> dict:
+    """The ``ood-length`` studies: each column's distance from the paper's cells per OOD length, under
+    both selection rules, with how each study was made folded under it; returns the summaries."""
+    from featbook import committed, evidence
+    from featlib.experiments.gap_studies import ood_length_summary
+    from featlib.experiments.results import load_study
+
+    located = committed.locate(committed_gaps)
+    studies = {d: committed.load(located, load_study, f"ood-length-{d[len('cmnist'):]}")
+               for d in ("cmnist025", "cmnist01")}
+    if not any(s is not None for s in studies.values()):
+        _show(evidence.missing(located, "OOD-length study",
+                               "python -m featlib.cli.gap_studies ood-length-025 --out results/cmnist-gaps"))
+    summaries = {}
+    for d, study in studies.items():
+        if study is None:
+            continue
+        summary = summaries[d] = ood_length_summary(study["frame"])
+        _show(ood_length_table(summary, d), ood_length_table(summary, d, score="val_acc"), _made(study))
+    return summaries
+
+
+def show_length_cell(committed_gaps, steps: int) -> bool:
+    """The study of the one cell the length leaves open (IRMX on ColoredMNIST-025's ERM features);
+    returns whether it is committed."""
+    from featbook import committed, evidence
+    from featlib.experiments.results import load_study
+
+    located = committed.locate(committed_gaps)
+    study = committed.load(located, load_study, "ood-length-025-erm")
+    if study is None:
+        _show(evidence.missing(located, "length study of the IRMX cell",
+                               "python -m featlib.cli.gap_studies ood-length-025-erm --seeds 1 2 3 4 5 "
+                               "--out results/cmnist-gaps"))
+        return False
+    _show(length_cells_table(study["frame"], "cmnist025", "erm", steps), _made(study),
+          length_cell_sentence(study["frame"], "cmnist025", "erm", "irmx", steps))
+    return True
+
+
+def show_head_average(committed_head_average, table7_rounds):
+    """Table 7's cells with the averaged and the summed head beside the paper's, on the seeds both
+    have; returns the averaged head's rounds (``None`` when not committed)."""
+    from featbook import committed, evidence
+    from featbook.cmnist_shared import collapsed_provenance
+    from featlib.experiments.cmnist_analysis import against_table7
+    from featlib.experiments.results import load_rounds
+
+    located = committed.locate(committed_head_average)
+    average = committed.load(located, load_rounds)
+    if average is None or table7_rounds is None:
+        _show(evidence.missing([located], "iFeAT run with the averaged head",
+                               "python -m featlib.cli.run_rounds --learners ifeat --head-combination average "
+                               "--out results/cmnist-rounds-average-head"))
+        return average
+    rounds = average["rounds"].query("learner == 'ifeat'")
+    for d in [d for d in DATASET_LABELS if d in set(rounds["dataset"])]:
+        shared = sorted(set(rounds.query("dataset == @d")["seed"])
+                        & set(table7_rounds.query("dataset == @d and learner == 'ifeat'")["seed"]))
+        comparison = against_table7({"average": rounds, "sum": table7_rounds}, d, seeds=shared)
+        _show(table7_choices_table(comparison, f"Table 7 at full size, {DATASET_LABELS[d]}: "
+                                               f"{LEARNER_LABELS['ifeat']} with the averaged and the summed head"))
+    _show(collapsed_provenance(average["provenance"], size="50,000 training images", what="The averaged head's rounds"))
+    return average
+
+
+def show_algorithm1(table7_rounds, head_average) -> None:
+    """Algorithm 1 with every set kept, per round, with the summed head (or, where it has not run
+    with it yet, the averaged head's rounds)."""
+    from featbook.cmnist_shared import describe_stops, round_table, round_table_frame
+    from featlib.experiments.cmnist_analysis import stop_rounds
+
+    datasets = [] if table7_rounds is None else [d for d in DATASET_LABELS if d in set(table7_rounds["dataset"])]
+    for d in datasets:
+        alg1, head = table7_rounds[(table7_rounds["learner"] == "feat") & (table7_rounds["dataset"] == d)], "summed"
+        if alg1.empty and head_average is not None:  # not yet run with the default head: the averaged head's
+            average = head_average["rounds"]
+            alg1, head = average[(average["learner"] == "feat") & (average["dataset"] == d)], "averaged"
+        if alg1.empty:
+            continue
+        _show(f"**{DATASET_LABELS[d]}, {LEARNER_LABELS['feat']}** ({head} head, "
+              f"{prose.count(alg1['seed'].nunique(), 'seed')}): {describe_stops(stop_rounds(alg1), d, 'feat')}.",
+              round_table(round_table_frame(alg1, d, with_paper=False),
+                          f"Full size, {DATASET_LABELS[d]}: {LEARNER_LABELS['feat']} per round, {head} head"))
+
+
+def show_paths(committed_paths):
+    """The comparison of the OOD stage's paths and precisions: its summary lines, and how it was made
+    folded under them; returns the comparison (``None`` when not committed)."""
+    import html
+
+    from featbook import committed, evidence
+    from featlib.experiments.path_comparison import load_comparison, summarise
+
+    located = committed.locate(committed_paths)
+    paths = committed.load(located, load_comparison)
+    if paths is None:
+        _show(evidence.missing(located, "comparison of paths and precisions",
+                               "python -m featlib.cli.compare_paths --out results/cmnist-paths")
+              if located.failed else
+              "No comparison of paths and precisions is committed yet: `python -m featlib.cli.compare_paths "
+              "--out results/cmnist-paths` makes it (about an hour per variant on 2 CPU cores), and this section "
+              "shows it once it is under `results/`.")
+        return None
+    prov = paths["provenance"]
+    made = prov["pieces"]
+    devices = sorted({"a CPU" if d == "cpu" else d for p in made.values() for d in p["devices"]})
+    counts = [f"{name} ({prose.count(p['pieces'], 'piece')})" for name, p in made.items()]
+    line = (f"The comparison committed under results/cmnist-paths: {prose.listing(counts)}, "
+            f"{prose.integer(prov['size_fields'].get('n_train', 50000))} training images, width "
+            f"{prov['size_fields'].get('hidden_dim', 256)}, on {prose.listing(devices)}, compared at commit "
+            f"{str(prov['commit'])[:12]}; {prose.minutes(sum(p['wall_time_s'] for p in made.values()))} of "
+            "computing in all.")
+    _show("\n".join(f"* {line}" for line in summarise(paths["comparison"], prov["reference"])),
+          f'<details class="feat-provenance"><summary>How this was made</summary><p>{html.escape(line)}</p></details>')
+    return paths
+
+
+def show_gap_studies(committed_gaps, committed_clove_f1) -> dict:
+    """The five gap studies, each table with how it was made folded under it, then one conclusion
+    per study; returns ``{study: summary frame}`` of those committed."""
+    from featbook import committed, evidence
+    from featlib.experiments import gap_studies
+    from featlib.experiments.cmnist_analysis import frozen_steps_changes
+    from featlib.experiments.results import load_study
+    from featlib.experiments.table2_pieces import load_pieces
+
+    located = committed.locate(committed_gaps)
+    gaps = {s: committed.load(located, load_study, s)
+            for s in ("erm-nf-erm", "frozen-steps", "bonsai-dro-length", "clove-01", "clove-grid-01")}
+    if located.failed:
+        _show(located.note)
+    out, lines = {}, []
+    if (g := gaps["erm-nf-erm"]) is not None:
+        summary = out["erm-nf-erm"] = gap_studies.erm_nf_erm_summary(g["frame"])
+        _show(erm_nf_erm_table(summary, len(g["provenance"]["seeds"])), _made(g))
+        lines.append(f"* **ERM-NF, ERM objective ({DATASET_LABELS['cmnist025']}):** " + erm_nf_erm_conclusion(summary))
+    if (g := gaps["frozen-steps"]) is not None:
+        summary = out["frozen-steps"] = gap_studies.frozen_steps_summary(g["frame"])
+        _show(frozen_steps_table(summary, len(g["provenance"]["seeds"])), _made(g))
+        lines.append(f"* **V-REx and Fishr on frozen ERM features ({DATASET_LABELS['cmnist01']}), one change "
+                     "at a time:** " + frozen_steps_conclusion(frozen_steps_changes(summary)))
+    if (g := gaps["bonsai-dro-length"]) is not None:
+        summary = out["bonsai-dro-length"] = gap_studies.bonsai_dro_length_summary(g["frame"])
+        _show(bonsai_dro_length_table(summary, len(g["provenance"]["seeds"])), _made(g))
+        lines.append(f"* **Bonsai's DRO round ({DATASET_LABELS['cmnist025']}):** "
+                     + bonsai_dro_length_conclusion(summary))
+    if (g := gaps["clove-01"]) is not None:
+        summary = out["clove-01"] = gap_studies.clove_01_summary(g["frame"])
+        _show(clove_01_table(summary, len(g["provenance"]["seeds"])), _made(g))
+        lines.append(f"* **CLOvE as the authors' code runs it ({DATASET_LABELS['cmnist01']}):** "
+                     + clove_01_conclusion(summary))
+    if (g := gaps["clove-grid-01"]) is not None:
+        clove_f1 = committed.load(committed.locate(committed_clove_f1), load_pieces)
+        summary = out["clove-grid-01"] = gap_studies.clove_grid_summary(
+            g["frame"], None if clove_f1 is None else clove_f1["runs"])
+        _show(clove_grid_table(summary), _made(g))
+        lines.append(f"* **CLOvE's penalty weights ({DATASET_LABELS['cmnist01']}):** " + clove_grid_conclusion(summary))
+    _show("\n".join(lines) if lines else evidence.missing(
+        located, "gap study", "python -m featlib.cli.gap_studies <study> --out results/cmnist-gaps"))
+    return out
+
+
+def show_path_tables(paths) -> None:
+    """Each variant's Table 2 beside the default's, cell by cell (:func:`path_comparison_tables`)."""
+    if paths is not None and not paths["comparison"].empty:
+        _show(path_comparison_tables(paths["comparison"], paths["provenance"]["reference"]))
+
+
+def show_path_verdicts(paths) -> None:
+    """Whether each variant agrees with the default on the table as a whole (:func:`path_verdicts`)."""
+    if paths is not None and not paths["comparison"].empty:
+        _show(path_verdicts(paths["comparison"], paths["provenance"]["reference"]))

@@ -98,19 +98,23 @@ def _table2_cell(mean: float, std: float, n: int, with_n: bool, n_diverged: int 
     return (f"{100 * mean:.2f}" if n == 1 else format_mean_std(mean, std)) + f" (n = {n})" + diverged
 
 
-def _column_order(columns) -> list:
-    rank = {label: i for i, label in enumerate(LEARNER_LABELS.values())}
+def _column_order(columns, first: Sequence[str] = ()) -> list:
+    """The learners' columns in the paper's order, those of ``first`` (learner ids) ahead."""
+    ahead = [LEARNER_LABELS[learner] for learner in first]
+    rank = {label: i for i, label in enumerate(dict.fromkeys([*ahead, *LEARNER_LABELS.values()]))}
     return sorted(columns, key=lambda c: rank.get(c, len(rank)))
 
 
-def table2(frame: pd.DataFrame, caption: str, note: str | None = None) -> Tables:
+def table2(frame: pd.DataFrame, caption: str, note: str | None = None, first: Sequence[str] = ()) -> Tables:
     """Table 2 (the frame of :func:`table2_frame`) as one table per dataset: rows the
-    objectives, columns the learners, each cell ours with the paper's under it."""
+    objectives, columns the learners, each cell ours with the paper's under it. ``first``: learner
+    ids whose columns come right after the objective (chapter 04 puts FeAT's there, so that a
+    phone shows it without scrolling sideways)."""
     out = []
     parts = split_by(frame, level=0)
     for i, (dataset, part) in enumerate(parts.items()):
         cells = paired(part, paper_prefix="") if isinstance(part.columns, pd.MultiIndex) else part
-        cells = cells[_column_order(cells.columns)]
+        cells = cells[_column_order(cells.columns, first)]
         cells.index.name = "objective"
         last = i == len(parts) - 1
         out.append(table(cells, index=True, caption=f"{caption}: {dataset}", note=note if last else None))
@@ -179,6 +183,23 @@ def describe_stops(stops: pd.DataFrame, dataset: str, learner: str) -> str:
             f"; {which} training + retention accuracy was {span} "
             f"against the threshold of {100 * frame['termination_threshold'].iloc[0]:.0f}%")
     return "; ".join(parts) + tail
+
+
+def collapsed_provenance(prov, size: str | None = None, what: str = "Made by") -> str:
+    """HTML: how a committed result was made (:func:`featbook.evidence.provenance_line`: size,
+    seeds, device, time) and its command, all in one collapsed block under its table or figure,
+    so that none of it stands in the reading text. ``prov``: a provenance record, or a
+    ready sentence (the Table 2 records' summary) shown as it is."""
+    import html
+
+    from featbook import evidence
+
+    line = prov if isinstance(prov, str) else evidence.provenance_line(what, prov, size)
+    block = evidence.command_block({} if isinstance(prov, str) else prov, summary="How this was made")
+    if isinstance(prov, str):  # no command recorded for the whole: the sentence alone
+        return (f'<details class="feat-provenance"><summary>How this was made</summary>'
+                f"<p>{html.escape(line)}</p></details>")
+    return block.replace("</summary>", f"</summary><p>{html.escape(line)}</p>", 1)
 
 
 # -- phrases two pages share -----------------------------------------------------------------------
