@@ -16,7 +16,7 @@ def get_device() -> torch.device:
     if override:
         try:
             device = torch.device(override)
-        except RuntimeError as err:
+        except RuntimeError:
             raise ValueError(
                 f"FEATLIB_DEVICE must name a torch device such as 'cpu' or 'cuda:0'; got {override!r}"
             ) from None

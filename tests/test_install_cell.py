@@ -5,7 +5,6 @@ import json
 import subprocess
 import sys
 import types
-from pathlib import Path
 
 import pytest
 

@@ -2,7 +2,6 @@
 studies run what the chapters run, at the chapters' defaults; their first IRMv1 steps are the
 closed-form gradient's; the sample limit and the population sign change of Cor. 4.4 are what they
 say; and the committed studies carry the theorems' claims at the paper's size."""
-import math
 from pathlib import Path
 
 import numpy as np

@@ -28,7 +28,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-import sys
 from importlib import metadata
 from pathlib import Path
 

@@ -243,7 +243,7 @@ def chapter01_numbers(paper: PaperSize, activation: str = "identity") -> dict[st
     the runs: the seeds, the ERM run's end against the limits, the lead of the spurious
     increment, the first step's ratio, the alpha sweep's flip and the activations' leads."""
     from featlib.data import erm_population_logit_weights
-    from featlib.synthetic import increment_order, increments, spurious_lead_share, zero_crossing
+    from featlib.synthetic import increment_order, increments, zero_crossing
 
     at = paper.setting
     beta_bar = float(np.mean(at["betas"]))
