@@ -27,7 +27,15 @@ minutes on the GPU, not on typing, so the whole plan is one job, waited for in o
    left out). Back here, ``python -m featlib.cli.gap_studies ood-length-025 --seeds <seeds> --out
    results/cmnist-gaps --cache-dir <unpacked>/_sitting/studies`` adds those seeds to the committed
    study from their cached rows, without computing them;
-6. ``erm-nf``: the whole-network ERM-NF column seed by seed, dataset by dataset; with
+6. ``margins`` (only when asked for by ``--steps``): issue 56's margin curve, the
+   ``margin-curve-025`` and ``margin-curve-01`` gap studies (Table 2's frozen columns scored every
+   500 OOD steps to 6,000, the penalty weights of ``featlib.hparams.CONVERGED_PROTOCOL``; about 4
+   CPU hours a (dataset, seed)) for the sitting's seeds, into ``margins/``; each finished
+   objective of a seed is kept in ``studies/`` (collected: a later sitting or CPU run given that
+   folder as ``--cache-dir`` resumes from it). Back here, ``python -m featlib.cli.gap_studies
+   margin-curve-025 --seeds <seeds> --out results/cmnist-margin --cache-dir
+   <unpacked>/_sitting/studies`` adds those seeds from their cached parts;
+7. ``erm-nf``: the whole-network ERM-NF column seed by seed, dataset by dataset; with
    ``--precisions fp32 bf16`` each (seed, dataset) at each precision before the next, so that
    however early the sitting ends, the precisions have the same cells and seeds to compare at
    table level (``featlib.cli.compare_paths``'s rule).
@@ -134,11 +142,13 @@ CHAPTER_CHANGES = {"06_which_features_are_learned": {"wilds_datasets": ["camelyo
 #: Chapters that share a cache folder run one after the other (05 fabricates the WILDS data and
 #: trains the models that 06 explains); every other chapter runs beside them.
 CHAPTER_LANES = (("05_feat_on_wilds", "06_which_features_are_learned"),)
-STEP_NAMES = ("chapters", "bench", "cost", "frozen", "saliency", "lengths", "erm-nf")
+STEP_NAMES = ("chapters", "bench", "cost", "frozen", "saliency", "lengths", "margins", "erm-nf")
 #: Steps a sitting runs only when ``--steps`` names them.
-ASKED_ONLY = ("saliency", "lengths")
+ASKED_ONLY = ("saliency", "lengths", "margins")
 #: The ``ood-length`` studies the ``lengths`` step runs, in order.
 LENGTH_STUDIES = ("ood-length-025", "ood-length-01")
+#: The margin-curve studies the ``margins`` step runs, in order (issue 56).
+MARGIN_STUDIES = ("margin-curve-025", "margin-curve-01")
 STAGGER_S = 1.0  # seconds between the lanes' starts
 GRACE_S = 60.0  # a step still running this long after the sitting's end is stopped
 #: Table 2's frozen-feature columns and its datasets, the paper's (featlib.hparams.PAPER_LEARNERS and
@@ -205,6 +215,10 @@ def plan(seeds: list[int], precisions: list[str], *, size: str = "full", bench_a
         out += [Step(study, ["-m", "featlib.cli.gap_studies", study, "--seeds", *map(str, seeds),
                              "--out", str(SITTING / "gaps"), "--cache-dir", str(SITTING / "studies")])
                 for study in LENGTH_STUDIES]
+    if "margins" in steps:  # each finished objective of a seed kept in studies/ (collected)
+        out += [Step(study, ["-m", "featlib.cli.gap_studies", study, "--seeds", *map(str, seeds),
+                             "--out", str(SITTING / "margins"), "--cache-dir", str(SITTING / "studies")])
+                for study in MARGIN_STUDIES]
     if "erm-nf" in steps:
         out += [Step(f"erm-nf-{dataset}-{precision}-seed{seed}", table([dataset], ["erm-nf"], precision, [seed]),
                      budgeted=True)
@@ -807,7 +821,7 @@ def parse_args(argv):
         p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], help="of the ERM-NF column, each per seed")
         p.add_argument("--size", default="full", choices=SIZES, help="run_cmnist --size (small: a dry run on a CPU)")
         p.add_argument("--steps", nargs="+", default=[n for n in STEP_NAMES if n not in ASKED_ONLY], choices=STEP_NAMES,
-                       help="the steps, in the plan's order (default: all but saliency and lengths)")
+                       help="the steps, in the plan's order (default: all but saliency, lengths and margins)")
         p.add_argument("--chapters-profile", default="small", help="the profile the chapters run at (step chapters)")
         p.add_argument("--chapter-minutes", type=float, default=4.0, help="the chapters' minutes, at most")
         p.add_argument("--chapters", nargs="+", default=[], metavar="NAME",

@@ -361,3 +361,19 @@ def test_the_lengths_step_runs_both_length_studies_when_asked_and_brings_back_th
     assert packed == {"_sitting/studies/ood-length-025-seed2-abc.csv",
                       "_sitting/studies/cmnist/study-parts/ood-length-cmnist025-seed2-irmv1-abc.csv",
                       "_sitting/studies/gaps/saliency/models/erm.pt", "_sitting/gaps/provenance.json"}
+
+
+def test_the_margins_step_runs_both_margin_curve_studies_when_asked(sitting):
+    """Issue 56's margin curve (about 4 CPU hours a (dataset, seed)) is a GPU sitting's when
+    ``--steps`` names ``margins``: both studies into ``margins/``, each finished objective of a
+    seed kept in ``studies/`` (collected), so that a later run resumes from it."""
+    assert "margins" not in sitting.parse_args(["start"]).steps
+    steps = sitting.plan([1, 2, 3], ["fp32"], steps=["margins"])
+    assert [s.name for s in steps] == ["margin-curve-025", "margin-curve-01"]
+    for step in steps:
+        assert step.argv[:3] == ["-m", "featlib.cli.gap_studies", step.name]
+        assert step.argv[step.argv.index("--seeds") + 1:step.argv.index("--out")] == ["1", "2", "3"]
+        assert step.argv[step.argv.index("--out"):] == ["--out", "_sitting/margins", "--cache-dir", "_sitting/studies"]
+    from featlib.experiments.gap_studies import STUDIES
+
+    assert all(STUDIES.get(name) for name in sitting.MARGIN_STUDIES)  # names the CLI knows
