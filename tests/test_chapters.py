@@ -305,3 +305,14 @@ def test_at_most_30_percent_of_the_books_code_cells_are_hidden():
               for nb in (chapters.read_source(NOTEBOOK_DIR / f"{stem}.md") for stem in CHAPTERS)]
     hidden, total = map(sum, zip(*counts))
     assert hidden <= 0.3 * total, f"{hidden} of {total} code cells hidden"
+
+
+def test_a_figure_cell_shows_no_provenance_line_beside_its_figure():
+    """MyST-NB gives a figure cell's label to each of its outputs: a collapsed provenance line
+    displayed in the same cell as the figure makes the label twice, and the book build fails on
+    the duplicate target. The line goes in the next cell (as in chapters 01-03)."""
+    extra = re.compile(r"\.show_source\(|\.show_made_by\(|evidence\.show\w*\(|display\((?:HTML|Markdown)\(")
+    for source in chapters.sources():
+        for cell in chapters.read_source(source).cells:
+            if cell.cell_type == "code" and "figure" in (cell.metadata.get("mystnb") or {}):
+                assert not extra.search(cell.source), f"{source.name}: {cell.source[:120]!r}"
