@@ -244,7 +244,7 @@ def test_a_tap_on_a_figure_opens_it_at_full_size(visit):
     """On a phone a multi-panel figure is scaled to 390 px (its labels a few pixels high): every figure
     of a chapter is a link to its own image file (book/featbook.js), which opens at the size it was
     saved; the line under it says so on a phone only."""
-    v, page = visit("notebooks/04_feat_on_colored_mnist.html")
+    v, page = visit("notebooks/01_erm_feature_learning.html")
     images = page.locator("div.cell_output img")
     assert images.count() >= 2
     hrefs = page.eval_on_selector_all("div.cell_output img", "imgs => imgs.map(i => i.closest('a.feat-enlarge') ? "

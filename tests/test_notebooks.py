@@ -20,7 +20,7 @@ CHAPTERS = [
 
 
 #: Images a rendered chapter must show (figures plus the logo), where not 3.
-MIN_IMAGES = {"04_feat_on_colored_mnist": 2, "07_cost_of_feature_learning": 2, "08_feat_on_your_own_data": 2, "09_how_the_numbers_were_made": 1}
+MIN_IMAGES = {"04_feat_on_colored_mnist": 2, "05_feat_on_wilds": 2, "07_cost_of_feature_learning": 2, "08_feat_on_your_own_data": 2, "09_how_the_numbers_were_made": 1}
 
 
 def parameters_cell(path):

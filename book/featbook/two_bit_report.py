@@ -394,7 +394,7 @@ def corollary_table(numbers: dict[str, str], seeds: int = 1) -> Table:
     frame = pd.DataFrame([(label, numbers[f"short_{k}"], numbers[f"premise_{k}"]) for label, k in rows],
                          columns=["", "short pre-training", "premise met"])
     what = "mean ± std over " + prose.count(seeds, "seed") if seeds > 1 else "this run"
-    return table(frame, caption=f"Too little pre-training, and Cor. 4.4's premise ({what})")
+    return table(frame, caption=f"Too little pre-training, and Cor. 4.4's premise ({what})", wrap=[""])
 
 
 def sweep_over_seeds(sweeps: pd.DataFrame) -> pd.DataFrame:
