@@ -28,19 +28,9 @@ from featbook.ch04_views import (
 )
 from featbook.cmnist_shared import table2 as table2_tables
 from featbook.cmnist_shared import table2_frame
+from featbook.evidence import show_all as _show
 from featlib.experiments.cmnist_analysis import FROZEN_LEARNERS, TABLE2_MIN_SEEDS
 from featlib.experiments.labels import DATASET_LABELS, LEARNER_LABELS
-
-
-def _show(*objects) -> None:
-    from IPython.display import HTML, Markdown, display
-
-    for obj in objects:
-        if obj is None or obj == "":
-            continue
-        if isinstance(obj, str):
-            obj = HTML(obj) if obj.startswith("<") else Markdown(obj)
-        display(obj)
 
 
 def table7(committed_rounds: str | None):

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from featbook import prose, style
+from featbook.evidence import show_all as _show
 from featbook.tables import Stacked, Table, Tables, table
 from featlib.experiments.cmnist_analysis import FAR_Z, FROZEN_LEARNERS, best_by_step
 from featlib.experiments.colored_mnist import select_best
@@ -539,15 +540,6 @@ def table2_against_paper_figure(runs: pd.DataFrame, learners=FROZEN_LEARNERS, ti
 
 
 # -- the page's evidence, each shown by one call of a visible cell ---------------------------------
-def _show(*objects) -> None:
-    from IPython.display import HTML, Markdown, display
-
-    for obj in objects:
-        if obj is None or obj == "":
-            continue
-        if isinstance(obj, str):
-            obj = HTML(obj) if obj.startswith("<") else Markdown(obj)
-        display(obj)
 
 
 def _made(study) -> str:

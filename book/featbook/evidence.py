@@ -150,6 +150,19 @@ def show_markdown(text: str) -> None:
     display(Markdown(text))
 
 
+def show_all(*objects) -> None:
+    """Display each of ``objects`` under a cell, skipping None and "": a string as HTML when it
+    starts with a tag (a collapsed provenance line), else as Markdown; anything else as it is."""
+    from IPython.display import HTML, Markdown, display
+
+    for obj in objects:
+        if obj is None or obj == "":
+            continue
+        if isinstance(obj, str):
+            obj = HTML(obj) if obj.startswith("<") else Markdown(obj)
+        display(obj)
+
+
 def show_missing(located, what: str, command: str) -> None:
     """Display :func:`missing`: why the committed ``what`` is not shown, and the command that makes it."""
     show_markdown(missing(located, what, command))
