@@ -143,13 +143,6 @@ def run_it_yourself(run) -> str:
             "evidence above.")
 
 
-def show_markdown(text: str) -> None:
-    """Display ``text`` (a sentence of this module's, or a view's) as Markdown under a cell."""
-    from IPython.display import Markdown, display
-
-    display(Markdown(text))
-
-
 def show_all(*objects) -> None:
     """Display each of ``objects`` under a cell, skipping None and "": a string as HTML when it
     starts with a tag (a collapsed provenance line), else as Markdown; anything else as it is."""
@@ -165,12 +158,12 @@ def show_all(*objects) -> None:
 
 def show_missing(located, what: str, command: str) -> None:
     """Display :func:`missing`: why the committed ``what`` is not shown, and the command that makes it."""
-    show_markdown(missing(located, what, command))
+    show_all(missing(located, what, command))
 
 
 def show_run_it_yourself(run) -> None:
     """Display :func:`run_it_yourself`: this page's own run, its size and what it can show."""
-    show_markdown(run_it_yourself(run))
+    show_all(run_it_yourself(run))
 
 
 def show(what: str, prov: Mapping[str, Any], size: str | None = None) -> None:
