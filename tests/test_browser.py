@@ -241,9 +241,9 @@ def test_the_chapters_table_is_a_table_at_1280_px_and_a_card_per_chapter_at_390_
 
 
 def test_a_tap_on_a_figure_opens_it_at_full_size(visit):
-    """On a phone a multi-panel figure is scaled to 390 px (its labels a few pixels high): every figure
-    of a chapter is a link to its own image file (book/featbook.js), which opens at the size it was
-    saved; the line under it says so on a phone only."""
+    """Every figure of a chapter is a link to its own image file (book/featbook.js), which opens
+    at the size it was saved (on a phone: the laptop drawing, where its phone drawing or a grid of
+    pictures scaled to the column is shown); the line under it says so on a phone only."""
     v, page = visit("notebooks/01_erm_feature_learning.html")
     images = page.locator("div.cell_output img")
     assert images.count() >= 2
@@ -257,6 +257,33 @@ def test_a_tap_on_a_figure_opens_it_at_full_size(visit):
     page.set_viewport_size({"width": 390, "height": 844})
     page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
     assert "full size" in page.eval_on_selector(hint, "a => getComputedStyle(a, '::after').content")
+
+
+#: At a phone's width: per figure drawn again for the phone (featbook.phone's pictures), the image
+#: the browser chose and the height its smallest text shows at, beside its laptop drawing's.
+PHONE_FIGURES_JS = """(minTextPx) => Array.from(document.querySelectorAll('picture.feat-picture img')).map(img => {
+  const shown = img.getBoundingClientRect().width;
+  const desk = parseFloat(img.getAttribute('width'));
+  return {src: img.currentSrc, text: minTextPx * shown / img.naturalWidth, desk: minTextPx * shown / desk};
+})"""
+
+
+def test_on_a_phone_a_figure_shows_its_phone_drawing_with_text_as_large_as_on_a_laptop(visit):
+    """Chapter 02's figures on a 390 px screen: each is its phone drawing (panels one under another,
+    featbook.phone), whose smallest text shows at 11 px or more, where the laptop drawing scaled to
+    the column would show it under 8 px; at 1280 px the same pictures show the laptop drawing."""
+    v, page = visit("notebooks/02_irmv1_and_pretraining.html")
+    wide = page.eval_on_selector_all("picture.feat-picture img", "imgs => imgs.map(i => i.currentSrc)")
+    assert len(wide) >= 3, f"{len(wide)} figures with a phone drawing"
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    page.wait_for_function("Array.from(document.images).every(img => img.complete)")
+    shown = page.evaluate(PHONE_FIGURES_JS, style.text_px())
+    assert [s["src"] for s in shown] != wide, "the phone shows the laptop drawings"
+    small = [f"{s['src'].rsplit('/', 1)[-1]}: {s['text']:.1f} px" for s in shown if s["text"] < 11]
+    assert not small, "figure text under 11 px on a phone:\n" + "\n".join(small)
+    assert all(s["desk"] < 8 for s in shown), "the laptop drawing would be legible on a phone: nothing to test"
+    assert not v.problems, "\n".join(v.problems)
 
 
 def test_a_table_of_long_text_is_a_card_per_row_on_a_phone(visit):

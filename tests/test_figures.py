@@ -1,6 +1,6 @@
 """The two-bit chapters' figures (featbook.plotting, chapters 01-02) print no label over another:
 each figure is drawn from histories of the shape the chapters pass, and every pair of visible texts
-is checked (featbook.style.overlapping_texts)."""
+is checked (featbook.overlaps.overlapping_texts)."""
 import matplotlib
 
 matplotlib.use("Agg")
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from featbook import plotting, style
+from featbook import overlaps, phone, plotting, style
 
 
 def history(steps=300):
@@ -89,7 +89,7 @@ def test_no_label_is_printed_over_another(name):
     style.use()
     fig = FIGURES[name]()
     try:
-        assert style.overlapping_texts(fig) == [], name
+        assert overlaps.overlapping_texts(fig) == [], name
     finally:
         plt.close(fig)
 
@@ -99,6 +99,79 @@ def test_the_overlap_check_sees_labels_printed_over_each_other():
     for ax in axes.flat:
         ax.set_xlabel("GD step (log scale after step 1), a label far wider than its panel")
     try:
-        assert len(style.overlapping_texts(fig)) >= 2
+        assert len(overlaps.overlapping_texts(fig)) >= 2
     finally:
         plt.close(fig)
+
+
+# -- the phone drawing (featbook.phone) -----------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_each_figure_has_a_phone_drawing_with_its_panels_in_one_column_and_no_label_over_another(name):
+    """On a phone every two-bit figure is drawn again PHONE_WIDTH wide, its panels one under
+    another, and no label lands on another there (else the phone drawing is dropped)."""
+    style.use()
+    fig = FIGURES[name]()
+    try:
+        shown = phone.panels(fig)
+        with phone.phone_layout(fig):
+            assert tuple(fig.get_size_inches())[0] == phone.PHONE_WIDTH
+            fig.canvas.draw()
+            lefts = {round(ax.get_position().x0, 3) for ax in shown}
+            assert len(lefts) == 1, f"{name}: panels not in one column ({sorted(lefts)})"
+            assert overlaps.overlapping_texts(fig) == [], name
+        assert phone.phone_png(fig) is not None, name
+    finally:
+        plt.close(fig)
+
+
+def test_the_phone_layout_gives_the_figure_back_exactly_as_it_was():
+    """Drawing the phone version between two laptop drawings changes neither: the figure's size,
+    its grid and its legend come back, so the PNG beside the picture is the laptop figure."""
+    style.use()
+    fig = FIGURES["figure2"]()
+    try:
+        before = phone.retina_png(fig)
+        specs = [ax.get_subplotspec() for ax in fig.axes]
+        html = phone.picture_html(fig)
+        assert [ax.get_subplotspec() for ax in fig.axes] == specs
+        assert phone.retina_png(fig) == before
+        assert html.startswith('<picture class="feat-picture">')
+        assert f'media="(max-width: {phone.BREAKPOINT_PX}px)"' in html and html.count("data:image/png;base64,") == 2
+    finally:
+        plt.close(fig)
+
+
+def test_a_phone_drawing_keeps_its_text_at_the_laptop_size_on_a_390_px_screen():
+    """The phone drawing is at most the phone column's width (about 358 px of a 390 px screen), so
+    its 9 pt labels show at 12.5 px, where the laptop drawing scaled to that column shows them
+    under 7 px."""
+    style.use()
+    fig = FIGURES["figure2"]()
+    try:
+        desk, mobile = phone._size(phone.retina_png(fig)), phone._size(phone.phone_png(fig))
+        column = 358
+        assert mobile[0] <= column + 10, mobile
+        assert style.text_px(shown_px=min(column, mobile[0]), drawn_px=mobile[0]) >= 11
+        assert style.text_px(shown_px=column, drawn_px=desk[0]) < 8
+    finally:
+        plt.close(fig)
+
+
+def test_a_grid_of_pictures_and_a_phone_drawing_with_overlapping_labels_keep_one_drawing():
+    """A grid of images (chapter 03's digits, the saliency maps) scales whole on a phone; a figure
+    whose labels would overlap in one column keeps its laptop drawing only."""
+    style.use()
+    pictures, axes = style.subplots(2, 4, panel_height=0.9)
+    for ax in axes.flat:
+        ax.imshow(np.zeros((4, 4)))
+        ax.axis("off")
+    crowded, axes = style.subplots(1, 1)
+    ax = axes[0, 0]
+    ax.set_xticks(range(12), [f"a long category name {k}" for k in range(12)])
+    try:
+        assert phone.is_picture_grid(pictures) and phone.picture_html(pictures) is None
+        assert phone.picture_html(crowded) is None
+        assert overlaps.overlapping_texts(crowded)  # at the laptop's size too: the test's premise
+    finally:
+        plt.close(pictures)
+        plt.close(crowded)

@@ -122,7 +122,7 @@ def _margin_rows():
 def test_the_margin_figure_has_a_panel_per_dataset_and_no_text_drawn_over_text():
     import matplotlib.pyplot as plt
 
-    from featbook import margin_views, style
+    from featbook import margin_views, overlaps, style
 
     style.use()
     fig = margin_views.margin_curve_figure(_margin_rows(), calibrated=1000, converged={"cmnist025": 1000,
@@ -132,7 +132,7 @@ def test_the_margin_figure_has_a_panel_per_dataset_and_no_text_drawn_over_text()
     labels = {t.get_text() for t in fig.legends[0].get_texts()}
     assert {"IRMv1", "V-REx", "Table 2's calibrated length", "converged length"} <= labels
     try:
-        assert style.overlapping_texts(fig) == []
+        assert overlaps.overlapping_texts(fig) == []
     finally:
         plt.close(fig)
 

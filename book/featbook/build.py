@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -162,12 +163,52 @@ def sync_tree(source: Path, target: Path) -> int:
 
 
 def render(stage_dir: Path, out_root: Path) -> Path:
-    """Run ``jupyter-book build`` on the staged source; return the HTML directory."""
+    """Run ``jupyter-book build`` on the staged source and move the figures' pictures out of the
+    pages (:func:`externalize_pictures`); return the HTML directory."""
     out_root.mkdir(parents=True, exist_ok=True)
     cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(stage_dir), "--path-output", str(out_root),
            "-W", "-n", "--keep-going"]
     subprocess.run(cmd, check=True)
-    return out_root / "_build" / "html"
+    html = out_root / "_build" / "html"
+    externalize_pictures(html)
+    return html
+
+
+#: An image a notebook sent inside its HTML (:mod:`featbook.phone`'s pictures): a PNG as a data URI.
+_DATA_PNG = re.compile(r'data:image/png;base64,([A-Za-z0-9+/=]+)')
+
+
+def externalize_pictures(html: Path) -> int:
+    """Move the images that the pages carry inside their HTML (each figure's ``<picture>``: as
+    drawn and its phone drawing, :mod:`featbook.phone`) into ``_images/`` as files named by their
+    content, and point the pages at them, as Sphinx does with a notebook's PNG outputs: the pages
+    stay small, a reader's browser fetches only the drawing it shows, and a tap opens a file.
+    Returns the number of image files written."""
+    import base64
+    import hashlib
+
+    from featlib.store.atomic import atomic_write, atomic_write_text
+
+    images = html / "_images"
+    written = 0
+    for page in sorted(html.rglob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        if "data:image/png;base64," not in text:
+            continue
+        up = "../" * (len(page.relative_to(html).parts) - 1)
+
+        def to_file(match: re.Match) -> str:
+            nonlocal written
+            data = base64.b64decode(match.group(1))
+            name = f"feat-{hashlib.sha256(data).hexdigest()[:16]}.png"
+            if not (images / name).exists():
+                images.mkdir(exist_ok=True)
+                atomic_write(images / name, lambda tmp: tmp.write_bytes(data))
+                written += 1
+            return f"{up}_images/{name}"
+
+        atomic_write_text(page, _DATA_PNG.sub(to_file, text))
+    return written
 
 
 class LeakedCodeError(ValueError):

@@ -5,8 +5,8 @@ here is :data:`COLUMN_WIDTH` inches wide at :data:`DPI` dots per inch (with the 
 tight crop, at most 670 px), so it is shown at its natural size, text included: the smallest
 text, tick labels and legends at :data:`MIN_TEXT_PT` (9 pt), is 12.5 px on the page, above the
 11 px the browser test asks of figure text, and labels at 10 pt are 14 px, the size of the
-captions. On a phone (390 px) ``book/featbook.css`` keeps a figure at least
-:data:`PHONE_MIN_WIDTH_PX` wide in a box that scrolls sideways, so its text stays readable
+captions. On a phone (390 px) a notebook shows each figure drawn again for the phone's column,
+its panels one under another (:mod:`featbook.phone`), so its text stays as large
 (:func:`text_px` gives the size at a displayed width).
 Inline figures are sent as "retina" PNGs (twice the pixels, displayed at the same size), so
 they stay sharp on high-density screens.
@@ -54,8 +54,6 @@ SEQUENTIAL_CMAP = "viridis"
 
 #: The smallest font size of a figure (tick labels, legends), in points.
 MIN_TEXT_PT = 9
-#: The narrowest a figure is shown on a phone (book/featbook.css), in CSS pixels.
-PHONE_MIN_WIDTH_PX = 520
 
 RC = {
     "figure.dpi": DPI,
@@ -85,8 +83,9 @@ RC = {
 }
 
 
-def use(retina: bool = True) -> None:
-    """Apply the book's style to matplotlib; in a notebook, also send figures as retina PNGs."""
+def use(retina: bool = True, phone: bool = True) -> None:
+    """Apply the book's style to matplotlib; in a notebook, also send figures as retina PNGs and,
+    with ``phone``, each with its drawing for a phone's column (:mod:`featbook.phone`)."""
     mpl.rcParams.update(RC)
     try:
         from IPython import get_ipython
@@ -97,6 +96,10 @@ def use(retina: bool = True) -> None:
     from matplotlib_inline.backend_inline import set_matplotlib_formats
 
     set_matplotlib_formats("retina" if retina else "png")
+    if phone:
+        from featbook import phone as phone_figures
+
+        phone_figures.register()
 
 
 def grid_shape(panels: int, max_columns: int = 2) -> tuple[int, int]:
@@ -179,36 +182,3 @@ def text_px(points: float = MIN_TEXT_PT, shown_px: float | None = None, drawn_px
     (at :data:`DPI`) and shown ``shown_px`` wide (default: at its natural size)."""
     scale = 1.0 if not shown_px or not drawn_px else shown_px / drawn_px
     return points * DPI / 72 * scale
-
-
-def overlapping_texts(fig, tolerance_px: float = 1.0) -> list[tuple[str, str]]:
-    """Pairs of visible, non-empty texts of ``fig`` (titles, axis labels, tick labels, legend
-    entries, figure texts) whose drawn boxes overlap by more than ``tolerance_px`` each way: what a
-    reader sees as labels printed over each other. Draws the figure once."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    # An axis keeps label objects for ticks outside its view as well; only the ticks it draws count.
-    tick_labels, drawn = set(), set()
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
-                tick_labels.update({id(tick.label1), id(tick.label2)})
-            if ax.get_visible():
-                for tick in axis._update_ticks():
-                    drawn.update({id(tick.label1), id(tick.label2)})
-    texts = []
-    for artist in fig.findobj(mpl.text.Text):
-        if id(artist) in tick_labels and id(artist) not in drawn:
-            continue
-        if artist.get_visible() and artist.get_text().strip() and (artist.axes is None or artist.axes.get_visible()):
-            box = artist.get_window_extent(renderer)
-            if box.width > 0 and box.height > 0:
-                texts.append((artist.get_text(), box))
-    pairs = []
-    for i, (a, box_a) in enumerate(texts):
-        for b, box_b in texts[i + 1:]:
-            dx = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
-            dy = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
-            if dx > tolerance_px and dy > tolerance_px:
-                pairs.append((a, b))
-    return pairs
