@@ -29,8 +29,10 @@ from pathlib import Path
 
 from featbook import prose
 
-#: The most words (``str.split``) in a scale or agrees cell.
+#: The most words (``str.split``) in a scale, agrees or robustness cell.
 CELL_WORDS = 25
+#: The robustness column's header (:mod:`featbook.robustness`; book/featbook.css names it on a phone).
+ROBUST_HEADER = "Under every choice tried?"
 #: Where the page that includes the table finds it (staged beside the introduction).
 CLAIMS_FILE = "claims.md"
 #: Table 2 under the earlier protocol (featlib 0.4), shown until today's has enough seeds
@@ -40,13 +42,15 @@ EARLIER_TABLE2 = "cmnist-table2-featlib04"
 
 @dataclass(frozen=True)
 class Claim:
-    """One row: the paper's item, what it says, the chapter, the scale and the verdict."""
+    """One row: the paper's item, what it says, the chapter, the scale, the verdict and whether the
+    verdict holds under every protocol choice tried (:mod:`featbook.robustness`)."""
 
     paper: str
     says: str
     chapter: str
     scale: str
     agrees: str
+    robust: str = "-"
 
 
 def _records(executed_dir: Path | None, stem: str, needed: tuple[str, ...]) -> dict | None:
@@ -451,10 +455,13 @@ def claims(results_dir: str | Path, executed_dir: str | Path | None = None) -> l
     chapters in ``executed_dir`` (chapters 01-02's records)."""
     results = Path(results_dir)
     executed = Path(executed_dir) if executed_dir is not None else None
+    from featbook import robustness
+
     out = []
     for paper, says, chapter, read in ROWS:
         scale, agrees = read(results, executed)
-        out.append(Claim(paper, says, chapter, scale, agrees))
+        robust = robustness.cell(paper, results, executed) if agrees != "-" else "-"
+        out.append(Claim(paper, says, chapter, scale, agrees, robust))
     return out
 
 
@@ -473,13 +480,14 @@ def markdown(rows: list[Claim]) -> str:
     def cell(text: str) -> str:
         return str(text).replace("|", "/").replace("\n", " ")
 
-    lines = ["| The paper | What it says | Chapter | Shown here at | Does ours agree? |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = [f"| The paper | What it says | Chapter | Shown here at | Does ours agree? | {ROBUST_HEADER} |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for c in rows:
         number = Path(c.chapter).name[:2]
         link = (f'<a href="{c.chapter}.html#{SECTIONS[c.paper]}">{number}</a>' if c.paper in SECTIONS
                 else f"{{doc}}`{number} <{c.chapter}>`")
-        lines.append(f"| {cell(c.paper)} | {cell(c.says)} | {link} | {cell(c.scale)} | {cell(c.agrees)} |")
+        lines.append(f"| {cell(c.paper)} | {cell(c.says)} | {link} | {cell(c.scale)} | {cell(c.agrees)} "
+                     f"| {cell(c.robust)} |")
     return "\n".join(lines) + "\n"
 
 
