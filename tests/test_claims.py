@@ -42,28 +42,6 @@ def test_every_claim_of_the_paper_has_a_row_from_the_committed_results():
     assert all(r.scale for r in rows)
 
 
-def test_what_the_table2_row_leaves_out_chapter_04_says():
-    """Issue 57: Table 2's row gives the verdict and FeAT's counts beside the paper's; the ties within
-    a seed std, the distances from the paper's cells with the calibration behind them, and the
-    selection rule moved to chapter 04, whose sentences say them on the committed pieces."""
-    from featbook import ch04_views
-    from featlib.experiments.cmnist_analysis import feat_margins
-
-    final = REPO / "results" / "cmnist-table2"
-    shown, which, _ = table2_pieces_choice(load_pieces(final) if final.exists() else None,
-                                           load_pieces(REPO / "results" / claims.EARLIER_TABLE2))
-    frozen = frozen_columns(shown["runs"])
-    margins = feat_margins(shown["runs"])
-    if "tie" in margins:
-        assert "within one seed std" in ch04_views.margin_sentence(margins)
-    earlier = which == "earlier"
-    columns = ch04_views.frozen_columns_sentence(frozen, earlier=earlier)
-    assert ("partly built in" in columns) == (not earlier)
-    assert ("baselines sit below the paper's" in columns) == earlier
-    said = ch04_views.feat_what_we_see(None, False, frozen=frozen, earlier=earlier)
-    assert "did best on the test environments" in said
-
-
 def test_without_results_every_row_says_not_yet_and_the_table_changes_with_them(tmp_path):
     empty = [r for r in claims.claims(tmp_path) if r.paper not in ("Theorem 4.1, Fig. 2(b)",
                                                                   "Theorem 4.2, Prop. 4.3, Cor. 4.4, Fig. 2")]

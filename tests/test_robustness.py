@@ -1,4 +1,4 @@
-"""The claims table's robustness column (featbook.robustness): each verdict read again under every
+"""The claims table's robustness column (featbook.claims.robust_cell): each verdict read again under every
 other protocol choice the committed results try, by the same function, and the cell says whether
 it moved."""
 import shutil
@@ -6,19 +6,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from featbook import claims, robustness
+from featbook import claims
 
 REPO = Path(__file__).resolve().parents[1]
-STARTS = ("unchanged by", "depends on", robustness.ONE_PROTOCOL, "-")
+STARTS = ("unchanged by", "depends on", claims.ONE_PROTOCOL, "-")
 
 
 def test_compare_says_unchanged_depends_or_one_protocol():
-    assert robustness.compare("the head", {"summed": "yes", "averaged": "yes"}) == (
+    assert claims.compare("the head", {"summed": "yes", "averaged": "yes"}) == (
         "unchanged by the head: yes with summed and averaged")
-    assert robustness.compare("the head", {"summed": "yes", "averaged": "partly"}) == (
+    assert claims.compare("the head", {"summed": "yes", "averaged": "partly"}) == (
         "depends on the head: yes (summed); partly (averaged)")
-    assert robustness.compare("the size", {"paper": "holds", "reduced": None}) == "one protocol tried (paper)"
-    assert robustness.compare("the size", {"paper": None}) == "-"
+    assert claims.compare("the size", {"paper": "holds", "reduced": None}) == "one protocol tried (paper)"
+    assert claims.compare("the size", {"paper": None}) == "-"
 
 
 def test_every_row_has_a_short_cell_that_starts_with_its_kind():
@@ -32,9 +32,9 @@ def test_every_row_has_a_short_cell_that_starts_with_its_kind():
 
 def test_table7_is_read_under_both_heads_from_the_committed_rounds(tmp_path):
     shutil.copytree(REPO / "results" / "cmnist-rounds", tmp_path / "cmnist-rounds")
-    assert robustness.cell("Table 7", tmp_path, None).startswith(robustness.ONE_PROTOCOL)
+    assert claims.robust_cell("Table 7", tmp_path, None).startswith(claims.ONE_PROTOCOL)
     shutil.copytree(REPO / "results" / "cmnist-rounds-average-head", tmp_path / "cmnist-rounds-average-head")
-    both = robustness.cell("Table 7", tmp_path, None)
+    both = claims.robust_cell("Table 7", tmp_path, None)
     assert both.startswith(("unchanged by the head", "depends on the head")), both
     # the same verdict under the two heads, by the row's own rule
     verdict = claims._table7(tmp_path, None)[1].split(":")[0]
@@ -50,7 +50,7 @@ def test_a_verdict_that_moves_with_the_protocol_says_so(tmp_path):
 
     today = claims.table2_verdict(frozen_columns(load_pieces(tmp_path / "cmnist-table2")["runs"]))
     earlier = claims.table2_verdict(frozen_columns(load_pieces(tmp_path / claims.EARLIER_TABLE2)["runs"]))
-    cell = robustness.cell("Table 2", tmp_path, None)
+    cell = claims.robust_cell("Table 2", tmp_path, None)
     if today == earlier:
         assert cell.startswith(f"unchanged by the protocol: {today}"), cell
     else:
@@ -69,4 +69,4 @@ def test_the_length_studies_count_feats_leads_per_dataset(tmp_path):
                                  "worst_test_acc": acc - (0.01 if weight != 100.0 else 0), "val_acc": 0.7})
     (tmp_path / "cmnist-gaps").mkdir()
     pd.DataFrame(rows).to_csv(tmp_path / "cmnist-gaps" / "ood-length-01.csv", index=False)
-    assert robustness.length_leads(tmp_path) == "FeAT leads 1-2/2 on -01 at 500-1,000 steps"
+    assert claims.length_leads(tmp_path) == "FeAT leads 1-2/2 on -01 at 500-1,000 steps"

@@ -114,20 +114,3 @@ def test_the_distance_table_has_a_row_per_column_and_selection_rule_and_a_column
     assert list(plain.frame.columns) == ["features", "ColoredMNIST-025", "ColoredMNIST-01"]
 
 
-def test_what_we_see_names_the_earlier_protocols_table_and_todays_seeds_without_ranking():
-    frame = runs([1], accuracy=lambda d, l, o, s: (TABLE2[d][o][l][0] + (1.0 if l == "erm" else -0.5) * TABLE2[d][o][l][1]) / 100)
-    said = views.so_far_sentence(frame)
-    assert "1\xa0whole seed so far" in said and "between -0.50 and +1.00" in said and "ranks nothing" in said
-    assert "ColoredMNIST-025 and ColoredMNIST-01" in said
-    assert "no whole seed" in views.so_far_sentence(frame[frame["dataset"] == "cmnist025"])
-    frozen = analysis.frozen_columns(runs([1, 2, 3, 4]))
-    text = views.feat_what_we_see(None, table2_committed=False, frozen=frozen, earlier=True, so_far=frame)
-    assert "(the earlier protocol's pieces, 4\xa0seeds per cell" in text and "**Today's protocol**" in text
-    assert "the committed pieces" in views.feat_what_we_see(None, False, frozen=frozen)
-    # the earlier protocol's counts carry their caveat; the selection rule is named, and with validation runs measured
-    assert "baselines sit below the paper's" in text
-    assert "baselines sit below" not in views.feat_what_we_see(None, False, frozen=frozen)
-    assert "**The selection rule.**" in text and "training-domain validation" not in text
-    agreement = analysis.selection_agreement(runs([1, 2, 3]))
-    validated = views.feat_what_we_see(None, False, frozen=frozen, agreement=agreement)
-    assert "stays the same in 6 of 6 rows on ColoredMNIST-025 and 6 of 6 rows on ColoredMNIST-01" in validated

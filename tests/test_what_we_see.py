@@ -5,7 +5,7 @@ import re
 import pandas as pd
 import pytest
 
-from featbook import ch03_views, ch04_views, leaks, saliency_views, wilds_views
+from featbook import ch03_views, leaks, saliency_views, wilds_views
 from featbook.run_scale import RunScale
 from featlib.experiments import cmnist_analysis as analysis
 
@@ -65,17 +65,6 @@ def test_feat_epochs_are_the_accepted_rounds_summed_per_seed_and_averaged():
     assert analysis.feat_epochs(pd.DataFrame()) is None
 
 
-# -- chapter 04 ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("termination", [None, "The 130% check discarded a round in 10 of 10 runs."])
-@pytest.mark.parametrize("committed", [False, True])
-def test_chapter_04_says_what_stops_feat_and_where_table_2_is_read(termination, committed):
-    text = clean(ch04_views.feat_what_we_see(termination, table2_committed=committed))
-    assert ("**What stops FeAT**" in text) == (termination is not None)
-    assert (termination or "") in text
-    assert ("not committed yet" in text) != committed
-    assert text.count("**Table 2**") == 1
-
-
 def _paper_runs(shift: dict, seeds=(1, 2, 3)) -> pd.DataFrame:
     """Runs whose best configuration is the paper's Table 2 value plus ``shift[(dataset, learner,
     objective)]`` points (0 elsewhere), one configuration, the same value every seed; the frozen columns."""
@@ -89,41 +78,6 @@ def _paper_runs(shift: dict, seeds=(1, 2, 3)) -> pd.DataFrame:
                 rows += [{"dataset": dataset, "learner": learner, "objective": objective, "penalty_weight": 1e2,
                           "pretrain_epochs": 0, "seed": s, "worst_test_acc": value} for s in seeds]
     return pd.DataFrame(rows)
-
-
-def test_chapter_04_reads_the_committed_frozen_columns_beside_the_papers():
-    from featlib.experiments.cmnist_analysis import frozen_columns
-
-    # the paper's own values: no distance, and FeAT best where the paper's table has it best
-    same = frozen_columns(_paper_runs({})).set_index("dataset")
-    assert (same["feat_best"] == same["paper_feat_best"]).all() and same.loc["cmnist025", "objectives"] == 6  # IB-IRM once
-    assert same.loc["cmnist025", "paper_feat_best"] == 4  # IGA's best is Bonsai's; CLOvE ties ERM; IB-IRM = IRMv1
-    assert same[["gap_erm", "gap_bonsai", "gap_ifeat"]].abs().max().max() < 1e-9
-    # ERM's IGA cell 10 points up (above FeAT's and Bonsai's): FeAT loses that objective, one cell moves
-    moved = frozen_columns(_paper_runs({("cmnist01", "erm", "iga"): 10.0})).set_index("dataset")
-    assert moved.loc["cmnist01", "feat_best"] == moved.loc["cmnist01", "paper_feat_best"] - 1
-    assert moved.loc["cmnist01", "gap_erm"] == pytest.approx(10 / 7)  # 7 distinct objectives, one 10 points off
-    assert moved.loc["cmnist01", "largest_gap"] == pytest.approx(10) and moved.loc["cmnist01", "largest_learner"] == "erm"
-    text = clean(ch04_views.feat_what_we_see(None, table2_committed=False, frozen=moved.reset_index()))
-    assert text.startswith("**Table 2's frozen-feature columns at full size** (the committed pieces, 3\u00a0seeds per cell")
-    assert "5 of 6 penalised objectives on ColoredMNIST-01 (the paper's Table 2: 6)" in text
-    assert "ERM's features with IGA on ColoredMNIST-01, 10.0 points above the paper" in text
-    assert "partly built in" in text  # today's OOD length was chosen against the paper's table
-    assert "partly built in" not in ch04_views.frozen_columns_sentence(moved.reset_index(), earlier=True)
-    assert "ERM-NF column is trained on a GPU and is shown apart" in text and "not committed yet" not in text
-    # where its cells hold 3 seeds, the ERM-NF column stands in the table, and the sentence says so (one thing)
-    joined = ch04_views.frozen_columns_sentence(moved.reset_index(), nf_datasets=["cmnist025"])
-    assert "stands in the table for ColoredMNIST-025" in joined and "shown apart" not in joined
-    assert "ColoredMNIST-01's cells wait for a GPU" in joined
-    one_seed = frozen_columns(pd.concat([_paper_runs({}, seeds=(1,))])).reset_index(drop=True)
-    assert "(the committed pieces, 1\u00a0seed per cell" in ch04_views.feat_what_we_see(None, False, frozen=one_seed)
-
-
-# -- chapter 05 ----------------------------------------------------------------------------------
-def test_chapter_05_points_to_the_committed_table_or_says_nothing_is_committed():
-    assert "committed table above" in clean(wilds_views.what_we_see("Camelyon17", committed=True))
-    text = clean(wilds_views.what_we_see("Camelyon17", committed=False))
-    assert text.startswith("**No full-scale results are committed yet** for Camelyon17") and "ranks nothing" in text
 
 
 def test_chapter_05_error_bars_stop_at_the_scores_range():

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from featbook import prose, style
-from featbook.cmnist_shared import agreement_rows, nf_provenance, table2, table2_frame
+from featbook.cmnist_shared import nf_provenance, table2, table2_frame
 from featbook.tables import Stacked, Table, Tables, table
 from featlib.experiments.cmnist_analysis import (
     BASELINES, FAR_Z, FROZEN_LEARNERS, TABLE2_MIN_SEEDS, far_cells, frozen_cell_seeds, nf_ranked_datasets, seed_noise,
@@ -222,46 +222,6 @@ def frozen_columns_sentence(frozen: pd.DataFrame, pieces: str = "the committed p
 #: wherever the distances from the paper's cells are quoted.
 CALIBRATION = (" (the OOD stage's length, which the paper does not give, was chosen to bring the three columns "
                "closest to the paper's, so these distances are partly built in, for every column alike: chapter 09)")
-
-
-def feat_what_we_see(termination: str | None, table2_committed: bool, table2_failed: bool = False,
-                     frozen: pd.DataFrame | None = None, earlier: bool = False,
-                     so_far: pd.DataFrame | None = None, agreement: pd.DataFrame | None = None) -> str:
-    """Chapter 04's "What we see": what stops FeAT (``termination``, the sentence of
-    :func:`featbook.evidence.termination_summary` on the committed rounds, or None when none are
-    committed) and where Table 2 is to be read (``table2_committed``; ``table2_failed``: the committed
-    Table 2 could not be fetched or read, which is not the same as none committed; ``frozen``: the
-    committed pieces' frozen columns, :func:`~featlib.experiments.cmnist_analysis.frozen_columns`, when
-    no whole Table 2 is committed; ``earlier``: they are the earlier protocol's; ``so_far``: today's
-    protocol's runs, shown apart while they have too few seeds, said in a sentence that ranks nothing;
-    ``agreement``: :func:`~featlib.experiments.cmnist_analysis.selection_agreement` of the pieces that
-    record validation accuracy, so the section says how much the ranking owes to choosing cells on the
-    test environments)."""
-    parts = []
-    if termination is not None:
-        parts.append("**What stops FeAT** at full size is the termination check with the paper's retention "
-                     "accuracy. " + termination)
-    parts.append("**Table 2** is read beside the paper's from the committed full-scale results."
-                 if table2_committed else
-                 frozen_columns_sentence(frozen, "the earlier protocol's pieces" if earlier else "the committed pieces",
-                                         earlier=earlier)
-                 if frozen is not None and len(frozen) else
-                 "**Table 2** at the paper's scale could not be read in this runtime (the note above Table 2 says what "
-                 "to do); this page's own run only shows the protocol working." if table2_failed else
-                 "**Table 2** at the paper's scale is not committed yet; this page's own run only shows the protocol "
-                 "working.")
-    if so_far is not None and not so_far.empty:
-        parts.append(so_far_sentence(so_far))
-    if frozen is not None and len(frozen) or table2_committed:
-        text = ("**The selection rule.** Every Table 2 cell here is the configuration that did best on the test "
-                "environments, as the paper's numbers imply (an oracle no practitioner has).")
-        if agreement is not None and not agreement.empty:
-            same = agreement_rows(agreement)
-            text += (" Chosen without them (training-domain validation, \"Selected without the test environments\" "
-                     f"above), the best of the three frozen columns stays the same in {same}: where it changes, the "
-                     "oracle decides which features look best.")
-        parts.append(text)
-    return "\n\n".join(parts)
 
 
 def so_far_sentence(runs: pd.DataFrame) -> str:

@@ -31,7 +31,7 @@ from featbook import prose
 
 #: The most words (``str.split``) in a scale, agrees or robustness cell.
 CELL_WORDS = 25
-#: The robustness column's header (:mod:`featbook.robustness`; book/featbook.css names it on a phone).
+#: The robustness column's header (:func:`robust_cell`; book/featbook.css names it on a phone).
 ROBUST_HEADER = "Under every choice tried?"
 #: Where the page that includes the table finds it (staged beside the introduction).
 CLAIMS_FILE = "claims.md"
@@ -43,7 +43,7 @@ EARLIER_TABLE2 = "cmnist-table2-featlib04"
 @dataclass(frozen=True)
 class Claim:
     """One row: the paper's item, what it says, the chapter, the scale, the verdict and whether the
-    verdict holds under every protocol choice tried (:mod:`featbook.robustness`)."""
+    verdict holds under every protocol choice tried (:func:`robust_cell`)."""
 
     paper: str
     says: str
@@ -292,7 +292,7 @@ def _table2(results: Path, executed: Path | None) -> tuple[str, str]:
     dataset, beside the paper's count. Chapter 04 gives the rest: the ties within a seed std
     (:func:`featbook.ch04_views.margin_sentence`), the distances from the paper's cells and the
     calibration behind them (:func:`featbook.ch04_views.frozen_columns_sentence`), and the selection
-    rule (:func:`featbook.ch04_views.feat_what_we_see`, :func:`featbook.ch04_views.selection_sentence`)."""
+    rule (:func:`featbook.ch04_views.selection_sentence`)."""
     from featlib.experiments.cmnist_analysis import frozen_columns, table2_pieces_choice, whole_seeds
     from featlib.experiments.labels import label
     from featlib.experiments.table2_pieces import load_pieces
@@ -455,12 +455,10 @@ def claims(results_dir: str | Path, executed_dir: str | Path | None = None) -> l
     chapters in ``executed_dir`` (chapters 01-02's records)."""
     results = Path(results_dir)
     executed = Path(executed_dir) if executed_dir is not None else None
-    from featbook import robustness
-
     out = []
     for paper, says, chapter, read in ROWS:
         scale, agrees = read(results, executed)
-        robust = robustness.cell(paper, results, executed) if agrees != "-" else "-"
+        robust = robust_cell(paper, results, executed) if agrees != "-" else "-"
         out.append(Claim(paper, says, chapter, scale, agrees, robust))
     return out
 
@@ -499,3 +497,231 @@ def write(stage_dir: Path, results_dir: Path, executed_dir: Path | None) -> Path
     return atomic_write_text(path, "<!-- made by featbook.claims from the committed results at build time -->\n"
                              + markdown(claims(results_dir, executed_dir)))
 
+
+# -- the robustness column ---------------------------------------------------------------------
+# The claims table's robustness column: for each verdict, whether it holds under every protocol
+# choice the committed results try, or the choice it depends on.
+#
+# A row's verdict (the functions of :data:`ROWS`) is read under one protocol. Where the repository also
+# holds the same measurement under another choice (a size, a form, a head, an OOD length, an earlier
+# protocol, a device), the verdict is read again under it, by the same function, and the cell says
+# whether the answer moved:
+#
+# * "unchanged by ..." -- every choice tried gives the same answer;
+# * "depends on ..." -- the choice that moves it, with the answer under each;
+# * "one protocol tried" -- nothing to compare yet (the column ranks nothing it has not seen);
+# * "-" -- no verdict to test.
+#
+# Each cell is at most :data:`CELL_WORDS` words and starts with one of those words
+# (tests/test_robustness.py). :func:`robust_cell` gives a row's cell; :func:`claims` fills it.
+
+#: Where no committed result exists under a second choice.
+ONE_PROTOCOL = "one protocol tried"
+
+
+def _word(agrees: str) -> str:
+    """A claims cell's verdict word: "yes", "partly", "no", "not yet" or "-"."""
+    for word in ("not yet", "yes", "partly", "no", "-"):
+        if agrees.startswith(word):
+            return word
+    return agrees.split(":")[0]
+
+
+def _held(agrees: str) -> bool | None:
+    """Whether a claims cell says the claim holds: "yes" True, "no" False, "partly" None; a
+    "not yet" cell of a build's own run says "holds"/"does not hold" in brackets."""
+    word = _word(agrees)
+    if word == "not yet":
+        return True if "(holds" in agrees else False if "does not hold" in agrees else None
+    return {"yes": True, "no": False}.get(word)
+
+
+def compare(choice: str, readings: dict[str, str | None]) -> str:
+    """The cell for one protocol ``choice`` (e.g. "the size") read under each of its values:
+    ``readings`` maps each value tried to the row's verdict word there ("yes", "no", "partly";
+    None where that value has no committed result). One value: :data:`ONE_PROTOCOL`."""
+    tried = {value: word for value, word in readings.items() if word is not None}
+    if len(tried) < 2:
+        return f"{ONE_PROTOCOL} ({next(iter(tried))})" if tried else "-"
+    if len(set(tried.values())) == 1:
+        return f"unchanged by {choice}: {next(iter(tried.values()))} with {prose.listing(tried)}"
+    return f"depends on {choice}: " + "; ".join(f"{word} ({value})" for value, word in tried.items())
+
+
+def _robust_two_bit(read: Callable, results: Path, executed: Path | None, study: str) -> str:
+    """Chapters 01-02: the same verdict at the paper's size (committed) and at the build's own
+    reduced size (its records)."""
+    committed = read(results, None)[1] if _two_bit_committed(results, study) is not None else None
+    own = read(Path("/nonexistent"), executed)[1] if executed is not None else None
+    def said(cell):
+        held = None if cell is None or cell == "-" else _held(cell)
+        return None if held is None else ("holds" if held else "fails")
+    readings = {"the paper's size": said(committed), "the build's reduced size": said(own)}
+    return compare("the size", readings)
+
+
+def _robust_two_bit_erm(results: Path, executed: Path | None) -> str:
+    return _robust_two_bit(_two_bit_erm, results, executed, "two-bit-erm")
+
+
+def _robust_two_bit_irm(results: Path, executed: Path | None) -> str:
+    return _robust_two_bit(_two_bit_irm, results, executed, "two-bit-irmv1")
+
+
+def _robust_fig1b(results: Path, executed: Path | None) -> str:
+    """Fig. 1(b)'s first half (OOD objectives depend on ERM's length) in both forms the repository
+    holds: whole networks (ERM-NF, GPU) and frozen features (CPU), each at 3 seeds or more."""
+    from featlib.experiments.cmnist_analysis import FIG1B_DEPENDENCE_POINTS, pretraining_findings
+    from featlib.experiments.results import load_study
+
+    # the first half, the dependence on ERM's length, read as chapter 03 reads it
+    readings: dict[str, str | None] = {"whole networks": None, "frozen features": None}
+    nf = _nf_dependence(results)
+    if nf is not None and nf[2] >= 3:
+        readings["whole networks"] = "shown" if nf[0] >= FIG1B_DEPENDENCE_POINTS else "not shown"
+    study = load_study(results / "cmnist-pretraining", "frozen-pretraining") if (
+        results / "cmnist-pretraining").exists() else None
+    if study is not None and study["frame"]["seed"].nunique() >= 3:
+        frame = study["frame"]
+        erm = frame[frame["learner"] == "erm"].rename(columns={"erm_epochs": "pretrain_epochs"})
+        spread = pretraining_findings(erm, None)[0]
+        readings["frozen features"] = "shown" if spread >= FIG1B_DEPENDENCE_POINTS else "not shown"
+    return compare("the form", readings)
+
+
+def _robust_table7(results: Path, executed: Path | None) -> str:
+    """Table 7's stopping round under the two ways of combining the stored heads for the OOD
+    accuracy the termination check reads: the authors' sum and Algorithm 1's average."""
+    from featlib.experiments.cmnist_analysis import stop_rounds
+    from featlib.experiments.paper_values import FEAT_STOP_ROUND
+    from featlib.experiments.results import load_rounds
+
+    readings = {}
+    for name, folder in (("the summed head", "cmnist-rounds"), ("the averaged head", "cmnist-rounds-average-head")):
+        if not (results / folder).exists():
+            readings[name] = None
+            continue
+        stops = stop_rounds(load_rounds(results / folder)["rounds"])
+        ifeat = stops[stops["learner"] == "ifeat"]
+        shares = [float((ifeat.loc[ifeat["dataset"] == d, "rounds_kept"] == paper).mean())
+                  for d, paper in FEAT_STOP_ROUND.items() if (ifeat["dataset"] == d).any()]
+        seeds = ifeat["seed"].nunique()
+        readings[name] = (None if not shares or seeds < 3 else "yes" if min(shares) == 1 else
+                          "no" if max(shares) <= 0.5 else "partly")
+    return compare("the head", readings)
+
+
+def _robust_table2(results: Path, executed: Path | None) -> str:
+    """Table 2's verdict (:func:`featbook.table2_verdict`) under today's protocol, the
+    earlier one (1,000 OOD steps, Bonsai's 150-epoch DRO round) and with ColoredMNIST-01's CLOvE
+    cells on Appendix F.1's grid (the pieces the decided grid replaced); and how many rows FeAT
+    leads along the OOD length in the one-seed length studies (:func:`length_leads`)."""
+    import pandas as pd
+
+    from featlib.experiments.cmnist_analysis import frozen_columns
+    from featlib.experiments.table2_pieces import load_pieces
+
+    def runs(folder: str):
+        pieces = load_pieces(results / folder) if (results / folder).exists() else None
+        return None if pieces is None else pieces["runs"]
+
+    today, earlier, f1 = runs("cmnist-table2"), runs(EARLIER_TABLE2), runs("cmnist-table2-clove01-appendix-f1")
+    readings: dict[str, str | None] = {"today": None, "earlier": None, "F.1's CLOvE grid": None}
+    if today is not None:
+        readings["today"] = table2_verdict(frozen_columns(today))
+        if f1 is not None:  # today's table with -01's CLOvE cells on the grid they had before
+            replaced = (today["dataset"] == "cmnist01") & (today["objective"] == "clove")
+            readings["F.1's CLOvE grid"] = table2_verdict(frozen_columns(pd.concat([today[~replaced], f1])))
+    if earlier is not None:
+        readings["earlier"] = table2_verdict(frozen_columns(earlier))
+    lengths = length_leads(results)
+    return compare("the protocol", readings) + (f"; {lengths} (one seed)" if lengths else "")
+
+
+def length_leads(results: Path) -> str:
+    """Per dataset of the one-seed ``ood-length`` studies, the range over scored lengths of the
+    penalised objectives FeAT's features lead (Appendix F.1's grid, :mod:`featlib.experiments.margin_curve`),
+    as a phrase ("FeAT leads 6/6 on -01, 0-2/6 on -025 at 500-3,000 steps"); "" without the studies."""
+    import pandas as pd
+
+    from featlib.experiments import margin_curve
+
+    parts = []
+    for dataset in ("01", "025"):
+        path = results / "cmnist-gaps" / f"ood-length-{dataset}.csv"
+        if not path.exists():
+            continue
+        frame = pd.read_csv(path, comment="#")
+        counts = margin_curve.verdicts(margin_curve.margins(margin_curve.cells(frame, rule="f1")))
+        if counts.empty:
+            continue
+        low, high = int(counts["lead"].min()), int(counts["lead"].max())
+        total = int(counts[["lead", "tie", "loss"]].sum(axis=1).max())
+        steps = counts["step"]
+        lead = f"{low}" if low == high else f"{low}-{high}"
+        parts.append((f"-{dataset}", f"{lead}/{total}", f"{prose.integer(int(steps.min()))}-{prose.integer(int(steps.max()))}"))
+    if not parts:
+        return ""
+    spans = {span for _, _, span in parts}
+    leads = ", ".join(f"{lead} on {name}" for name, lead, _ in parts)
+    return (f"FeAT leads {leads} at {next(iter(spans))} steps" if len(spans) == 1 else
+            "FeAT leads " + ", ".join(f"{lead} on {name} at {span} steps" for name, lead, span in parts))
+
+
+def _robust_saliency(results: Path, executed: Path | None) -> str:
+    """Fig. 4's direction (FeAT leans on colour less than ERM) in each form chapter 06 holds: Table
+    2's MLP on the two-channel images and the paper's CNN on the colour-patch images."""
+    from featbook.saliency_views import study_form
+    from featlib.experiments.gap_studies import saliency_direction
+
+    readings: dict[str, str | None] = {}
+    for found in _saliency_studies(results).values():
+        frame = found["frame"]
+        form = "the MLP" if study_form(frame) else "the CNN"
+        if form in readings or frame["seed"].nunique() < 3:
+            continue
+        direction = saliency_direction(frame)
+        held = int(direction["holds"].sum())
+        readings[form] = "yes" if held == len(direction) else "no" if 2 * held <= len(direction) else "mostly"
+    return compare("the model", readings) if readings else "-"
+
+
+def _robust_none(results: Path, executed: Path | None) -> str:
+    return "-"
+
+
+def _robust_table14(results: Path, executed: Path | None) -> str:
+    """Table 14's ordering (FeAT's time below Bonsai's) on each device the cost measurements ran on."""
+    from featbook.cost_views import load_committed, measured
+
+    folder = results / "cost"
+    if not folder.exists():
+        return "-"
+    readings: dict[str, str | None] = {}
+    for m in measured(load_committed(folder)):
+        if "bonsai" not in m.time_x_erm or not m.source.beside_paper:
+            continue
+        below = m.time_x_erm["ifeat"] < m.time_x_erm["bonsai"]
+        previous = readings.get(m.source.device)
+        word = "below Bonsai" if below else "not below Bonsai"
+        readings[m.source.device] = word if previous in (None, word) else "mixed"
+    return compare("the device", readings) if readings else "-"
+
+
+#: Per claims row (:data:`ROWS`, by its paper item), the function of its cell.
+ROBUSTNESS: dict[str, Callable[[Path, Path | None], str]] = {
+    "Theorem 4.1, Fig. 2(b)": _robust_two_bit_erm,
+    "Theorem 4.2, Prop. 4.3, Cor. 4.4, Fig. 2": _robust_two_bit_irm,
+    "Fig. 1(b)": _robust_fig1b,
+    "Table 7": _robust_table7,
+    "Table 2": _robust_table2,
+    "Table 3": _robust_none,
+    "Fig. 4, Fig. 5": _robust_saliency,
+    "Figs. 6-12, Table 15": _robust_none,
+    "Table 14": _robust_table14,
+}
+
+
+def robust_cell(paper: str, results: Path, executed: Path | None) -> str:
+    """The robustness cell of the claims row ``paper``."""
+    return ROBUSTNESS.get(paper, _robust_none)(Path(results), executed)

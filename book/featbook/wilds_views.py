@@ -212,52 +212,8 @@ def clipped_error(means, stds, low: float = 0.0, high: float = 100.0) -> np.ndar
     return np.vstack([np.minimum(stds, np.maximum(means - low, 0)), np.minimum(stds, np.maximum(high - means, 0))])
 
 
-def table3_figure(results, dataset: str, with_paper: bool = True, title: str | None = None):
-    """Grouped bars: our test score per OOD objective and learner, with the paper's values as black
-    marks (labelled as the paper's; ``with_paper``: full-scale results only), titled ``title``
-    (default: the dataset's); one legend under the panel."""
-    spec = WILDS_DATASETS.get(dataset)
-    selected = results.table()
-    learners = [m for m in LEARNER_LABELS if m in set(selected["learner"])]
-    objectives = [o for o in OBJECTIVE_LABELS if o in set(selected["objective"])]
-    fig, axes = style.subplots(1, 1, panel_height=3.0, extra_height=0.9)
-    ax = axes[0, 0]
-    width = 0.8 / max(1, len(learners))
-    for i, m in enumerate(learners):
-        part = selected[selected["learner"] == m].set_index("objective")
-        xs = np.arange(len(objectives)) + (i - (len(learners) - 1) / 2) * width
-        means = [100 * part.loc[o, "test_mean"] if o in part.index else np.nan for o in objectives]
-        stds = [100 * part.loc[o, "test_std"] if o in part.index else np.nan for o in objectives]
-        ax.bar(xs, means, width, yerr=clipped_error(means, stds), label=f"{LEARNER_LABELS[m]} (ours)",
-               alpha=0.85)
-        if with_paper:
-            paper = [TABLE3.get(dataset, {}).get((m, o), (np.nan, 0))[0] for o in objectives]
-            ax.scatter(xs, paper, marker="_", s=250, color="black", zorder=3,
-                       label="paper (Table 3)" if i == 0 else None)
-    ax.set_xticks(np.arange(len(objectives)), [OBJECTIVE_LABELS[o] for o in objectives])
-    ax.set_ylabel(f"test {spec.metric_label}")
-    ax.set_title(title or f"{spec.title}: OOD objectives on learned features")
-    style.legend_below(fig, ax, ncol=3)
-    return fig
-
-
 def method_label(learner: str) -> str:
     return LEARNER_LABELS.get(learner, learner)
-
-
-def what_we_see(title: str, committed: bool, fetch_failed: bool = False) -> str:
-    """Chapter 05's "What we see": the committed table when the dataset (``title``) has
-    full-scale results committed, else what this page's own run shows, and that it ranks nothing
-    (``fetch_failed``: the committed results could not be fetched or read, so it does not say that
-    none are committed)."""
-    if committed:
-        return ("**From the committed full-scale results**: the committed table above is the one to read beside "
-                "the paper's Table 3.")
-    lead = (f"**The committed full-scale results for {title} could not be read in this runtime** (the note above "
-            "says what to do)" if fetch_failed else f"**No full-scale results are committed yet** for {title}")
-    return (f"{lead}: apart from the paper's own Table 3 above, the tables on this page are this page's own "
-            "run, which shows that feature learning, the OOD stage, DFR and the official metrics run through the "
-            "real `wilds` loaders, and ranks nothing.")
 
 
 # -- the recipe: the paper's whole Table 3, a command and a cost per dataset ----------------------
