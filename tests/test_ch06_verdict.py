@@ -86,11 +86,12 @@ def test_the_reading_of_the_maps_counts_where_each_map_peaks():
     assert not views.peak_on_region(np.zeros((1, 4, 4)), mask).any()  # an empty map peaks nowhere
     predictions = pd.DataFrame({"label": [0, 1, 0], "ERM": [1, 0, 0], "FeAT": [0, 1, 0]})
     text = views.maps_reading(maps, predictions, ["ERM", "FeAT"], [0, 1, 2], mask)
-    assert text.startswith("The map is brightest on the colour patch rather than on the digit in ERM's in 2 of 3 "
-                           "and FeAT's in 0 of 3 images: ERM's map sits on the patch more often than FeAT's.")
+    assert text.startswith("The brightest point of the map lies on the colour patch rather than on the digit in 2 "
+                           "of 3 images for ERM and in 0 of 3 for FeAT: the map of ERM sits on the patch more often "
+                           "than that of FeAT.")
     assert text.endswith("the two models disagree on 2 of them.")
     same = views.maps_reading({"ERM": maps["FeAT"], "FeAT": maps["FeAT"]}, predictions, ["ERM", "FeAT"], [0, 1], mask)
-    assert "do not differ in where their maps peak" in same
+    assert "do not differ here in where their maps peak" in same
 
 
 def test_the_wilds_part_on_fabricated_data_says_it_shows_no_result():

@@ -792,14 +792,14 @@ def maps_reading(maps: dict, predictions: pd.DataFrame, pair: Sequence[str], row
     rows = list(rows)
     counts = {name: int(peak_on_region(np.asarray(maps[name])[rows], mask).sum()) for name in pair}
     n = len(rows)
-    said = prose.listing([f"{name}'s in {c} of {n}" for name, c in counts.items()])
     a, b = (counts[name] for name in pair)
     if a == b:
-        compare = "the two models do not differ in where their maps peak here"
+        compare = "the two models do not differ here in where their maps peak"
     else:
         more, fewer = (pair[0], pair[1]) if a > b else (pair[1], pair[0])
-        compare = f"{more}'s map sits on the patch more often than {fewer}'s"
-    return (f"The map is brightest on the colour patch rather than on the digit in {said} images: {compare}. "
+        compare = f"the map of {more} sits on the patch more often than that of {fewer}"
+    return (f"The brightest point of the map lies on the colour patch rather than on the digit in {a} of {n} "
+            f"images for {pair[0]} and in {b} of {n} for {pair[1]}: {compare}. "
             + rows_note(predictions, pair, rows))
 
 
