@@ -99,9 +99,9 @@ def test_the_written_out_rounds_are_the_librarys_rounds_1_and_2(case):
     assert ns["ood2"] == pytest.approx(r2.ood_acc, abs=tol)
     assert (ns["train_acc"] + ns["kept"] >= 1.30) == bool(r2.accepted)
     # what the cells print is what the library recorded
-    assert f"training accuracy {r1.train_acc:.3f}, reversed test set {r1.ood_acc:.3f}" in printed
-    assert f"round 2: training {r2.train_acc:.3f} + retention {r2.retention_acc:.3f}" in printed
-    assert f"reversed test set {r2.ood_acc:.3f}" in printed
+    assert f"training accuracy {r1.train_acc:.1%}, reversed test set {r1.ood_acc:.1%}" in printed
+    assert f"round 2: training {r2.train_acc:.1%} + retention {r2.retention_acc:.1%}" in printed
+    assert f"reversed test set {r2.ood_acc:.1%}" in printed  # percentages, as the round table prints them
 
 
 def test_the_written_out_featurizer_after_round_2_is_the_librarys():
@@ -123,3 +123,18 @@ def test_the_figures_erm_features_train_as_long_as_feat_did():
     ns, _ = run_chapter(CASES["other data and seed"])
     assert ns["erm"].steps == ns["feat"].steps == int(ns["feat"].rounds["steps"].sum())
     assert len(ns["feat"].rounds) * ns["steps_per_round"] == ns["feat"].steps
+
+
+def test_the_penalty_choice_sentence_writes_powers_of_ten_and_names_each_rule():
+    from featbook import leaks, own_data_views, prose
+
+    assert prose.power_of_ten(1e3) == "10³" and prose.power_of_ten(10.0) == "10¹"
+    assert prose.power_of_ten(0.01) == "10⁻²" and prose.power_of_ten(2e-5) == prose.scientific(2e-5)
+    test = {10.0: 0.389, 1e5: 0.676}
+    two = own_data_views.penalty_choice(10.0, 1e5, test)
+    assert two == ("In this run, choosing on all held-out examples picks 10¹ (test 38.9%); choosing on those "
+                   "against the shortcut picks 10⁵ (test 67.6%)")
+    same = own_data_views.penalty_choice(1e5, 1e5, test)
+    assert same.startswith("Here both rules pick 10⁵ (test 67.6%)")
+    for text in (two, same):
+        assert "1e" not in text and not leaks.scan_text(text)

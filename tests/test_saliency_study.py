@@ -168,18 +168,19 @@ def test_chapter_06_names_its_own_run_and_its_size_in_captions_and_titles():
     from featlib.experiments.wilds_experiment import WildsProtocol
 
     size = views.run_size(SaliencyProtocol(n_train=1000, epoch_scale=0.1))
-    assert size == "1,000 training images, epochs x 0.1"
+    assert size == "1,000 training images, a tenth of the paper's epochs"
     frame = pd.DataFrame({"model": ["ERM 45 epochs", "FeAT 2 rounds"], "epochs": [45, 30], "rounds_kept": [1, 2],
                           "train_acc": [0.8, 0.7], "ood_acc": [0.2, 0.3], "colour_flip_rate": [0.99, 0.95],
                           "colour_share_ig": [0.2, 0.1], "colour_share_ig_std": [0.01, 0.02]})
-    assert views.measures_table(frame, size).caption.startswith("This run (1,000 training images, epochs x 0.1)")
+    assert views.measures_table(frame, size).caption.startswith("This run (1,000 training images, a tenth of the paper's epochs)")
     assert views.history_table(frame[["model", "epochs"]], size).caption == (
-        "The models of this run (1,000 training images, epochs x 0.1)")
+        "The models of this run (1,000 training images, a tenth of the paper's epochs)")
     figure = views.shares_figure(frame, title=f"This run: {size}")
-    assert figure.get_suptitle() == "This run: 1,000 training images, epochs x 0.1"
+    assert figure.get_suptitle() == "This run: 1,000 training images, a tenth of the paper's epochs"
     label = views.wilds_run_label("Camelyon17 (fabricated data)", "Small CNN (4 conv layers, 64 features), random "
                                   "initialisation", WildsProtocol("camelyon17", seeds=(3,), epoch_scale=0.00001))
-    assert label.startswith("Camelyon17 (fabricated data), this run (Small CNN, feature-learning steps x 1.0")
+    assert label.startswith("Camelyon17 (fabricated data), this run (Small CNN, 1.0\u00a0×\u00a010⁻⁵ times Table 12's "
+                            "feature-learning steps")
     assert label.endswith("seed 3)") and "e-05" not in label
     plt.close(figure)
     grid = views.overlay_figure(np.zeros((2, 3, 8, 8)), {"ERM": np.ones((2, 8, 8))},

@@ -58,6 +58,19 @@ def scientific(x: float | None, digits: int = 1, sign: bool = False) -> str:
     return f"{mantissa.replace('-', '−')}{NBSP}×{NBSP}10{power}"
 
 
+def power_of_ten(x: float | None) -> str:
+    """A power of ten as a reader writes it: 1000 -> "10³", 0.01 -> "10⁻²" (never "1e3"); any other
+    number as :func:`scientific` writes it."""
+    if _is_missing(x):
+        return MISSING
+    x = float(x)
+    if x > 0:
+        exponent = round(math.log10(x))
+        if math.isclose(x, 10.0 ** exponent, rel_tol=1e-9):
+            return "10" + str(exponent).translate(_SUPERSCRIPT)
+    return scientific(x)
+
+
 def integer(n: int | None) -> str:
     """An integer with thousands separators ("50,000")."""
     return MISSING if _is_missing(n) else f"{int(n):,}"

@@ -259,21 +259,38 @@ def _scale(x: float) -> str:
     return prose.scientific(x) if "e" in text else text
 
 
+#: Multipliers of the paper's epochs (or steps) as a reader says them.
+_FRACTIONS = {1.0: "all", 0.5: "half", 0.25: "a quarter", 0.2: "a fifth", 0.1: "a tenth", 0.05: "a twentieth",
+              0.01: "a hundredth", 0.001: "a thousandth"}
+
+
+def share_of_papers(scale: float, what: str = "epochs", whose: str = "the paper's") -> str:
+    """A multiplier of the paper's training length in words: 1 -> "all the paper's epochs", 0.1 -> "a
+    tenth of the paper's epochs", 0.3 -> "0.3 times the paper's epochs" (never "x 0.1" nor "1e-05")."""
+    scale = float(scale)
+    if scale == 1.0:
+        return f"all {whose} {what}"
+    if scale in _FRACTIONS:
+        return f"{_FRACTIONS[scale]} of {whose} {what}"
+    return f"{_scale(scale)} times {whose} {what}"
+
+
 def run_size(protocol) -> str:
     """The size of chapter 06's own ColoredMNIST run as its captions and titles give it:
-    "1,000 training images, epochs x 0.1" (a :class:`~featlib.experiments.saliency_cmnist.SaliencyProtocol`)."""
-    return f"{prose.integer(protocol.n_train)} training images, epochs x {_scale(protocol.epoch_scale)}"
+    "1,000 training images, a tenth of the paper's epochs" (a
+    :class:`~featlib.experiments.saliency_cmnist.SaliencyProtocol`)."""
+    return f"{prose.integer(protocol.n_train)} training images, {share_of_papers(protocol.epoch_scale)}"
 
 
 def wilds_run_label(data_title: str, backbone: str, protocol) -> str:
     """How chapter 06's captions and titles name its own run on a WILDS dataset: the dataset with
     its kind of data (``data_title``: "Camelyon17 (fabricated data)"), then "this run" and its size:
-    the backbone's name (the first words of its description, ``backbone``), the multiplier of
-    Table 12's steps and the seed explained, from a
+    the backbone's name (the first words of its description, ``backbone``), the share of
+    Table 12's steps (:func:`share_of_papers`) and the seed explained, from a
     :class:`~featlib.experiments.wilds_experiment.WildsProtocol`."""
     name = backbone.split(" (")[0].split(", ")[0].strip() if backbone else ""
-    size = ([name] if name else []) + [f"feature-learning steps x {_scale(protocol.epoch_scale)}",
-                                       f"seed {protocol.seed_list[0]}"]
+    steps = share_of_papers(protocol.epoch_scale, "feature-learning steps", "Table 12's")
+    size = ([name] if name else []) + [steps, f"seed {protocol.seed_list[0]}"]
     return f"{data_title}, this run ({', '.join(size)})"
 
 
@@ -393,7 +410,7 @@ def show_study(name: str, found: dict) -> None:
 
     summary = saliency_summary(found["frame"])
     display(committed_table(summary))
-    display(HTML(evidence.made_by(evidence.provenance_line(f"The committed study `{name}`", found["provenance"],
+    display(HTML(evidence.made_by(evidence.provenance_line(f"The study `{name}`", found["provenance"],
                                                            study_size(found)), found["provenance"])))
     display(Markdown(direction_sentence(saliency_direction(found["frame"]), int(summary["n_train"].iloc[0]),
                                         study_form(found["frame"])) + " " + erm_trend_sentence(summary)))
@@ -623,8 +640,9 @@ def committed_table(summary: pd.DataFrame) -> Table:
     from featlib.experiments.labels import DATASET_LABELS
 
     dataset = DATASET_LABELS.get(summary["dataset"].iloc[0], summary["dataset"].iloc[0]) if "dataset" in summary else ""
+    form = "Table 2's MLP on the two-channel images" if "colour_share_gradcam" not in summary else "the paper's CNN"
     return table(shown, caption=f"{dataset + ', ' if dataset else ''}{prose.integer(n)} training images, "
-                                f"{prose.count(seeds, 'seed')}",
+                                f"{prose.count(seeds, 'seed')} ({form})",
                  note="Mean ± std over the seeds (percentage points), each seed's value itself a mean over "
                       "its OOD test images.")
 
@@ -652,3 +670,147 @@ def direction_sentence(direction: pd.DataFrame, n_train: int, form: str = "") ->
                  "colour-patch images)")
     rank = "" if seeds >= 3 else "; with fewer than 3 seeds it ranks nothing"
     return f"{verdict} {size}{rank}. " + "; ".join(parts) + "."
+
+
+# -- chapter 06's reading of its evidence, in its own words -------------------------------------
+def _form_and_size(found: dict) -> str:
+    """"the MLP on two-channel images at 50,000 training images": a study's form and size."""
+    from featlib.experiments.gap_studies import saliency_summary
+
+    n = int(saliency_summary(found["frame"])["n_train"].iloc[0])
+    form = ("Table 2's MLP on the two-channel images" if study_form(found["frame"])
+            else "the paper's CNN on the colour-patch images")
+    size = prose.integer(n) + " training images" + (" (the paper's size)" if n == PAPER_N_TRAIN else
+                                                    f" (1/{PAPER_N_TRAIN // n} of the paper's)"
+                                                    if n and PAPER_N_TRAIN % n == 0 else "")
+    return f"{form} at {size}"
+
+
+#: The paper's ColoredMNIST training set (Fig. 4 trains on all of it).
+PAPER_N_TRAIN = 50000
+
+
+def evidence_lead(studies: dict) -> str:
+    """The first sentence of chapter 06's evidence: which forms the studies take, at which size
+    and over how many seeds (:func:`committed_studies`), so that no heading has to."""
+    from featlib.experiments.gap_studies import saliency_summary
+
+    if not studies:
+        return ""
+    seeds = sorted({int(saliency_summary(f["frame"])["n_seeds"].min()) for f in studies.values()})
+    over = prose.count(seeds[0], "seed") if len(seeds) == 1 else f"{prose.listing(map(str, seeds))} seeds"
+    forms = [_form_and_size(f) for f in studies.values()]
+    head = {1: "One study", 2: "Two studies", 3: "Three studies"}.get(len(forms), f"{len(forms)} studies")
+    return f"{head}, each over {over}: " + prose.listing(forms) + "."
+
+
+def evidence_verdict(studies: dict) -> tuple[str, str]:
+    """Chapter 06's verdict in its own words, from its studies (:func:`committed_studies`):
+    (whether ERM's snapshots show the paper's "forgetting", by the colour-swap flip rate from ERM's
+    shortest to its longest training in each study, a rise counted only beyond the larger of the two
+    seed stds; whether FeAT leans on colour less than ERM
+    after its longest training, by the flip rate, in how many seeds of each study). The flip rate
+    is the measure the chapter trusts. Without a study: that no verdict is given, and ""."""
+    from featlib.experiments.gap_studies import saliency_direction, saliency_summary
+
+    if not studies:
+        return ("No study over several seeds could be read here, so this page gives no verdict of its own: "
+                "the paper's Fig. 4 is the reference.", "")
+    moves, shown, feat, lengths = [], [], [], None
+    for found in studies.values():
+        summary = saliency_summary(found["frame"])
+        what = _short_form(found)
+        erm = summary[summary["model"].str.startswith("ERM ")]
+        if len(erm) >= 2 and "colour_flip_rate" in summary:
+            lengths = lengths or (erm["model"].iloc[0][4:], erm["model"].iloc[-1][4:])
+            first, last = erm.iloc[0], erm.iloc[-1]
+            moves.append(f"{prose.percent(first['colour_flip_rate'])} to "
+                         f"{prose.percent(last['colour_flip_rate'])} ({what})")
+            # a rise counts only beyond the seeds' spread, as erm_trend counts it
+            noise = max(first["colour_flip_rate_std"], last["colour_flip_rate_std"])
+            shown.append(bool(last["colour_flip_rate"] - first["colour_flip_rate"] > noise))
+        flips = saliency_direction(found["frame"])
+        flips = flips[flips["measure"] == "colour_flip_rate"]
+        if len(flips):
+            feat.append((int(flips["holds"].sum()), len(flips), what))
+    if not moves:
+        forgetting = "The studies have no two ERM snapshots to compare, so they do not test ERM's forgetting."
+    else:
+        span = f"from {lengths[0]} to {lengths[1]} of ERM, the colour-swap flip rate goes from " + prose.listing(moves)
+        if all(shown):
+            forgetting = f"Both studies show ERM leaning on colour more with longer training: {span}." if len(
+                shown) > 1 else f"The study shows ERM leaning on colour more with longer training: {span}."
+        elif any(shown):
+            forgetting = f"Only some of the studies show ERM leaning on colour more with longer training: {span}."
+        else:
+            who = "Neither study" if len(shown) == 2 else "No study" if len(shown) > 2 else "The study does not"
+            verb = "shows" if who != "The study does not" else "show"
+            forgetting = (f"{who} {verb} ERM forgetting the digit with longer training: {span}, so ERM "
+                          "leans on colour no more after its longest training than after its shortest.")
+    if not feat:
+        return forgetting, "The studies have no FeAT and ERM pair to compare."
+    parts = [f"in {held} of {n} seeds of {what}" for held, n, what in feat]
+    every = all(held == n for held, n, _ in feat)
+    lead = ("FeAT leans on colour less than ERM after its longest training" if every else
+            "FeAT leans on colour less than ERM after its longest training only in some seeds")
+    return forgetting, f"{lead}: a colour swap flips fewer of its predictions {prose.listing(parts)}."
+
+
+def _short_form(found: dict) -> str:
+    """"the MLP at 50,000 images" or "the CNN at 2,000 images": a study named by what it is."""
+    from featlib.experiments.gap_studies import saliency_summary
+
+    n = int(saliency_summary(found["frame"])["n_train"].iloc[0])
+    return f"{'the MLP' if study_form(found['frame']) else 'the CNN'} at {prose.integer(n)} images"
+
+
+def maps_title(found: dict, seed: int) -> str:
+    """The title of chapter 06's figure of a study's maps: "2,000 training images, seed 1, the
+    paper's CNN on the colour-patch images"."""
+    from featlib.experiments.gap_studies import saliency_summary
+
+    n = int(saliency_summary(found["frame"])["n_train"].iloc[0])
+    form = study_form(found["frame"]).lstrip(", ") or "the paper's CNN on the colour-patch images"
+    return f"{prose.integer(n)} training images, seed {seed}, {form}"
+
+
+def peak_on_region(maps: Any, mask: Any) -> np.ndarray:
+    """Per map ``(n, H, W)``: whether its brightest pixel lies inside ``mask`` ``(H, W)`` (False for an
+    empty map)."""
+    maps, mask = np.asarray(maps, dtype=float), np.asarray(mask, dtype=bool)
+    flat = maps.reshape(len(maps), -1)
+    peak = flat.argmax(axis=1)
+    return mask.reshape(-1)[peak] & (flat.max(axis=1) > 0)
+
+
+def maps_reading(maps: dict, predictions: pd.DataFrame, pair: Sequence[str], rows: Sequence[int],
+                 mask: Any) -> str:
+    """What the rows of a triple figure show, read from the maps: for each model of ``pair``, in how
+    many of the shown images its map is brightest on the colour patch (``mask``, the patch grown as
+    the GradCAM share grows it) rather than on the digit, then what the rows hold
+    (:func:`rows_note`)."""
+    rows = list(rows)
+    counts = {name: int(peak_on_region(np.asarray(maps[name])[rows], mask).sum()) for name in pair}
+    n = len(rows)
+    a, b = (counts[name] for name in pair)
+    if a == b:
+        compare = "the two models do not differ here in where their maps peak"
+    else:
+        more, fewer = (pair[0], pair[1]) if a > b else (pair[1], pair[0])
+        compare = f"the map of {more} sits on the patch more often than that of {fewer}"
+    return (f"The brightest point of the map lies on the colour patch rather than on the digit in {a} of {n} "
+            f"images for {pair[0]} and in {b} of {n} for {pair[1]}: {compare}. "
+            + rows_note(predictions, pair, rows))
+
+
+def wilds_check_note(explained: dict) -> str:
+    """The one line chapter 06 shows for its WILDS part when the build has no WILDS data and the
+    cell ran on fabricated stand-ins: what ran, and that it shows no result."""
+    from featlib.experiments.labels import DATASET_LABELS
+
+    names = prose.listing([DATASET_LABELS.get(n, n) for n in explained])
+    examples = sorted({len(r.table) for r in explained.values()})
+    per = prose.count(examples[0], "example") if len(examples) == 1 else "a few examples"
+    return (f"This build has no WILDS data, so the cell above ran on fabricated stand-ins of {names} "
+            f"({per} each): that only checks that the code runs, and shows no maps, tokens or predictions. "
+            "With the real data it shows Table 15's predictions and the maps of Figs. 6-12.")
