@@ -175,3 +175,18 @@ def test_a_grid_of_pictures_and_a_phone_drawing_with_overlapping_labels_keep_one
     finally:
         plt.close(pictures)
         plt.close(crowded)
+
+
+def test_a_figure_made_without_pyplot_gets_its_phone_drawing_too():
+    """Chapter 06's figures are Figure() objects (no pyplot canvas, no renderer until one is
+    attached): the phone drawing draws them all the same."""
+    from matplotlib.figure import Figure
+
+    style.use()
+    fig = Figure(figsize=(style.COLUMN_WIDTH, 3.0), layout="constrained")
+    for k, ax in enumerate(fig.subplots(1, 2)):
+        ax.plot([0, 1, 2], [k, 1, 0], label=f"line {k}")
+        ax.set_title(f"panel {k}")
+    style.legend_below(fig, fig.axes)
+    html = phone.picture_html(fig)
+    assert html is not None and html.count("data:image/png;base64,") == 2

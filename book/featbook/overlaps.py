@@ -10,6 +10,10 @@ def overlapping_texts(fig, tolerance_px: float = 1.0) -> list[tuple[str, str]]:
     """Pairs of visible, non-empty texts of ``fig`` (titles, axis labels, tick labels, legend
     entries, figure texts) whose drawn boxes overlap by more than ``tolerance_px`` each way: what a
     reader sees as labels printed over each other. Draws the figure once."""
+    if not hasattr(fig.canvas, "get_renderer"):  # a Figure() made without pyplot has no renderer yet
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        FigureCanvasAgg(fig)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     # An axis keeps label objects for ticks outside its view as well; only the ticks it draws count.

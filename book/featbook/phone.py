@@ -105,6 +105,10 @@ def _phone_legends(fig: Figure, originals: list, columns: int, wrap: bool) -> No
 
 def _fits(fig: Figure) -> bool:
     """Whether every legend of ``fig`` lies within the figure's width (draws it once)."""
+    if not hasattr(fig.canvas, "get_renderer"):  # a Figure() made without pyplot
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        FigureCanvasAgg(fig)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     right = fig.get_figwidth() * fig.dpi
