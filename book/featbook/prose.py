@@ -58,6 +58,21 @@ def scientific(x: float | None, digits: int = 1, sign: bool = False) -> str:
     return f"{mantissa.replace('-', '−')}{NBSP}×{NBSP}10{power}"
 
 
+def power(x: float | None) -> str:
+    """A grid value as the paper writes it, in a reader's notation: 1e4 -> "10⁴", 5e3 -> "5 × 10³";
+    an integer below 1,000 as it is ("100", "50"); anything else as :func:`number`."""
+    if _is_missing(x):
+        return MISSING
+    x = float(x)
+    if x == int(x) and 0 <= x < 1000:
+        return integer(int(x))
+    mantissa, exponent = f"{x:.0e}".split("e")
+    if x <= 0 or float(f"{mantissa}e{exponent}") != x:
+        return number(x)
+    power_text = f"10{str(int(exponent)).translate(_SUPERSCRIPT)}"
+    return power_text if mantissa == "1" else f"{mantissa}{NBSP}×{NBSP}{power_text}"
+
+
 def integer(n: int | None) -> str:
     """An integer with thousands separators ("50,000")."""
     return MISSING if _is_missing(n) else f"{int(n):,}"
@@ -113,8 +128,18 @@ def seed_list(seeds: Iterable[int]) -> str:
 
 def stds(z: float) -> str:
     """A distance in the paper's standard deviations as the tables write it: "+1.3", "−0.1" (one
-    decimal, always signed)."""
-    return f"{z:+.1f}".replace("-", "\u2212")
+    decimal, signed; "0.0" where it rounds to zero)."""
+    return signed(z, 1)
+
+
+def signed(x: float | None, digits: int = 2) -> str:
+    """A signed value with a minus sign, not a hyphen: "+0.81", "−1.37"; a value that rounds to
+    zero is "0.00", never "−0.00" or "+0.00"."""
+    if _is_missing(x):
+        return MISSING
+    if round(float(x), digits) == 0:
+        return f"{0:.{digits}f}"
+    return f"{float(x):+.{digits}f}".replace("-", "\u2212")
 
 
 def devices(recorded: Iterable[Any], cpu: str | None = None) -> str:
