@@ -16,6 +16,9 @@ from featbook import style
 #: The coefficients: the mean over the filters j = ±1, r of <w_{j,r}, j·v> (j a sign, not an index of v).
 INV_LABEL = r"invariant: mean over $j, r$ of $\langle w_{j,r},\, j{\cdot}v_1\rangle$"
 SPU_LABEL = r"spurious: mean over $j, r$ of $\langle w_{j,r},\, j{\cdot}v_2\rangle$"
+#: The invariant solution's coefficient: half the logit's weight log((1 − α)/α), the coefficient being a
+#: mean over both classes' filters, whose contributions the logit adds.
+SOLUTION_LABEL = r"invariant solution $\frac{1}{2}\log\frac{1-\alpha}{\alpha}$"
 
 
 def _band(ax, band, column: str, colour: str, x=None) -> None:
