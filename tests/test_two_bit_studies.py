@@ -346,7 +346,7 @@ def test_first_step_rule_says_whether_the_first_step_tells_and_leaves_no_pre_tra
                     (15, (1e-3, 1e-3), (0.6, 0.7)), (1000, (1e-4, 2e-4), (0.5, 0.5))])
     said = first_step_rule(holds, invariant_solution=0.55)
     assert said["sweep_rule"].startswith("After any ERM pre-training in the sweep (2 steps or more)")
-    assert "no premise" in said["sweep_scratch"] and "of either sign over the seeds" in said["sweep_scratch"]
+    assert "does not apply" in said["sweep_scratch"] and "of either sign over the seeds" in said["sweep_scratch"]
     assert "Theorem 4.2" in said["sweep_scratch"]
     # a length whose first step raises the coefficient but whose run loses the feature breaks the rule
     broken = sweeps([(2, (-2e-3, -2e-3), (0.01, 0.02)), (15, (1e-3, 1e-3), (0.6, 0.1))])

@@ -480,7 +480,7 @@ def first_step_rule(sweeps: pd.DataFrame, invariant_solution: float) -> dict[str
         change = spread(sweeps.loc[sweeps["pretrain_steps"] == 0, "inv_first_step"], CHANGE)
         signs = ", of either sign over the seeds" if first_min[0] < 0 < first_max[0] else ""
         out["sweep_scratch"] = (
-            f"Without pre-training the rule has no premise: at zero logits the first step changes the invariant "
+            f"Without pre-training the rule does not apply: from logits near zero the first step changes the invariant "
             f"coefficient by only {change} (the initialisation's size{signs}), and IRMv1 ends with no feature "
             "(Theorem 4.2)." if lost[0] else
             f"Without pre-training the first step changes the invariant coefficient by {change}, and IRMv1 keeps "
