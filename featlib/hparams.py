@@ -149,7 +149,7 @@ DECISIONS: dict[str, HParam] = {
         "dropping it moves ColoredMNIST-01's V-REx and Fishr cells on ERM features by +1.6 and +1.2 points at "
         "5,000 steps; kept as the text says, for every column alike"),
     "CLOvE's penalty weights, ColoredMNIST-01": HParam(
-        "1, 5, 10, 50, 100 (the Bonsai authors' script) for CLOvE alone; Appendix F.1's 1e1-1e5 for every other "
+        "1, 5, 10, 50, 100 (the Bonsai authors' script) for CLOvE alone; Appendix F.1's 10¹–10⁵ for every other "
         "objective",
         "Appendix F.1 gives one grid for every objective; the Bonsai authors' ColoredMNIST-01 script "
         "(TjuJianyu/RFC, scripts/coloredmnist/inversecoloredmnist_rfc.sh), on which the FeAT authors' code is "
@@ -200,10 +200,10 @@ CONVERGED_PROTOCOL: dict[str, HParam] = {
         "than that later cell's seed std (ddof 0); the table is read at L. Where no scored length meets it, "
         "6,000 steps, reported as not converged"),
     "Penalty weights": HParam(
-        "Appendix F.1's 1e1-1e5 for every objective, widened where the choice is on an edge",
+        "Appendix F.1's 10¹–10⁵ for every objective, widened where the choice is on an edge",
         "the one grid the paper states, for every objective on both datasets (the Bonsai authors' -01 CLOvE "
         "weights are left out: they were taken for being closest to the paper's cells); where a cell's chosen "
-        "weight is 1e1 or 1e5, the grid gains the next decade on that side (1e0, 1e6: the same runs try them), "
+        "weight is 10¹ or 10⁵, the grid gains the next decade on that side (10⁰, 10⁶: the same runs try them), "
         "and a choice on the widened edge is reported as binding"),
     "Pre-training lengths": HParam("0, 50, ..., 250 epochs", "Appendix F.1, as Table 2"),
     "How a cell's configuration is chosen": HParam(

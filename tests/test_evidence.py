@@ -76,7 +76,7 @@ def test_a_folder_that_runs_added_to_names_every_run_commit_and_the_summed_wall_
     line = evidence.provenance_line("Rounds", prov).replace("\xa0", " ")
     assert "2 seeds" in line and "aaaa" not in line and "2 runs, 11 min of wall time in all" in line
     block = evidence.command_block(prov)
-    assert "<summary>The commands that made them (2\xa0runs)</summary><p>At commits aaaaaaaaaaaa and bbbbbbbbbbbb" in block
+    assert "<summary>The 2 commands that made them</summary><p>At commits aaaaaaaaaaaa and bbbbbbbbbbbb" in block
     assert "--seeds 1" in block and "--seeds 2" in block
 
 

@@ -31,14 +31,14 @@ def test_frozen_steps_changes_one_thing_at_a_time():
 def test_conclusions_say_the_size_of_each_change_flag_outside_weights_and_one_seed():
     sentence = frozen_steps_conclusion(frozen_steps_changes(_frozen()))
     assert "V-REx by +3.0 points" in sentence and "Fishr by +4.5 points" in sentence
-    assert "1e6" in sentence and "outside the protocol's grid" in sentence and "3\xa0seeds" in sentence
+    assert "10⁶" in sentence and "1e6" not in sentence and "outside the protocol's grid" in sentence and "3\xa0seeds" in sentence
     one = frozen_steps_conclusion(frozen_steps_changes(_frozen(n_seeds=1)))
     assert "one seed, so this gives a direction, not a size" in one
     table = frozen_steps_table(_frozen(n_seeds=1), 1)
     import html as html_lib
     html = html_lib.unescape(table._repr_html_())
     rows = html[html.index("<table"):]  # the key above the table names the paper too
-    assert "1e6 (outside the protocol's grid)" in html and "±" not in rows.split("paper")[0]
+    assert "10⁶ (outside the protocol's grid)" in html and "±" not in rows.split("paper")[0]
     erm = pd.DataFrame([{"risk": r, "step": st, "mean": m, "std": 0.0, "n_seeds": 1}
                         for r, st, m in (("mean", 500, 0.165), ("mean", 1001, 0.21), ("sum", 500, 0.22),
                                          ("sum", 1001, 0.27))])
@@ -182,3 +182,50 @@ def test_the_clove_grid_study_is_judged_by_its_criterion_against_table_2s_f1_cel
     assert "not at hand" in views.clove_grid_conclusion(gap_studies.clove_grid_summary(study))
     text = views.clove_grid_table(summary)._repr_html_()
     assert "(+1.0)" in text and "paper (Table 2)" in text and "3.0" in text
+
+
+def _lengths(cells):
+    """``{dataset: Series of z by (learner, step)}`` from ``{dataset: {learner: (z at 1,000, z at 2,500)}}``."""
+    return {d: pd.Series({(l, step): z for l, pair in by.items() for step, z in zip((1000, 2500), pair)})
+            for d, by in cells.items()}
+
+
+def test_length_effect_text_says_what_the_numbers_say_for_every_column():
+    from featbook.ch09_views import length_effect_text
+
+    # the committed studies' shape: on -01 FeAT moves away from the paper while the baselines move towards it
+    text = length_effect_text(_lengths({"cmnist025": {"erm": (-1.37, 0.08), "bonsai": (0.56, 0.79), "ifeat": (-0.22, -0.07)},
+                                        "cmnist01": {"erm": (-1.26, -0.34), "bonsai": (-1.8, -0.56), "ifeat": (0.32, 0.81)}}),
+                              1000, 2500)
+    assert "FeAT's from +0.32 to +0.81" in text and "ERM's from \u22121.37 to +0.08" in text
+    assert "On ColoredMNIST-025, ERM's and FeAT's move towards the paper's cells and Bonsai's away from them" in text
+    assert "on ColoredMNIST-01, ERM's and Bonsai's move towards the paper's cells and FeAT's away from them" in text
+    assert "widens FeAT's lead over the baselines by that alone" in text
+    assert "not FeAT" not in text and "hardly" not in text
+    # the shorter length favours the baselines on every dataset
+    text = length_effect_text(_lengths({"cmnist025": {"erm": (0.5, -0.5), "ifeat": (-0.5, 0.5)}}), 1000, 2500)
+    assert "narrow FeAT's lead" in text and "towards" not in text and "away from them" not in text
+    away = length_effect_text(_lengths({"cmnist01": {"ifeat": (0.3, 0.8)}}), 1000, 2500)
+    assert "On ColoredMNIST-01, FeAT's moves away from the paper's cells." in away and "lead" not in away
+    # mixed: one baseline each way
+    text = length_effect_text(_lengths({"cmnist025": {"erm": (-1.0, 0.0), "bonsai": (1.0, 0.0), "ifeat": (0.0, 0.0)}}),
+                              1000, 2500)
+    assert "gains from the shorter length on some dataset or baseline and loses on another" in text
+    # nothing to compare
+    assert length_effect_text({"cmnist025": pd.Series({("erm", 500): 0.1})}, 1000, 2500).startswith("no study")
+
+
+def test_table2_against_paper_text_gives_each_columns_distance_from_the_diagonal():
+    from featbook.ch09_views import table2_against_paper_text
+    from featlib.experiments.paper_values import TABLE2
+
+    rows = []
+    for learner, off in (("erm", 3.0), ("bonsai", 1.0), ("ifeat", 0.5)):
+        for objective in ("irmv1", "vrex"):
+            mean = (TABLE2["cmnist025"][objective][learner][0] + off) / 100
+            rows += [{"dataset": "cmnist025", "learner": learner, "objective": objective, "penalty_weight": 1e4,
+                      "pretrain_epochs": 0, "seed": seed, "worst_test_acc": mean, "val_acc": 0.5,
+                      "diverged": False} for seed in (1, 2)]
+    text = table2_against_paper_text(pd.DataFrame(rows))
+    assert "on ColoredMNIST-025, ERM's 3.0 points (3.0), Bonsai's 1.0 points (1.0) and FeAT's 0.5 points (0.5)" in text
+    assert table2_against_paper_text(pd.DataFrame(rows).assign(learner="erm-nf")) == ""

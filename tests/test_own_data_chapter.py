@@ -128,8 +128,8 @@ def test_the_figures_erm_features_train_as_long_as_feat_did():
 def test_the_penalty_choice_sentence_writes_powers_of_ten_and_names_each_rule():
     from featbook import leaks, own_data_views, prose
 
-    assert prose.power_of_ten(1e3) == "10³" and prose.power_of_ten(10.0) == "10¹"
-    assert prose.power_of_ten(0.01) == "10⁻²" and prose.power_of_ten(2e-5) == prose.scientific(2e-5)
+    assert prose.power(1e3, plain_below=1) == "10³" and prose.power(10.0, plain_below=1) == "10¹"
+    assert prose.power(0.01, plain_below=1) == "10⁻²" and prose.power(100.0) == "100"
     test = {10.0: 0.389, 1e5: 0.676}
     two = own_data_views.penalty_choice(10.0, 1e5, test)
     assert two == ("In this run, choosing on all held-out examples picks 10¹ (test 38.9%); choosing on those "

@@ -115,6 +115,12 @@ def test_a_variant_agrees_at_table_level_only_if_no_more_cells_differ_than_chanc
     (moved,) = verdicts(_comparison(noise + 0.005, [False] * 60))
     assert not moved.agrees and moved.chance_p == 1.0 and moved.shift == pytest.approx(0.005)
     assert "the table as a whole moves" in moved.sentence and "+0.50 ±" in moved.sentence
+    # no cell differs: said as none, with what chance gives, never "at least 0 by chance: p = 1.00"
+    assert "none of the 60 cells differs at 95% (about 3.0 expected by chance)" in moved.sentence
+    assert "at least 0" not in moved.sentence and "p = 1.00" not in moved.sentence
+    mixed_none = pd.concat([_comparison(np.zeros(8), [False] * 8, paired_se=0.0), _comparison(noise, [False] * 60)])
+    (v0,) = verdicts(mixed_none)
+    assert "8 cells are identical seed by seed; of the other 60, none differ at 95% (about 3.0 expected" in v0.sentence
     # identical tables (bf16 on frozen features computes what fp32 does): no spread, no shift, agreement
     (same,) = verdicts(_comparison(np.zeros(8), [False] * 8, paired_se=0.0))
     assert same.agrees and same.identical == 8 and same.cells == 0 and "all 8 cells are identical" in same.sentence

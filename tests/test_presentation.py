@@ -124,7 +124,10 @@ def test_prose_says_values_over_seeds_and_where_they_were_computed_in_one_way():
     assert prose.seeds_caveat(1) == "one seed, so this gives a direction, not a size"
     assert prose.seeds_caveat(4) == "4\u00a0seeds"
     assert prose.seed_list([2]) == "seed 2 only" and prose.seed_list([1, 2, 3]) == "seeds 1, 2 and 3"
-    assert prose.stds(1.26) == "+1.3" and prose.stds(-0.14) == "\u22120.1" and prose.stds(0.0) == "+0.0"
+    assert prose.stds(1.26) == "+1.3" and prose.stds(-0.14) == "\u22120.1" and prose.stds(0.0) == "0.0"
+    assert prose.stds(-0.04) == "0.0" and prose.signed(-1.374) == "\u22121.37" and prose.signed(0.004) == "0.00"
+    assert prose.power(1e4) == "10⁴" and prose.power(5e3) == "5\u00a0×\u00a010³" and prose.power(100.0) == "100"
+    assert prose.power(1e6) == "10⁶" and prose.power(5e-4) == "5\u00a0×\u00a010⁻⁴"
     devices = pd.Series(["cuda (NVIDIA H200)", "cpu", "cuda (NVIDIA H200)"])
     assert prose.devices(devices) == "cpu and one NVIDIA H200"
     assert prose.devices(devices, cpu="a CPU") == "a CPU and one NVIDIA H200"

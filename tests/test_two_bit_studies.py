@@ -332,3 +332,29 @@ def test_the_increments_order_counts_ties_apart_and_the_phrase_says_so():
     assert order_phrase([{"spurious": 9, "invariant": 1, "tie": 0, "first_tie": 0},
                          {"spurious": 5, "invariant": 0, "tie": 0, "first_tie": 0}]) == (
         "at least 90.0% of the steps in every seed")
+
+
+def test_first_step_rule_says_whether_the_first_step_tells_and_leaves_no_pre_training_out():
+    from featbook.two_bit_report import DRIFT, first_step_rule
+
+    def sweeps(cells):
+        return pd.DataFrame([{"seed": seed, "pretrain_steps": length, "inv_first_step": first[seed], "inv_final": inv[seed]}
+                             for length, first, inv in cells for seed in (0, 1)])
+
+    # the committed sweep's shape: 0 steps raises (or not, by seed) and still learns nothing; past 0 the sign tells
+    holds = sweeps([(0, (1e-4, -9e-5), (0.001, 0.0)), (2, (-2e-3, -2e-3), (0.01, 0.02)),
+                    (15, (1e-3, 1e-3), (0.6, 0.7)), (1000, (1e-4, 2e-4), (0.5, 0.5))])
+    said = first_step_rule(holds, invariant_solution=0.55)
+    assert said["sweep_rule"].startswith("After any ERM pre-training in the sweep (2 steps or more)")
+    assert "does not apply" in said["sweep_scratch"] and "of either sign over the seeds" in said["sweep_scratch"]
+    assert "Theorem 4.2" in said["sweep_scratch"]
+    # a length whose first step raises the coefficient but whose run loses the feature breaks the rule
+    broken = sweeps([(2, (-2e-3, -2e-3), (0.01, 0.02)), (15, (1e-3, 1e-3), (0.6, 0.1))])
+    said = first_step_rule(broken, invariant_solution=0.55)
+    assert "does not always tell" in said["sweep_rule"] and "after 15 steps" in said["sweep_rule"]
+    assert said["sweep_scratch"] == ""  # no run without pre-training in the sweep
+    # from scratch one sign in every seed, and a seed that keeps the feature: said, not hidden
+    odd = sweeps([(0, (1e-4, 2e-4), (0.4, 0.0)), (15, (1e-3, 1e-3), (0.6, 0.7))])
+    said = first_step_rule(odd, invariant_solution=0.55)
+    assert "either sign" not in said["sweep_scratch"] and "Theorem 4.2 does not predict" in said["sweep_scratch"]
+    assert DRIFT(-0.0815) == "−0.082" and DRIFT(2e-4) == "+2.00\u00a0×\u00a010⁻⁴"

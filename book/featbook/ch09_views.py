@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -26,6 +28,17 @@ from featlib.hparams import OBJECTIVE_GRIDS
 
 
 # -- the protocol's decisions and presets ----------------------------------------------------------
+#: A signed decimal written with a hyphen in a hand-written source ("-1.37", "(-0.22"), not a
+#: range ("3-4") nor a dataset ("-01", "-025"): :func:`_minus_signs` gives it a minus sign.
+_HYPHEN_NUMBER = re.compile(r"(?<![\w.])-(?=\d+\.\d)")
+
+
+def _minus_signs(text: str) -> str:
+    """``text`` with the minus sign (U+2212) the tables print, where a hand-written source typed a
+    hyphen before a signed decimal."""
+    return _HYPHEN_NUMBER.sub("\u2212", text)
+
+
 def decisions_html(decisions) -> str:
     """Chapter 09's whole form of chapter 04's :func:`featbook.ch04_views.decisions_table`: per open
     choice, the value featlib runs and its source in one short paragraph, the measurement that decided
@@ -35,7 +48,7 @@ def decisions_html(decisions) -> str:
 
     parts = []
     for name, h in decisions.items():
-        source = str(h.source)
+        source = _minus_signs(str(h.source))
         cut = source.find(" Measured")
         head, measured = (source, "") if cut < 0 else (source[:cut], source[cut + 1:])
         block = (f'<p><strong>{html_lib.escape(name)}: {html_lib.escape(str(h.value))}.</strong> '
@@ -52,7 +65,8 @@ def presets_table(presets) -> Table:
     """The protocol presets (:data:`.cmnist_presets.PROTOCOL_PRESETS`): name, what it sets, source."""
     rows = [{"preset": name, "what it sets": presets.get(name).description, "source": presets.get(name).source}
             for name in presets.names()]
-    return table(pd.DataFrame(rows), caption="Protocol presets of ColoredMNIST", wrap=["what it sets", "source"])
+    return table(pd.DataFrame(rows), caption="Protocol presets of ColoredMNIST", wrap=["what it sets", "source"],
+                 cards=True)
 
 
 # -- Table 7 under each choice ---------------------------------------------------------------------
@@ -79,9 +93,8 @@ def table7_choices_table(comparison: pd.DataFrame, caption: str) -> Table:
 
 # -- the gap studies -------------------------------------------------------------------------------
 def _weight(w: float) -> str:
-    """A penalty weight as the paper writes it: 1e4, or 5e3."""
-    mantissa, exponent = f"{w:.0e}".split("e")
-    return f"{mantissa}e{int(exponent)}"
+    """A penalty weight as a reader writes it (:func:`featbook.prose.power`): 10⁴, 5 × 10³, 100."""
+    return prose.power(w)
 
 
 def _ours(row) -> str:
@@ -148,7 +161,8 @@ def frozen_steps_table(summary: pd.DataFrame, n_seeds: int) -> Table:
             for r in summary.sort_values(["objective", "head_l2", "step"], ascending=[False, False, True]).itertuples()]
     return table(pd.DataFrame(rows), caption=f"Frozen ERM features, {DATASET_LABELS['cmnist01']}: V-REx and Fishr by "
                                              "length of the OOD stage",
-                 note=f"Ours: the best penalty weight of 1e1-1e6 at each length (no warm-up), {prose.over_seeds(n_seeds)}, full data.")
+                 note=f"Ours: the best penalty weight of 10¹–10⁶ at each length (no warm-up), {prose.over_seeds(n_seeds)}, "
+                      "full data.", wrap=["best penalty weight"], cards=True)
 
 
 def frozen_steps_conclusion(changes: pd.DataFrame) -> str:
@@ -185,7 +199,7 @@ def bonsai_dro_length_table(summary: pd.DataFrame, n_seeds: int) -> Table:
             for r in summary.sort_values(["objective", "dro_epochs"]).itertuples()]
     return table(pd.DataFrame(rows), caption=f"Bonsai's DRO round, {DATASET_LABELS['cmnist025']}: IRMv1 and V-REx "
                                              "on its frozen features",
-                 note=f"Ours: the protocol's grid (5 weights x 6 pre-training lengths, 1,000 steps) on each variant's "
+                 note=f"Ours: the protocol's grid (5 weights × 6 pre-training lengths, 1,000 steps) on each variant's "
                       f"features, the best configuration's {prose.over_seeds(n_seeds)}, full data.",
                  wrap=["DRO round (epochs)"])
 
@@ -231,7 +245,7 @@ def clove_01_table(summary: pd.DataFrame, n_seeds: int) -> Table:
                  **{f"{LEARNER_LABELS[l]}'s features": paper_cell("cmnist01", "clove", l) for l in learners}})
     return table(pd.DataFrame(rows), caption=f"CLOvE as the authors' code runs it, {DATASET_LABELS['cmnist01']}: "
                                              "the three frozen features",
-                 note=f"Ours: Appendix F.1's grid (1e1 to 1e5: 5 weights x 6 pre-training lengths; Table 2's "
+                 note=f"Ours: Appendix F.1's grid (10¹ to 10⁵: 5 weights × 6 pre-training lengths; Table 2's "
                       "-01 CLOvE cells take the decided grid instead) on each seed's features, the "
                       f"configuration Table 2's rule picks, {prose.over_seeds(n_seeds)}, full data; 501 steps is the authors' "
                       "length (scored at step 500), 2,500 the protocol's.",
@@ -267,7 +281,7 @@ def clove_01_conclusion(summary: pd.DataFrame, threshold: float | None = None) -
 
 
 CLOVE_GRID_LABELS = {"script": "the Bonsai authors' script: 1, 5, 10, 50, 100",
-                     "f1": "Appendix F.1: 1e1 to 1e5 (the runs the decided grid replaced in Table 2)"}
+                     "f1": "Appendix F.1: 10¹ to 10⁵ (the runs the decided grid replaced in Table 2)"}
 
 
 def clove_grid_table(summary: pd.DataFrame) -> Table:
@@ -289,7 +303,7 @@ def clove_grid_table(summary: pd.DataFrame) -> Table:
                  "summed distance": ""})
     return table(pd.DataFrame(rows), caption=f"CLOvE's penalty weights on {DATASET_LABELS['cmnist01']}: "
                                              "the three frozen-feature cells under each grid",
-                 note="Ours: the configuration Table 2's rule picks over the grid's 5 weights x 6 pre-training "
+                 note="Ours: the configuration Table 2's rule picks over the grid's 5 weights × 6 pre-training "
                       "lengths, mean ± std over the seeds given, full data, the protocol's 2,500 OOD steps; in "
                       "brackets its distance from the paper's cell in the paper's stds. Summed distance: the sum "
                       "of the three distances' sizes.",
@@ -332,7 +346,7 @@ def clove_grid_conclusion(summary: pd.DataFrame, threshold: float | None = None)
     edge = script["penalty_weight"].eq(script["penalty_weight"].max()).all() and len(script)
     if edge:
         text += (f" Every cell picks the script's largest weight, {prose.number(float(script['penalty_weight'].max()), 0)}: "
-                 "the edge of its grid (Appendix F.1's goes on to 1e5).")
+                 "the edge of its grid (Appendix F.1's goes on to 10⁵).")
     return text
 
 
@@ -347,7 +361,7 @@ def ood_length_table(summary: pd.DataFrame, dataset: str, score: str = "worst_te
     for learner in [l for l in LEARNER_LABELS if l in set(part["learner"])]:
         cells = part[part["learner"] == learner].set_index("step")
         rows.append({"features": LEARNER_LABELS[learner],
-                     **{f"{prose.integer(s)} steps": f"{cells.loc[s, 'z']:+.2f}" for s in steps}})
+                     **{f"{prose.integer(s)} steps": prose.signed(cells.loc[s, 'z']) for s in steps}})
     n = int(part["n_seeds"].max()) if len(part) else 0
     rule = "on the test environments" if score == "worst_test_acc" else "on the validation environments"
     return table(pd.DataFrame(rows), caption=f"{DATASET_LABELS[dataset]}: each column's mean distance from the paper's "
@@ -741,3 +755,90 @@ def show_path_verdicts(paths) -> None:
     """Whether each variant agrees with the default on the table as a whole (:func:`path_verdicts`)."""
     if paths is not None and not paths["comparison"].empty:
         _show(path_verdicts(paths["comparison"], paths["provenance"]["reference"]))
+
+
+# -- what the OOD-length studies and Fig. 9.1 show, in words ---------------------------------------
+#: How the length sentences name each frozen column.
+_COLUMN_NAMES = {"erm": "ERM's", "bonsai": "Bonsai's", "ifeat": "FeAT's"}
+
+
+def _column(learner: str) -> str:
+    return _COLUMN_NAMES.get(learner, f"{LEARNER_LABELS.get(learner, learner)}'s")
+
+
+def length_effect_text(oracle: dict[str, pd.Series], base: int, chosen: int) -> str:
+    """What the ``ood-length`` studies say the OOD stage's length does to each frozen column
+    (chapter 09): ``oracle`` maps a dataset to its columns' mean distance from the paper's cells in
+    paper stds under test-domain selection, indexed by (learner, step). Per dataset, each column's
+    distance at ``base`` and at ``chosen`` steps, which columns move towards the paper's (smaller
+    |distance|) and which away, and whether FeAT's column stands higher against the baselines'
+    (ERM's, Bonsai's), relative to the paper's table, at ``base`` than at ``chosen`` on every
+    dataset. Only what the numbers say: no column is said to stay put."""
+    parts, ways, higher = [], [], []
+    for dataset, z in oracle.items():
+        present = set(z.index.get_level_values(0))
+        learners = [l for l in [*FROZEN_LEARNERS, *sorted(present - set(FROZEN_LEARNERS))]
+                    if (l, base) in z.index and (l, chosen) in z.index]
+        if not learners:
+            continue
+        name = DATASET_LABELS.get(dataset, dataset)
+        moves = prose.listing(f"{_column(l)} from {prose.signed(z[(l, base)])} to {prose.signed(z[(l, chosen)])}"
+                              for l in learners)
+        parts.append(f"on {name}, {moves}")
+        towards, away = [], []
+        for l in learners:
+            before, after = abs(round(z[(l, base)], 2)), abs(round(z[(l, chosen)], 2))
+            if after != before:
+                (towards if after < before else away).append(_column(l))
+        move = lambda ls: "moves" if len(ls) == 1 else "move"  # noqa: E731
+        said = [f"{prose.listing(towards)} {move(towards)} towards the paper's cells"] if towards else []
+        said += [f"{prose.listing(away)} " + ("away from them" if towards else f"{move(away)} away from the paper's cells")
+                 ] if away else []
+        if said:
+            ways.append(f"on {name}, {' and '.join(said)}")
+        if "ifeat" in learners:
+            for l in (b for b in ("erm", "bonsai") if b in learners):
+                higher.append(z[("ifeat", base)] - z[(l, base)] > z[("ifeat", chosen)] - z[(l, chosen)])
+    if not parts:
+        return f"no study scores the columns at both {prose.integer(base)} and {prose.integer(chosen)} steps."
+    text = (f"the length moves every column, each by its own amount. From {prose.integer(base)} to "
+            f"{prose.integer(chosen)} steps each column's mean distance from the paper's cells (in paper stds) "
+            "changes as follows: " + "; ".join(parts) + ".")
+    if ways:
+        text += " " + ("; ".join(ways) + ".")[0].upper() + ("; ".join(ways) + ".")[1:]
+    if higher and all(higher):
+        text += (f" On every dataset FeAT's column stands higher against each baseline's, relative to the paper's "
+                 f"table, at {prose.integer(base)} steps than at {prose.integer(chosen)}: a protocol that stops at "
+                 f"{prose.integer(base)} steps widens FeAT's lead over the baselines by that alone.")
+    elif higher and not any(higher):
+        text += (f" On every dataset FeAT's column stands lower against each baseline's, relative to the paper's "
+                 f"table, at {prose.integer(base)} steps than at {prose.integer(chosen)}: stopping there would "
+                 "narrow FeAT's lead over the baselines.")
+    elif higher:
+        text += (" Against the baselines, FeAT's column gains from the shorter length on some dataset or baseline "
+                 "and loses on another.")
+    return text
+
+
+def table2_against_paper_text(runs: pd.DataFrame, learners=FROZEN_LEARNERS) -> str:
+    """What :func:`table2_against_paper_figure` shows, in one sentence: per dataset and frozen column,
+    the penalised cells' mean distance from the paper's mean (points, ours best configuration) and
+    the largest."""
+    best = select_best(runs[runs["learner"].isin(learners) & (runs["objective"] != "erm")])
+    parts = []
+    for dataset in [d for d in DATASET_LABELS if d in set(best["dataset"])]:
+        part, said = best[best["dataset"] == dataset], []
+        for learner in [l for l in learners if l in set(part["learner"])]:
+            rows = part[part["learner"] == learner]
+            paper = np.array([TABLE2.get(dataset, {}).get(o, {}).get(learner, (np.nan, np.nan))[0]
+                              for o in rows["objective"]], dtype=float)
+            off = np.abs(100 * rows["mean"].to_numpy() - paper)
+            off = off[np.isfinite(off)]
+            if len(off):
+                said.append(f"{_column(learner)} {prose.number(off.mean(), 1)} points ({prose.number(off.max(), 1)})")
+        if said:
+            parts.append(f"on {DATASET_LABELS[dataset]}, {prose.listing(said)}")
+    if not parts:
+        return ""
+    return ("How far the points lie from the diagonal: on average over its penalised cells, each column lies this far "
+            "from the paper's means (its farthest cell in brackets): " + "; ".join(parts) + ".")

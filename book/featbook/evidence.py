@@ -73,8 +73,9 @@ def command_block(prov: Mapping[str, Any], summary: str = "The command that made
     commits = sorted({str(r.get("commit", ""))[:12] for r in runs if r.get("commit")}) if runs else (
         [str(prov["commit"])[:12]] if prov.get("commit") else [])
     if runs:
-        if summary.startswith("The command "):  # "How these results were made" stays one plain line
-            summary = summary.replace("The command ", "The commands ", 1) + f" ({prose.count(len(runs), 'run')})"
+        # the count is of commands (runs of the command line), not of the seeds or runs of the study
+        summary = (f"The {len(runs)} commands " + summary[len("The command "):] if summary.startswith("The command ")
+                   else summary + f" ({prose.count(len(runs), 'command')})")
     at = (f"<p>At commit{'s' if len(commits) > 1 else ''} {html.escape(prose.listing(commits))} of this repository:</p>"
           if commits else "")
     moved = sorted({m for c in commands if (m := moved_entry_point(c))})

@@ -10,7 +10,7 @@ def penalty_choice(by_held_out: float, by_against: float, test_acc: dict) -> str
     accuracy of that head (``test_acc``: weight -> accuracy; the test set never chooses): the
     weights as powers of ten (10³), never in code's e-notation."""
     def chosen(weight: float) -> str:
-        return f"{prose.power_of_ten(weight)} (test {prose.percent(test_acc[weight])})"
+        return f"{prose.power(weight, plain_below=1)} (test {prose.percent(test_acc[weight])})"
 
     if by_held_out == by_against:
         return (f"Here both rules pick {chosen(by_held_out)}: the held-out examples did not mislead in this run, "

@@ -13,8 +13,12 @@ import pandas as pd
 
 from featbook import style
 
-INV_LABEL = r"invariant  mean $\langle w, j v_1\rangle$"
-SPU_LABEL = r"spurious  mean $\langle w, j v_2\rangle$"
+#: The coefficients: the mean over the filters j = ±1, r of <w_{j,r}, j·v> (j a sign, not an index of v).
+INV_LABEL = r"invariant: mean over $j, r$ of $\langle w_{j,r},\, j{\cdot}v_1\rangle$"
+SPU_LABEL = r"spurious: mean over $j, r$ of $\langle w_{j,r},\, j{\cdot}v_2\rangle$"
+#: The invariant solution's coefficient: half the logit's weight log((1 − α)/α), the coefficient being a
+#: mean over both classes' filters, whose contributions the logit adds.
+SOLUTION_LABEL = r"invariant solution $\frac{1}{2}\log\frac{1-\alpha}{\alpha}$"
 
 
 def _band(ax, band, column: str, colour: str, x=None) -> None:
@@ -182,7 +186,7 @@ def pretraining_sweep_figure(sweep: pd.DataFrame, invariant_solution: float, irm
     ax.plot(x, sweep["spu_final"], "s-", color=style.colour("spurious"), label="spurious after IRMv1")
     _band(ax, band, "inv_final", style.colour("invariant"), x)
     _band(ax, band, "spu_final", style.colour("spurious"), x)
-    ax.plot(x, sweep["inv_switch"], "o:", color=style.colour("invariant"), alpha=0.5, label="invariant at the switch")
+    ax.plot(x, sweep["inv_switch"], "o:", color=style.colour("invariant"), alpha=0.5, label="invariant at the switch (end of pre-training)")
     ax.axhline(invariant_solution, color="grey", linestyle="-.", linewidth=1, label="invariant solution")
     ax.set(xscale="log", xlabel="ERM pre-training steps (0 at 0.5)", ylabel="feature learning",
            title=f"after {irm_steps} IRMv1 steps")

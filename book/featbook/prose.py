@@ -58,17 +58,20 @@ def scientific(x: float | None, digits: int = 1, sign: bool = False) -> str:
     return f"{mantissa.replace('-', '−')}{NBSP}×{NBSP}10{power}"
 
 
-def power_of_ten(x: float | None) -> str:
-    """A power of ten as a reader writes it: 1000 -> "10³", 0.01 -> "10⁻²" (never "1e3"); any other
-    number as :func:`scientific` writes it."""
+def power(x: float | None, plain_below: float = 1000) -> str:
+    """A grid value as the paper writes it, in a reader's notation: 1e4 -> "10⁴", 5e3 -> "5 × 10³",
+    0.01 -> "10⁻²" (never "1e4"); an integer below ``plain_below`` as it is ("100", "50"; with
+    ``plain_below=1`` every power of ten is a power: 10 -> "10¹"); anything else as :func:`number`."""
     if _is_missing(x):
         return MISSING
     x = float(x)
-    if x > 0:
-        exponent = round(math.log10(x))
-        if math.isclose(x, 10.0 ** exponent, rel_tol=1e-9):
-            return "10" + str(exponent).translate(_SUPERSCRIPT)
-    return scientific(x)
+    if x == int(x) and 0 <= x < plain_below:
+        return integer(int(x))
+    mantissa, exponent = f"{x:.0e}".split("e")
+    if x <= 0 or float(f"{mantissa}e{exponent}") != x:
+        return number(x)
+    power_text = f"10{str(int(exponent)).translate(_SUPERSCRIPT)}"
+    return power_text if mantissa == "1" else f"{mantissa}{NBSP}×{NBSP}{power_text}"
 
 
 def integer(n: int | None) -> str:
@@ -126,8 +129,18 @@ def seed_list(seeds: Iterable[int]) -> str:
 
 def stds(z: float) -> str:
     """A distance in the paper's standard deviations as the tables write it: "+1.3", "−0.1" (one
-    decimal, always signed)."""
-    return f"{z:+.1f}".replace("-", "\u2212")
+    decimal, signed; "0.0" where it rounds to zero)."""
+    return signed(z, 1)
+
+
+def signed(x: float | None, digits: int = 2) -> str:
+    """A signed value with a minus sign, not a hyphen: "+0.81", "−1.37"; a value that rounds to
+    zero is "0.00", never "−0.00" or "+0.00"."""
+    if _is_missing(x):
+        return MISSING
+    if round(float(x), digits) == 0:
+        return f"{0:.{digits}f}"
+    return f"{float(x):+.{digits}f}".replace("-", "\u2212")
 
 
 def devices(recorded: Iterable[Any], cpu: str | None = None) -> str:

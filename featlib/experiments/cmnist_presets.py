@@ -80,8 +80,8 @@ PROTOCOL_PRESETS.register("reference")(ProtocolPreset(
     "LFhase/FeAT ColoredMNIST/run_exp.py and train.py (= TjuJianyu/RFC coloredmnist/train.py)",
     values(REFERENCE_CODE)))
 PROTOCOL_PRESETS.register("rfc-erm-nf")(ProtocolPreset(
-    "rfc-erm-nf", "the Bonsai authors' ERM-NF sweep: width 390, lr 5e-4, L2 0.0011, 1,001 steps, penalty weight 1 "
-                  "during pre-training, penalty weights 1e3, 5e3, 1e4, 5e4 and 1e5",
+    "rfc-erm-nf", "the Bonsai authors' ERM-NF sweep: width 390, lr 5 × 10⁻⁴, L2 0.0011, 1,001 steps, penalty "
+                  "weight 1 during pre-training, penalty weights 10³, 5 × 10³, 10⁴, 5 × 10⁴ and 10⁵",
     "TjuJianyu/RFC scripts/coloredmnist/coloredmnist_anneal.sh",
     values(RFC_ERM_NF)))
 

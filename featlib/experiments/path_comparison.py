@@ -360,10 +360,16 @@ class Verdict:
                     "identical seed by seed. Either may stand for the other as the default.")
         same = (f"{self.identical} cells are identical seed by seed; of the other {self.cells}, " if self.identical
                 else "")
-        counted = f"{self.differing}" if self.identical else f"{self.differing} of {self.cells} cells"
-        evidence = same + (f"{counted} differ at 95% (chance alone gives about "
-                    f"{LEVEL * self.cells:.1f}; at least {self.differing} by chance: {_p_value(self.chance_p)}), and the "
-                    f"mean difference over cells is {pts(self.shift)} ± {100 * self.shift_half_width:.2f} points")
+        expected = f"{LEVEL * self.cells:.1f}"
+        if self.differing:
+            counted = f"{self.differing}" if self.identical else f"{self.differing} of {self.cells} cells"
+            tested = (f"{counted} differ at 95% (chance alone gives about {expected}; at least {self.differing} "
+                      f"by chance: {_p_value(self.chance_p)})")
+        else:  # no test to quote: P(at least 0) is 1 whatever the cells
+            tested = (f"none differ at 95% (about {expected} expected by chance)" if self.identical else
+                      f"none of the {self.cells} cells differs at 95% (about {expected} expected by chance)")
+        evidence = same + (f"{tested}, and the mean difference over cells is {pts(self.shift)} "
+                           f"± {100 * self.shift_half_width:.2f} points")
         if self.agrees:
             return (f"{self.variant} agrees with {self.reference} at table level: {evidence}. Either may stand for the "
                     "other as the default.")
