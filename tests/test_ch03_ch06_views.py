@@ -40,3 +40,88 @@ def test_provenance_is_one_folded_line():
     assert summary == "How these results were made" and block.startswith('<details class="feat-provenance">')
     assert "wall time" in block and "aaaaaaaaaaaa" in block  # inside the fold, never in the summary
     assert evidence.made_by("`results/x`: 3 runs").count("<code>results/x</code>") == 1
+
+
+# -- Fig. 3.1's stars: Table 2's FeAT column, on frozen features ---------------------------------------
+def table2_runs() -> pd.DataFrame:
+    """FeAT's (iFeAT's) runs as Table 2's pieces hold them, 3 seeds, two configurations per objective,
+    with rows of another learner and another dataset that the stars must not read. Known answer:
+    IRMv1's best configuration is weight 10 (mean 0.70, std of 0.68/0.70/0.72), V-REx's weight 100
+    (mean 0.60), though V-REx's weight 10 has the best single seed."""
+    rows = []
+    accs = {("irmv1", 10.0): (0.68, 0.70, 0.72), ("irmv1", 100.0): (0.50, 0.50, 0.50),
+            ("vrex", 10.0): (0.90, 0.10, 0.10), ("vrex", 100.0): (0.60, 0.60, 0.60)}
+    for (objective, weight), values in accs.items():
+        for seed, acc in zip((1, 2, 3), values):
+            base = {"objective": objective, "penalty_weight": weight, "pretrain_epochs": 0, "seed": seed,
+                    "val_acc": 0.8, "train_acc": 0.8, "diverged_step": -1}
+            rows.append({**base, "dataset": "cmnist025", "learner": "ifeat", "worst_test_acc": acc})
+            rows.append({**base, "dataset": "cmnist025", "learner": "bonsai", "worst_test_acc": 0.99})
+            rows.append({**base, "dataset": "cmnist01", "learner": "ifeat", "worst_test_acc": 0.98})
+    return pd.DataFrame(rows)
+
+
+def test_the_stars_are_table_2s_feat_cells_by_its_rule():
+    import numpy as np
+
+    cells = ch03_views.table2_feat_cells(table2_runs(), "cmnist025").set_index("objective")
+    assert cells.loc["irmv1", "penalty_weight"] == 10.0 and cells.loc["vrex", "penalty_weight"] == 100.0
+    assert np.isclose(cells.loc["irmv1", "mean"], 0.70) and np.isclose(cells.loc["vrex", "mean"], 0.60)
+    assert np.isclose(cells.loc["irmv1", "std"], np.std([0.68, 0.70, 0.72])) and set(cells["n_seeds"]) == {3}
+    assert ch03_views.frozen_feat_label(cells) == "on FeAT's frozen features (Table 2's column, 3\xa0seeds)"
+    uneven = cells.assign(n_seeds=[3, 5])
+    assert ch03_views.frozen_feat_label(uneven) == "on FeAT's frozen features (Table 2's column, 3–5 seeds)"
+
+
+def test_the_stars_sit_at_the_epochs_feature_learning_spent():
+    from featlib.experiments.cmnist_analysis import feat_epochs, feat_epochs_spent
+
+    rounds = pd.DataFrame([{"learner": "ifeat", "dataset": "cmnist025", "seed": s, "round": r, "epochs": 150,
+                            "accepted": r < last} for s, last in ((1, 3), (2, 3), (3, 4)) for r in range(1, last + 1)]
+                          + [{"learner": "feat", "dataset": "cmnist025", "seed": 1, "round": 1, "epochs": 999,
+                              "accepted": True}])
+    assert feat_epochs_spent(rounds, "ifeat", "cmnist025", seeds=[1, 2]) == 450  # the rolled-back round included
+    assert feat_epochs_spent(rounds, "ifeat", "cmnist025") == 500  # (450 + 450 + 600) / 3
+    assert feat_epochs(rounds, "ifeat", "cmnist025") == 350  # the accepted rounds only: what the stars do not use
+    assert feat_epochs_spent(rounds, "ifeat", "cmnist01") is None
+
+
+def test_the_legend_names_the_stars_frozen_features_and_the_sentence_two_regimes():
+    import matplotlib.pyplot as plt
+
+    nf = curves({"irmv1": (0.50, 0.65, 0.60), "vrex": (0.52, 0.66, 0.64), "erm": (0.2, 0.2, 0.2)})
+    feat = ch03_views.table2_feat_cells(table2_runs(), "cmnist025")
+    label = ch03_views.frozen_feat_label(feat)
+    fig = ch03_views.pretraining_figure(nf, feat, 450, "title", label)
+    texts = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    plt.close(fig)
+    assert "on FeAT's frozen features (Table 2's column, 3\xa0seeds); at 450 epochs" in texts
+    assert not any(t.startswith("FeAT features") for t in texts)
+    shown = ch03_views.CommittedCurves(nf, feat, 450, "title", 1, False, feat_label=label)
+    text = ch03_views.whole_network_feat_sentence(shown)
+    assert text.startswith("The stars are Table 2's FeAT column, 3\xa0seeds (the seeds' spread of a cell 0.0–1.6 points)")
+    # IRMv1: 70.0 against its best length 65.0; V-REx: 60.0 against 66.0
+    assert "beat the best ERM length for 1 of the 2 penalised objectives (by 5.0 points); not V-REx" in text
+    assert "two regimes side by side" in text and "frozen after the 450 epochs" in text and not leaks.scan_text(text)
+    assert ch03_views.whole_network_feat_sentence(ch03_views.CommittedCurves(nf, None, None, "title", 1)) == ""
+
+
+def test_the_committed_whole_network_figure_reads_table_2s_committed_column():
+    from pathlib import Path
+
+    from featlib.experiments.results import load_rounds
+    from featlib.experiments.table2_pieces import load_pieces
+
+    repo = Path(__file__).resolve().parents[1] / "results"
+    shown = ch03_views.committed_whole_network(None, str(repo / "cmnist-erm-nf-h200" / "fast-fp32"), "cmnist025",
+                                               str(repo / "cmnist-table2"), str(repo / "cmnist-rounds"))
+    runs = load_pieces(repo / "cmnist-table2")["runs"]
+    expected = ch03_views.table2_feat_cells(runs, "cmnist025")
+    pd.testing.assert_frame_equal(shown.feat.reset_index(drop=True), expected.reset_index(drop=True))
+    rounds = load_rounds(repo / "cmnist-rounds")["rounds"]
+    seeds = runs.query("learner == 'ifeat' and dataset == 'cmnist025'")["seed"].unique()
+    spent = rounds[(rounds["learner"] == "ifeat") & (rounds["dataset"] == "cmnist025") & rounds["seed"].isin(seeds)]
+    assert shown.feat_epochs == round(spent.groupby("seed")["epochs"].sum().mean())
+    assert shown.feat_label == ch03_views.frozen_feat_label(expected)
+    bare = ch03_views.committed_whole_network(None, str(repo / "cmnist-erm-nf-h200" / "fast-fp32"), "cmnist025")
+    assert bare.feat is None and bare.feat_label is None and ch03_views.whole_network_feat_sentence(bare) == ""

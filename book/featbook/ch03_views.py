@@ -38,9 +38,16 @@ def data_grid(data, per_env: int = 8):
     return fig
 
 
-def plot_pretraining_curves(ax, nf_results: pd.DataFrame, feat_best: pd.DataFrame | None = None, feat_epochs=None):
+def feat_legend(feat_epochs, feat_label: str | None = None) -> str:
+    """The legend entry of FeAT's stars: ``feat_label`` (what the stars are) with the epochs they
+    sit at, or by default "FeAT features (450 epochs)"."""
+    return f"{feat_label}; at {feat_epochs} epochs" if feat_label else f"FeAT features ({feat_epochs} epochs)"
+
+
+def plot_pretraining_curves(ax, nf_results: pd.DataFrame, feat_best: pd.DataFrame | None = None, feat_epochs=None,
+                            feat_label: str | None = None):
     """OOD accuracy against ERM pre-training epochs per objective (ERM-NF); FeAT marked at the
-    epochs its feature learning took."""
+    epochs its feature learning took, named in the legend by :func:`feat_legend`."""
     curves = best_over_weights(nf_results)
     colours = {}
     for objective, frame in curves.groupby("objective", sort=False):
@@ -55,17 +62,19 @@ def plot_pretraining_curves(ax, nf_results: pd.DataFrame, feat_best: pd.DataFram
             ax.plot([x], [100 * row.mean], marker="*", markersize=14, color=colours[row.objective],
                     markeredgecolor="black", linestyle="none")
         ax.plot([], [], marker="*", color="grey", markeredgecolor="black", linestyle="none", markersize=12,
-                label=f"FeAT features ({feat_epochs} epochs)")
+                label=feat_legend(feat_epochs, feat_label))
     ax.set(xlabel="ERM pre-training epochs", ylabel="OOD accuracy (%), worst test env.")
     ax.legend(fontsize=style.MIN_TEXT_PT, ncol=2)
     return ax
 
 
-def pretraining_figure(nf_results: pd.DataFrame, feat_best: pd.DataFrame | None, feat_epochs, title: str):
-    """Fig. 1(b): OOD accuracy against ERM pre-training epochs per objective; FeAT as stars."""
+def pretraining_figure(nf_results: pd.DataFrame, feat_best: pd.DataFrame | None, feat_epochs, title: str,
+                       feat_label: str | None = None):
+    """Fig. 1(b): OOD accuracy against ERM pre-training epochs per objective; FeAT as stars
+    (``feat_label``: what they are, in the legend)."""
     fig, axes = style.subplots(1, 1, panel_height=3.2, extra_height=1.0)
     ax = axes[0, 0]
-    plot_pretraining_curves(ax, nf_results, feat_best, feat_epochs)
+    plot_pretraining_curves(ax, nf_results, feat_best, feat_epochs, feat_label)
     ax.get_legend().remove()
     ax.set_title(title)
     style.legend_below(fig, ax, ncol=4)
@@ -167,6 +176,32 @@ def curve_shape_sentence(nf_runs: pd.DataFrame, near: float = 0.10) -> str:
     return text
 
 
+def whole_network_feat_sentence(curves: "CommittedCurves") -> str:
+    """What the stars of the whole-network figure are and what they can say: Table 2's FeAT column,
+    a head trained on FeAT's frozen features, set against each objective's best whole-network
+    length (:func:`feat_against_lengths_sentence`), and that this is two regimes side by side, so
+    the frozen-feature figure is the like-for-like comparison; "" without stars."""
+    if curves.runs is None or curves.feat is None or curves.full:
+        return ""
+    from featlib.experiments.cmnist_analysis import feat_against_lengths
+
+    against = feat_against_lengths(curves.runs, curves.feat)
+    penalised = curves.feat[curves.feat["objective"].isin(against["objective"])]
+    seeds = min(int(curves.feat["n_seeds"].min()), curves.seeds)
+    lo, hi = 100 * penalised["std"].min(), 100 * penalised["std"].max()
+    spread = prose.number(lo, 1) if round(lo, 1) == round(hi, 1) else f"{prose.number(lo, 1)}–{prose.number(hi, 1)}"
+    return (f"The stars are Table 2's FeAT column, {cell_seeds(curves.feat)} "
+            f"(the seeds' spread of a cell {spread} points): each objective trains only a linear head on FeAT's "
+            f"features, frozen after the {curves.feat_epochs} epochs its feature learning spent (the round its "
+            "termination check rolled back included; the paper's figure puts its stars at the 300 epochs of the two "
+            "rounds kept), where the curves train the whole network. "
+            + feat_against_lengths_sentence(against, seeds)
+            + " That is the comparison the paper's figure makes, and it sets two regimes side by side: it cannot say "
+            "whether FeAT's features or the freezing makes the difference. The frozen-feature figure below compares "
+            "like with like, ERM's frozen features after each length against FeAT's. (IB-IRM's star is IRMv1's: on "
+            "frozen features its bottleneck term is a constant.)")
+
+
 def own_run_note(run) -> str:
     """What chapter 03's own run (a :class:`featbook.run_scale.RunScale`) can show: at reduced size,
     that every step runs, not the effect; at a size that compares methods, its numbers beside the
@@ -196,6 +231,7 @@ class CommittedCurves:
     made_by: str = ""
     missing: str = ""
     located: Any = None
+    feat_label: str | None = None  # what the stars are, for the legend (frozen features beside whole networks)
 
     @property
     def nf_seeds(self) -> int | None:
@@ -211,11 +247,58 @@ class CommittedCurves:
             display(Markdown(self.missing))
 
 
+def table2_feat_cells(runs: pd.DataFrame, dataset: str, learner: str = "ifeat") -> pd.DataFrame:
+    """Table 2's FeAT column on ``dataset``: per objective, the configuration Table 2's rule selects
+    (:func:`~featlib.experiments.colored_mnist.select_best`, the best mean worst-test accuracy over
+    the seeds), with its mean, std and seeds."""
+    from featlib.experiments.colored_mnist import select_best
+
+    return select_best(runs[(runs["learner"] == learner) & (runs["dataset"] == dataset)])
+
+
+def frozen_feat_label(cells: pd.DataFrame) -> str:
+    """What Fig. 3.1's stars are, for its legend: "on FeAT's frozen features (Table 2's column, 5
+    seeds)" (the fewest seeds of a cell, "3-5 seeds" where the cells differ)."""
+    return f"on FeAT's frozen features (Table 2's column, {cell_seeds(cells)})"
+
+
+def cell_seeds(cells: pd.DataFrame) -> str:
+    """The seeds behind selected cells: "5 seeds", or "3–5 seeds" where the cells differ."""
+    lo, hi = int(cells["n_seeds"].min()), int(cells["n_seeds"].max())
+    return prose.count(lo, "seed") if lo == hi else f"{lo}–{hi} seeds"
+
+
+def table2_stars(committed_table2: str | None, committed_rounds: str | None, dataset: str
+                 ) -> tuple[pd.DataFrame | None, int | None, str | None]:
+    """FeAT's stars for the whole-network figure from Table 2's committed FeAT column on ``dataset``
+    (:func:`table2_feat_cells`), at the epochs the feature learning of those seeds spent (the
+    committed rounds, the rolled-back one included:
+    :func:`~featlib.experiments.cmnist_analysis.feat_epochs_spent`), with their legend entry; three
+    Nones without either folder or without such cells."""
+    from featbook import committed
+    from featlib.experiments.cmnist_analysis import feat_epochs_spent
+    from featlib.experiments.results import load_rounds
+    from featlib.experiments.table2_pieces import load_pieces
+
+    pieces = committed.load(committed.locate(committed_table2), load_pieces) if committed_table2 else None
+    rounds = committed.load(committed.locate(committed_rounds), load_rounds) if committed_rounds else None
+    if pieces is None or rounds is None or pieces["runs"].empty:
+        return None, None, None
+    cells = table2_feat_cells(pieces["runs"], dataset)
+    seeds = pieces["runs"].query("learner == 'ifeat' and dataset == @dataset")["seed"].unique()
+    epochs = feat_epochs_spent(rounds["rounds"], "ifeat", dataset, seeds)
+    if cells.empty or epochs is None:
+        return None, None, None
+    return cells, epochs, frozen_feat_label(cells)
+
+
 def committed_whole_network(committed_results: str | None, committed_nf_pieces: str | None,
-                            dataset: str) -> CommittedCurves:
+                            dataset: str, committed_table2: str | None = None,
+                            committed_rounds: str | None = None) -> CommittedCurves:
     """Chapter 03's whole-network (ERM-NF) evidence: the full protocol's committed results when
-    there are some (with FeAT's stars), else the committed ERM-NF pieces of GPU sittings, else why
-    none is shown."""
+    there are some (with FeAT's stars), else the committed ERM-NF pieces of GPU sittings with FeAT's
+    stars from Table 2's committed column on frozen features (:func:`table2_stars`, when
+    ``committed_table2`` and ``committed_rounds`` name them), else why none is shown."""
     from featbook import committed, evidence
     from featlib.experiments.colored_mnist import select_best
     from featlib.experiments.results import load_results
@@ -240,10 +323,11 @@ def committed_whole_network(committed_results: str | None, committed_nf_pieces: 
         nf = pieces["runs"].query("dataset == @dataset and learner == 'erm-nf'")
         if len(nf):
             folder = str(committed_nf_pieces).removeprefix("../")
-            return CommittedCurves(nf, None, None, nf_pieces_title(nf, pieces["records"], dataset),
+            feat, epochs, feat_label = table2_stars(committed_table2, committed_rounds, dataset)
+            return CommittedCurves(nf, feat, epochs, nf_pieces_title(nf, pieces["records"], dataset),
                                    int(nf["seed"].nunique()), False,
                                    evidence.made_by(nf_provenance(nf, pieces["records"], [dataset], folder)),
-                                   located=located)
+                                   feat_label=feat_label, located=located)
     return CommittedCurves(missing=evidence.missing([located, located_nf], "ColoredMNIST protocol",
                                                     "python -m featlib.cli.run_cmnist --out results/cmnist"),
                            located=located)

@@ -419,8 +419,9 @@ def _saliency_wilds(results: Path, executed: Path | None) -> tuple[str, str]:
 
 def _table14(results: Path, executed: Path | None) -> tuple[str, str]:
     """Table 14's quantity, the whole training time as a multiple of ERM's: ours by the paper's
-    schedule at the committed step times, only where they measure real data at the paper's sizes
-    (fabricated data kept apart), against the paper's; in a few words
+    schedule at the committed step times, only where they measure the paper's sizes, resting on the
+    paper's own dataset where one is measured (fabricated images of its size count: a step's cost
+    does not depend on the pixels) with ColoredMNIST's unequal schedule beside it; in a few words
     (:func:`featbook.cost_views.table14_cells`: chapter 07's "What we see" says it in full)."""
     from featbook.cost_views import load_committed, table14_cells
     from featlib.cost import paper_table14

@@ -360,6 +360,24 @@ def feat_epochs(rounds: pd.DataFrame, learner: str = "feat", dataset: str | None
     return int(round(picked.groupby("seed")["epochs"].sum().mean()))
 
 
+def feat_epochs_spent(rounds: pd.DataFrame, learner: str = "ifeat", dataset: str | None = None,
+                      seeds=None) -> int | None:
+    """The epochs a feature learner's training spent: every round it trained, the one its
+    termination check rolled back included, summed per seed and averaged over ``seeds`` (default:
+    every seed ``rounds`` holds); None when ``rounds`` holds no round of ``learner`` (of
+    ``dataset``, of those seeds)."""
+    if rounds is None or not len(rounds):
+        return None
+    picked = rounds[rounds["learner"] == learner] if "learner" in rounds else rounds
+    if dataset is not None and "dataset" in picked:
+        picked = picked[picked["dataset"] == dataset]
+    if seeds is not None:
+        picked = picked[picked["seed"].isin(list(seeds))]
+    if picked.empty:
+        return None
+    return int(round(picked.groupby("seed")["epochs"].sum().mean()))
+
+
 # -- Table 7 and FeAT's stop -----------------------------------------------------------------------
 def against_table7(rounds_by_choice: dict[str, pd.DataFrame], dataset: str, learner: str = "ifeat",
                    seeds=None) -> pd.DataFrame:
