@@ -115,7 +115,7 @@ def test_the_fold_under_a_table_says_how_the_results_were_made_without_a_count()
     prov = {"command": "x", "runs": [{"command": "a", "commit": "1" * 40}, {"command": "b", "commit": "2" * 40}]}
     block = evidence.made_by("line", prov)
     assert "<summary>How these results were made</summary>" in block
-    assert "(2\xa0runs)" in evidence.command_block(prov)  # the command block's own summary keeps its count
+    assert "The 2 commands" in evidence.command_block(prov)  # the command block's own summary counts its commands
 
 
 def test_the_caption_of_fig_6_1_gives_the_size_of_the_study_it_draws(repo_root):

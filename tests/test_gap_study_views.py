@@ -3,7 +3,7 @@ choose, show no spread for one seed, and end in one sentence that says what the 
 import pytest
 import pandas as pd
 
-from featbook.ch09_views import erm_nf_erm_conclusion, frozen_steps_conclusion, frozen_steps_table
+from featbook.gap_study_views import erm_nf_erm_conclusion, frozen_steps_conclusion, frozen_steps_table
 from featlib.experiments.cmnist_analysis import frozen_steps_changes
 
 
@@ -75,7 +75,7 @@ def test_the_clove_study_is_summarised_per_variant_and_length_by_table_2s_rule()
 
 
 def test_the_clove_conclusion_counts_settings_near_the_papers_cell_per_column():
-    from featbook.ch09_views import clove_01_conclusion, clove_01_table
+    from featbook.gap_study_views import clove_01_conclusion, clove_01_table
     from featlib.experiments.gap_studies import CLOVE_VARIANTS, clove_01_summary
     from featlib.experiments.paper_values import TABLE2
 
@@ -136,7 +136,7 @@ def test_the_length_sentence_says_the_rise_past_the_protocols_length_and_where_t
 def test_the_clove_grid_study_is_judged_by_its_criterion_against_table_2s_f1_cells(monkeypatch):
     """clove-grid-01 beside Table 2's Appendix F.1 cells: each cell's distance is
     (ours - paper) / paper std, and the verdict is the criterion fixed before the third seed ran."""
-    from featbook import ch09_views as views
+    from featbook import gap_study_views
     from featlib.experiments import gap_studies
     from featlib.experiments.paper_values import TABLE2
     from featlib.hparams import APPENDIX_F1, CLOVE_WEIGHTS_01
@@ -169,18 +169,18 @@ def test_the_clove_grid_study_is_judged_by_its_criterion_against_table_2s_f1_cel
     with pytest.warns(UserWarning, match="no \\(learner, seed\\) tried exactly Appendix F.1's five weights"):
         alone = gap_studies.clove_grid_summary(study, decided)  # Table 2's pieces passed by mistake
     assert list(alone["grid"].unique()) == ["script"]
-    said = views.clove_grid_conclusion(summary)
+    said = gap_study_views.clove_grid_conclusion(summary)
     assert "+1.0, +1.0 and +1.0 paper stds (3.0 in all)" in said and "(4.0 in all)" in said
     assert "is met: the script's weights are the decision" in said
     assert "until then" not in said and "Table 2 applies them" in said  # hparams.OBJECTIVE_GRIDS holds it
-    monkeypatch.setattr(views, "OBJECTIVE_GRIDS", {})  # as before it landed
-    before = views.clove_grid_conclusion(summary)
+    monkeypatch.setattr(gap_study_views, "OBJECTIVE_GRIDS", {})  # as before it landed
+    before = gap_study_views.clove_grid_conclusion(summary)
     assert "until then its ColoredMNIST-01 CLOvE cells are Appendix F.1's" in before and "applies them" not in before
     # the study at the authors' 500 steps would miss the band: FeAT's cell 3 paper stds off
-    assert "is not met: Appendix F.1's grid stays" in views.clove_grid_conclusion(
+    assert "is not met: Appendix F.1's grid stays" in gap_study_views.clove_grid_conclusion(
         gap_studies.clove_grid_summary(study, table2, step=500))
-    assert "not at hand" in views.clove_grid_conclusion(gap_studies.clove_grid_summary(study))
-    text = views.clove_grid_table(summary)._repr_html_()
+    assert "not at hand" in gap_study_views.clove_grid_conclusion(gap_studies.clove_grid_summary(study))
+    text = gap_study_views.clove_grid_table(summary)._repr_html_()
     assert "(+1.0)" in text and "paper (Table 2)" in text and "3.0" in text
 
 

@@ -597,57 +597,6 @@ def test_the_leak_scan_finds_a_paper_value_beside_a_test_run():
     assert leaks.test_run_beside_paper(page("Run it yourself", plain._repr_html_())) == []  # a range, not the paper
 
 
-def test_the_erm_nf_column_from_a_gpu_stands_apart_until_each_cell_has_three_seeds():
-    import pandas as pd
-
-    from featbook import ch03_views, ch04_views
-    from featlib.experiments.paper_values import TABLE2
-
-    def frame(seeds, objectives=("erm", "irmv1")):
-        rows = [dict(dataset="cmnist025", learner="erm-nf", objective=o, seed=s, penalty_weight=w,
-                     pretrain_epochs=e, worst_test_acc=0.5 + 0.01 * e / 50 + 0.001 * s)
-                for o in objectives for s in seeds for w in (10.0, 100.0) for e in (0, 50, 100)]
-        return pd.DataFrame(rows)
-
-    records = pd.DataFrame([dict(dataset="cmnist025", learner="erm-nf", objective=o, seed=s,
-                                 device="cuda (NVIDIA H200)", precision="fp32", wall_time_s=30.0, commit="a" * 40)
-                            for o in ("erm", "irmv1") for s in (1, 2, 3)])
-    one = ch04_views.nf_column_sentence(frame([1]), records.query("seed == 1"), "results/x")
-    assert "seed 1 only" in one and "apart from Table 2" in one and "one NVIDIA H200" in one
-    # two objectives at 3 seeds are not the column: it joins Table 2 only where every cell has 3 seeds
-    partial = ch04_views.nf_column_sentence(frame([1, 2, 3]), records, "results/x")
-    assert "seeds 1, 2 and 3" in partial and "apart from Table 2" in partial
-    every = list(TABLE2["cmnist025"])
-    three = ch04_views.nf_column_sentence(frame([1, 2, 3], every), records, "results/x")
-    assert "seeds 1, 2 and 3" in three and "apart from Table 2" not in three
-    assert "Its ColoredMNIST-025 cells hold 3 seeds or more each, so they stand in Table 2 above" in three
-    assert "; ColoredMNIST-01's cells still wait for a GPU." in three
-    # the cells' distance from the paper's is said, with the furthest cell, and at one seed called a draw
-    # (IRMv1's best: 0.5 + 0.02 + 0.001 = 52.10 against the paper's 67.29 +/- 0.99)
-    assert "the furthest IRMv1 on ColoredMNIST-025 (52.10 against 67.29)" in one and "not a verdict" in one
-    assert "15.2 points below the paper's" in one.replace("\xa0", " ") and "not a verdict" not in three
-    assert "no V-REx, IRMX, IB-IRM, CLOvE, IGA or Fishr piece yet" in one
-    fig = ch03_views.nf_pieces_sentence(frame([1]), records.query("seed == 1"), "cmnist025", "results/x")
-    assert "2.0\xa0points" in fig or "2.0 points" in fig  # IRMv1's best length minus its worst: 0.02
-    assert "ranks nothing" in fig
-    assert "With one seed there is no seed-to-seed spread" in fig
-    # at 2 seeds the seeds' spread exists and is named (frame's seeds differ by 0.1 point: std 0.05),
-    # as a rough yardstick, and the figure still ranks nothing
-    two = ch03_views.nf_pieces_sentence(frame([1, 2]), records.query("seed < 3"), "cmnist025", "results/x")
-    assert "no seed-to-seed spread" not in two and "ranks nothing" in two
-    from featbook import prose
-    spread = prose.points(0.0005, sign=False).replace("\xa0", " ")
-    assert f"The 2 seeds' own spread, about {spread}, is only a rough" in two.replace("\xa0", " ")
-    # at 3 seeds the sentence gives the verdict, by the claims table's threshold (5 points): the frame moves
-    # IRMv1 by 2 points between its lengths, so not the paper's finding
-    three = ch03_views.nf_pieces_sentence(frame([1, 2, 3]), records, "cmnist025", "results/x").replace("\xa0", " ")
-    assert "ranks nothing" not in three and "Over 3 seeds, whose own spread is about" in three
-    assert "that is not the paper's finding" in three and "under the 5 points this book asks of it" in three
-    steep = frame([1, 2, 3]).assign(worst_test_acc=lambda f: 0.5 + 0.1 * f["pretrain_epochs"] / 50)
-    assert "that is the paper's finding at full size" in ch03_views.nf_pieces_sentence(steep, records, "cmnist025", "results/x")
-    assert "ranks nothing" not in ch03_views.nf_pieces_sentence(frame([1, 2, 3]), records, "cmnist025", "results/x")
-
-
 def test_the_erm_nf_column_joins_table_2_for_a_dataset_only_when_each_of_its_cells_has_three_seeds():
     import pandas as pd
 

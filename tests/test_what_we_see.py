@@ -5,7 +5,7 @@ import re
 import pandas as pd
 import pytest
 
-from featbook import ch03_views, leaks, saliency_views, wilds_views
+from featbook import ch03_views, leaks, wilds_views
 from featbook.run_scale import RunScale
 from featlib.experiments import cmnist_analysis as analysis
 
@@ -17,43 +17,6 @@ PAPER = RunScale("paper", "10 seeds, 50,000 training images")
 def clean(text):
     assert not leaks.scan_text(text), leaks.scan_text(text)
     return text
-
-
-# -- chapter 03: Fig. 1(b) -----------------------------------------------------------------------
-def test_chapter_03_reads_the_committed_results_when_there_are_some():
-    text = clean(ch03_views.pretraining_what_we_see(SMALL, (9.0, 2.0, 1, 7), committed=(12.34, 1.5, 5, 7),
-                                                      committed_note="Read from the repository's `results/cmnist`."))
-    assert text.startswith("**From the committed full-scale results** (Read from the repository's `results/cmnist`)")
-    assert "12.3 points" in text and "1.5 points" in text and "5 of the 7" in text
-    assert "9.0" not in text  # this small run's numbers are not read as the paper's
-    no_feat = clean(ch03_views.pretraining_what_we_see(SMALL, (9.0, 2.0, 1, 7), committed=(12.0, 1.5, None, 7)))
-    assert "hold no run on FeAT's features" in no_feat and "None" not in no_feat
-
-
-def test_chapter_03_reads_a_run_that_can_compare_methods_and_says_nothing_is_committed():
-    text = clean(ch03_views.pretraining_what_we_see(REDUCED, (8.25, 1.25, 4, 7)))
-    assert text.startswith(f"**This run** ({REDUCED.summary})") and "8.2 points" in text and "4 of the 7" in text
-    assert text.endswith("No full-scale results are committed yet.")
-
-
-def test_chapter_03_ranks_nothing_on_a_small_run():
-    text = clean(ch03_views.pretraining_what_we_see(SMALL, (6.5, 3.0, 6, 7)))
-    assert text.startswith(f"**This run is {SMALL.summary}.**")
-    assert "ranks nothing" in text and "6 of the 7" not in text
-    assert "6.5" not in text  # no effect size is read off a run this small
-
-
-def test_chapter_03_leads_with_the_committed_full_size_evidence_before_its_own_small_run():
-    text = clean(ch03_views.pretraining_what_we_see(SMALL, (6.5, 3.0, 6, 7), frozen=(14.7, 0.0, 5, 6), frozen_seeds=1,
-                                                      nf=(15.3, 0.0, None, 7), nf_seeds=1))
-    frozen, nf, own = text.split("\n\n")
-    assert frozen.startswith("**At full data size, on frozen features** (`results/cmnist-pretraining`, 1\u00a0seed)")
-    assert "14.7 points" in frozen and "one seed, so no seed-to-seed spread" in frozen
-    assert "5 of the 6\u00a0penalised objectives (IB-IRM is left out" in frozen
-    assert nf.startswith("**At full data size, the whole network**") and "15.3 points" in nf
-    assert own.startswith("(One seed so far: the direction of the effect") and "**This page's own run**" in own and "6.5" not in own
-    three = clean(ch03_views.pretraining_what_we_see(SMALL, (6.5, 3.0, 6, 7), frozen=(14.7, 2.1, 5, 6), frozen_seeds=3))
-    assert "against a seed-to-seed standard deviation of 2.1 points" in three and "One seed" not in three
 
 
 def test_feat_epochs_are_the_accepted_rounds_summed_per_seed_and_averaged():
@@ -116,43 +79,6 @@ def test_chapter_05_shows_the_papers_table_3_alone_and_labelled_as_the_papers():
     assert re.search(r"77\.34\W+0\.50", html) and re.search(r"82\.24\W+0\.13", html)  # ERM features: DFR, DFR-s
     assert html.count("<tr>") == 1 + len({o for _, o in TABLE3["civilcomments"]})  # header + one row per objective
     assert "DFR-s" not in wilds_views.paper_table3("camelyon17")._repr_html_()  # the paper prints none there
-
-
-# -- chapter 06 ----------------------------------------------------------------------------------
-def saliency(run, feat_share, erm_share, feat_flip, erm_flip):
-    return clean(saliency_views.what_we_see(run, "GradCAM", feat_share, erm_share, feat_flip, erm_flip))
-
-
-def test_chapter_06_small_run_says_which_model_looks_where_is_not_shown_and_quotes_none_of_its_numbers():
-    text = saliency(SMALL, 0.1, 0.6, 0.05, 0.9)
-    assert "not which model looks where" in text and "FeAT keeps" not in text
-    # beside the paper's claim, a small run's shares would read as a finding (a reader took 28.6% vs 27.5% as one)
-    assert "%" not in text and "quotes none of its numbers" in text
-    assert "10.0%" in saliency(PAPER, 0.1, 0.6, 0.05, 0.9)
-
-
-def test_chapter_06_full_size_claims_the_paper_s_pattern_only_when_both_measures_show_it():
-    agree = saliency(PAPER, 0.1, 0.6, 0.05, 0.9)
-    assert "both measures agree with the paper" in agree and "FeAT keeps more of the digit" in agree
-    flips_only = saliency(REDUCED, 0.7, 0.6, 0.05, 0.9)
-    assert "The flip rate agrees with the paper" in flips_only and "the attribution share does not" in flips_only
-    share_only = saliency(PAPER, 0.1, 0.6, 0.9, 0.8)
-    assert "does not show FeAT relying less on colour" in share_only
-    neither = saliency(PAPER, 0.7, 0.6, 0.9, 0.8)
-    assert "neither measure shows the paper's pattern" in neither
-    for text in (flips_only, share_only, neither):
-        assert "FeAT keeps more of the digit" not in text and "FeAT keeping the digit" not in text
-
-
-def test_chapter_06_leads_with_the_committed_study_or_says_there_is_none():
-    none = saliency(SMALL, 0.1, 0.6, 0.05, 0.9)
-    assert none.startswith("**No full-size study is committed yet**") and "this page's own run" in none
-    failed = clean(saliency_views.what_we_see(SMALL, "GradCAM", 0.1, 0.6, 0.05, 0.9, fetch_failed=True))
-    assert failed.startswith("**The committed full-size study could not be read") and "committed yet" not in failed
-    found = clean(saliency_views.what_we_see(SMALL, "GradCAM", 0.1, 0.6, 0.05, 0.9,
-                                             committed="The direction of the paper's Fig. 4 holds in every seed."))
-    assert found.startswith("**From the committed full-size study** (above): The direction of the paper's Fig. 4 holds")
-    assert found.index("From the committed") < found.index("This page's own run is")  # the run never comes first
 
 
 def test_the_stop_sentence_gives_a_range_only_when_there_is_one():

@@ -90,14 +90,6 @@ def nf_pieces_title(nf_runs: pd.DataFrame, records: pd.DataFrame, dataset: str) 
     return f"{DATASET_LABELS[dataset]}, ERM-NF, {said} ({device}, {prose.listing(sorted(kept['precision'].unique()))})"
 
 
-# -- what the page says ----------------------------------------------------------------------------
-def nf_pieces_sentence(nf_runs: pd.DataFrame, records: pd.DataFrame, dataset: str, folder: str) -> str:
-    """Chapter 03: what committed ERM-NF pieces (the whole-network runs of Fig. 1(b), from a GPU
-    sitting) are, and what they can carry: under 3 seeds, how the figure looks at full size, not its verdict."""
-    return (f"**Committed: the whole-network runs at full size** ({nf_provenance(nf_runs, records, [dataset], folder)}). "
-            + nf_pieces_verdict(nf_runs))
-
-
 def nf_pieces_verdict(nf_runs: pd.DataFrame) -> str:
     """What committed whole-network runs of Fig. 1(b) carry, without where they were made: the mean
     spread between an objective's best and worst pre-training length, set against the seeds' own
@@ -427,57 +419,3 @@ def _feat_sentence(beats: int | None, n_objectives: int, frozen: bool = False) -
             "their best pre-training length.")
 
 
-def pretraining_what_we_see(run, findings: tuple, committed: tuple | None = None,
-                            committed_note: str | None = None, fetch_failed: bool = False,
-                            frozen: tuple | None = None, frozen_seeds: int = 0,
-                            nf: tuple | None = None, nf_seeds: int = 0,
-                            frozen_against: pd.DataFrame | None = None) -> str:
-    """Chapter 03's "What we see", from the numbers of
-    :func:`~featlib.experiments.cmnist_analysis.pretraining_findings`, the largest
-    evidence first: the committed full-scale whole-network results (``committed``, with
-    ``committed_note`` saying where they come from); else the committed full-size evidence there
-    is, the frozen-feature study (``frozen``, over ``frozen_seeds``) and the whole-network pieces
-    of GPU sittings (``nf``, over ``nf_seeds``); then this run's, ranked only when ``run`` (a
-    :class:`featbook.run_scale.RunScale`) is large enough to compare methods, else described as a
-    check of the pipeline that measures nothing. ``fetch_failed``: the committed results could
-    not be fetched or read (:attr:`featbook.committed.Located.failed`), so the text does not claim
-    that none are committed. ``frozen_against`` (:func:`~featlib.experiments.cmnist_analysis.feat_against_lengths` of the frozen study)
-    names the objectives FeAT's features do not lift, with both accuracies."""
-    spread, noise, beats, n_objectives = findings
-    if committed is not None:
-        f_spread, f_noise, f_beats, f_n = committed
-        where = f" ({committed_note.rstrip('.')})" if committed_note else ""
-        return (f"**From the committed full-scale results**{where}: " + _fig1b_sentence(f_spread, f_noise)
-                + _feat_sentence(f_beats, f_n))
-    parts = []
-    if frozen is not None:
-        f_spread, f_noise, f_beats, f_n = frozen
-        parts.append(f"**At full data size, on frozen features** (`results/cmnist-pretraining`, "
-                     f"{prose.count(frozen_seeds, 'seed')}): " + _fig1b_sentence(f_spread, f_noise, frozen_seeds)
-                     + (_feat_sentence(f_beats, f_n, frozen=True) if frozen_against is None or frozen_against.empty
-                        else " " + feat_against_lengths_sentence(frozen_against, frozen_seeds)
-                        + " (IB-IRM is left out: on frozen features it trains as IRMv1.)"))
-    if nf is not None:
-        n_spread, n_noise, _, _ = nf
-        parts.append(f"**At full data size, the whole network** (the GPU pieces above, {prose.count(nf_seeds, 'seed')}): "
-                     + _fig1b_sentence(n_spread, n_noise, nf_seeds))
-    if parts and not run.can_compare_methods:
-        scale = ("one seed so far: the direction of the effect, not its size over seeds"
-                 if max(frozen_seeds, nf_seeds) < 3 else "")
-        parts.append((f"({scale[0].upper()}{scale[1:]}.) " if scale else "")
-                     + f"**This page's own run** is {run.summary}. It checks that every step runs; at its size the "
-                     "accuracies are far from the full-size ones, so it measures no effect and ranks nothing.")
-        return "\n\n".join(parts)
-    if run.can_compare_methods:
-        return "\n\n".join(parts + [
-            f"**This run** ({run.summary}): " + _fig1b_sentence(spread, noise) + _feat_sentence(beats, n_objectives)
-            + (" The committed full-scale results could not be read in this runtime (the note in the full-scale "
-               "section says what to do)." if fetch_failed else "" if parts else
-               " No full-scale results are committed yet.")])
-    return (f"**This run is {run.summary}.** It shows that every objective trains at every pre-training length "
-            "and that the curves are drawn; at its size the accuracies are far from the full-size ones, so it "
-            "measures no effect and ranks nothing. The colab profile (`from featbook import profiles; "
-            "profiles.apply(\"colab\", globals())` at the end of the parameters cell) or the full protocol shows "
-            "the effect, and the full-scale section at the top of this page shows the committed results "
-            + ("once they can be fetched (its note says what to do)." if fetch_failed
-               else "once the repository has them."))

@@ -299,7 +299,7 @@ def measured(committed: Mapping) -> list[Measured]:
     return out
 
 
-def _paper_ratios(paper: pd.DataFrame, learner: str, column: str = "time_x_erm") -> dict[str, float]:
+def paper_ratios(paper: pd.DataFrame, learner: str, column: str = "time_x_erm") -> dict[str, float]:
     rows = paper[paper["learner"] == learner]
     return dict(zip(rows["dataset"], rows[column]))
 
@@ -448,7 +448,7 @@ def agreement(paper: pd.DataFrame, committed: Mapping) -> Agreement:
     FeAT ratio and below Bonsai's, "partly" when below Bonsai's only, "no" when not below Bonsai's
     (or above the paper's without a Bonsai to compare with); over several, their common verdict or
     "partly"."""
-    feat, bonsai = _paper_ratios(paper, "feat"), _paper_ratios(paper, "bonsai")
+    feat, bonsai = paper_ratios(paper, "feat"), paper_ratios(paper, "bonsai")
     names = prose.listing(DATASET_LABELS.get(d, d) for d in feat)
     everything = measured(committed)
     ours = [m for m in everything if m.source.beside_paper]
@@ -531,7 +531,7 @@ def table14_cells(paper: pd.DataFrame, committed: Mapping) -> tuple[str, str]:
     a = agreement(paper, committed)
     if a.verdict == "not yet":
         return a.scale, "-"
-    feat, bonsai = _paper_ratios(paper, "feat"), _paper_ratios(paper, "bonsai")
+    feat, bonsai = paper_ratios(paper, "feat"), paper_ratios(paper, "bonsai")
     beside = [m for m in measured(committed) if m.source.beside_paper]
     ours = [m for m in beside if (m.source.dataset in feat) == a.like]
     shown = list(dict.fromkeys(m.source.dataset for m in ours))
@@ -569,7 +569,7 @@ def what_we_see(paper: pd.DataFrame, committed: Mapping) -> str:
     if a.verdict == "not yet":
         return ("No committed measurement at the paper's sizes stands beside the paper's Table 14 yet. "
                 + kept_apart(committed, numbers=False)).strip()
-    feat = _paper_ratios(paper, "feat")
+    feat = paper_ratios(paper, "feat")
     ours = [m for m in measured(committed) if m.source.beside_paper and (m.source.dataset in feat) == a.like]
     per_step = "; ".join(f"{prose.ratio(m.step_x_erm)}{' ERM' + chr(39) + 's step time' if k == 0 else ''} and "
                          f"{prose.ratio(m.memory_x_erm['ifeat'])}{' its peak memory' if k == 0 else ''} "

@@ -500,56 +500,6 @@ def token_figures(result, caption: str | None = None, title: str | None = None) 
                            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
 
 
-def committed_lead(committed: str | None, fetch_failed: bool = False) -> str:
-    """The first sentence of chapter 06's "What we see": the committed full-size study
-    (``committed``: :func:`direction_sentence` of the largest one) when there is one, else why there is
-    none (``fetch_failed``: it could not be read in this runtime), so that the page's own run, which
-    follows, never reads as the result."""
-    if committed:
-        return f"**From the committed full-size study** (above): {committed}"
-    if fetch_failed:
-        return ("**The committed full-size study could not be read in this runtime** (the note above says what to "
-                "do): the paper's Fig. 4 and Figs. 5-12 are the reference, and what follows is this page's own run.")
-    return ("**No full-size study is committed yet**: the paper's Fig. 4 and Figs. 5-12 are the reference, and what "
-            "follows is this page's own run.")
-
-
-def what_we_see(run, map_kind: str, feat_share: float, erm_share: float, feat_flip: float, erm_flip: float,
-                committed: str | None = None, fetch_failed: bool = False) -> str:
-    """Chapter 06's "What we see" from the measures of FeAT and of ERM after its longest training:
-    the share of attribution on colour and the colour-swap flip rate. ``run`` is the
-    :class:`featbook.run_scale.RunScale` of the study. It leads with :func:`committed_lead` (the
-    committed full-size study, ``committed``, or why there is none). A small run claims nothing
-    about which model looks where; a run on the paper's data says "ERM reads the colour, FeAT the
-    digit" only when both measures put FeAT below ERM, and says which measure disagrees otherwise."""
-    text = committed_lead(committed, fetch_failed) + "\n\n"
-    if not run.can_compare_methods:
-        # its numbers stay in the folded outputs above: set here, beside the paper's claim, they would read as a finding
-        return text + (f"This page's own run is {run.summary}. Its models are not the paper's (a fraction of the "
-                       "images and epochs): it shows that every piece runs and measures what it says it measures, not "
-                       "which model looks where, so this section quotes none of its numbers. The colab profile "
-                       "(`from featbook import profiles; profiles.apply(\"colab\", globals())` at the end of the "
-                       "parameters cell) or the default parameters train the paper's models.")
-    text += (f"In this run ({run.summary}), the maps are {map_kind} maps. On the test images, FeAT's share of "
-             f"attribution on colour was {prose.percent(feat_share)}, against {prose.percent(erm_share)} for ERM after "
-             f"its longest training, and a colour swap flipped {prose.percent(feat_flip)} of FeAT's predictions against "
-             f"{prose.percent(erm_flip)} of ERM's.")
-    less_share, fewer_flips = feat_share < erm_share, feat_flip < erm_flip
-    text += " These models are trained on the paper's data for the paper's epochs"
-    if less_share and fewer_flips:
-        return text + (", and both measures agree with the paper: ERM reads the colour more than FeAT does, and FeAT "
-                       "keeps more of the digit.")
-    if fewer_flips:
-        return text + (". The flip rate agrees with the paper (a colour swap changes fewer of FeAT's predictions), "
-                       "the attribution share does not; as the next paragraph says, trust the flip rate.")
-    if less_share:
-        return text + (". The attribution share puts less of FeAT's attribution on colour, but a colour swap changes "
-                       "at least as many of FeAT's predictions as of ERM's, so by the more direct measure this run "
-                       "does not show FeAT relying less on colour.")
-    return text + (", yet neither measure shows the paper's pattern here: FeAT relies on colour at least as much as "
-                   "ERM does.")
-
-
 # -- the committed full-size study (results/saliency, gap_studies saliency) ---------------------
 def committed_maps(maps: pd.DataFrame, seed: int, image_size: tuple[int, int]) -> tuple[dict, pd.DataFrame]:
     """A committed ``saliency-maps`` study's seed as :func:`triples_figure` and
