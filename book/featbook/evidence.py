@@ -73,9 +73,10 @@ def command_block(prov: Mapping[str, Any], summary: str = "The command that made
     commits = sorted({str(r.get("commit", ""))[:12] for r in runs if r.get("commit")}) if runs else (
         [str(prov["commit"])[:12]] if prov.get("commit") else [])
     if runs:
-        # the count is of commands (runs of the command line), not of the seeds or runs of the study
-        summary = (f"The {len(runs)} commands " + summary[len("The command "):] if summary.startswith("The command ")
-                   else summary + f" ({prose.count(len(runs), 'command')})")
+        # the count is of commands (runs of the command line), not of the seeds or runs of the study;
+        # a fold titled otherwise ("How these results were made") stays one plain line, no count
+        if summary.startswith("The command "):
+            summary = f"The {len(runs)} commands " + summary[len("The command "):]
     at = (f"<p>At commit{'s' if len(commits) > 1 else ''} {html.escape(prose.listing(commits))} of this repository:</p>"
           if commits else "")
     moved = sorted({m for c in commands if (m := moved_entry_point(c))})
