@@ -125,3 +125,32 @@ def test_the_committed_whole_network_figure_reads_table_2s_committed_column():
     assert shown.feat_label == ch03_views.frozen_feat_label(expected)
     bare = ch03_views.committed_whole_network(None, str(repo / "cmnist-erm-nf-h200" / "fast-fp32"), "cmnist025")
     assert bare.feat is None and bare.feat_label is None and ch03_views.whole_network_feat_sentence(bare) == ""
+
+
+def test_chapter_03_gives_its_verdict_on_both_halves_of_fig_1b():
+    """The verdict reads the first half in whole networks where 3 seeds exist, the second like for
+    like on frozen features, a direction only under 3 seeds, and names Table 2's column as another
+    regime."""
+    from featbook import ch03_views as v
+
+    def curves(spread_points, seeds, feat_margin=None, full=False):
+        rows = []
+        for seed in range(1, seeds + 1):
+            for epochs, acc in ((0, 0.5), (100, 0.5 + spread_points / 100)):
+                for objective in ("irmv1", "vrex"):
+                    rows.append({"dataset": "cmnist025", "seed": seed, "learner": "erm-nf", "objective": objective,
+                                 "penalty_weight": 1e3, "pretrain_epochs": epochs, "worst_test_acc": acc})
+        runs = pd.DataFrame(rows)
+        feat = None if feat_margin is None else pd.DataFrame(
+            {"objective": ["irmv1", "vrex"], "mean": [0.5 + (spread_points + feat_margin) / 100] * 2,
+             "std": [0.01, 0.01], "n_seeds": [seeds, seeds]})
+        return v.CommittedCurves(runs=runs, feat=feat, feat_epochs=450, title="t", seeds=seeds, full=full)
+
+    said = v.verdict_sentence(curves(12.0, 3, feat_margin=2.0), curves(10.0, 1, feat_margin=3.0))
+    assert said.startswith("**The first half, shown.** In whole networks, the paper's form (3\xa0seeds)")
+    assert "**The second half, a direction.**" in said and "too few for a verdict" in said
+    assert "2 of 2 penalised objectives" in said and "another regime" in said
+    three = v.verdict_sentence(curves(1.0, 3), curves(10.0, 3, feat_margin=-1.0))
+    assert three.startswith("**The first half, not shown.**")
+    assert "**The second half, not shown like for like.**" in three and "0 of 2" in three
+    assert "waits for runs" in v.verdict_sentence(curves(12.0, 3), v.CommittedCurves(None, None, None, "", 0, False))

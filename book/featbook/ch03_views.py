@@ -81,13 +81,12 @@ def pretraining_figure(nf_results: pd.DataFrame, feat_best: pd.DataFrame | None,
     return fig
 
 
-def nf_pieces_title(nf_runs: pd.DataFrame, records: pd.DataFrame, dataset: str) -> str:
-    """The title of Fig. 1(b) drawn from committed ERM-NF pieces: dataset, seeds, device, precision."""
+def nf_pieces_title(nf_runs: pd.DataFrame, dataset: str) -> str:
+    """The title of Fig. 1(b) drawn from committed ERM-NF pieces: the dataset, the form and the
+    seeds (where and in what precision they ran is in the fold under the figure)."""
     seeds = sorted(int(s) for s in nf_runs["seed"].unique())
     said = f"seed {seeds[0]} only" if len(seeds) == 1 else f"mean of {prose.count(len(seeds), 'seed')}"
-    kept = records[(records["learner"] == "erm-nf") & (records["dataset"] == dataset)]
-    device = prose.listing(sorted(prose.gpu_name(d) or str(d) for d in kept["device"].unique()))
-    return f"{DATASET_LABELS[dataset]}, ERM-NF, {said} ({device}, {prose.listing(sorted(kept['precision'].unique()))})"
+    return f"{DATASET_LABELS[dataset]}, whole networks (ERM-NF), {said}"
 
 
 def nf_pieces_verdict(nf_runs: pd.DataFrame) -> str:
@@ -108,8 +107,8 @@ def nf_pieces_verdict(nf_runs: pd.DataFrame) -> str:
     else:
         shown = spread >= FIG1B_DEPENDENCE_POINTS
         text += (f"Over {prose.count(seeds, 'seed')}, whose own spread is about {prose.points(noise / 100, sign=False)}, "
-                 + ("that is the paper's finding at full size: an objective's OOD accuracy depends on how long ERM ran "
-                    "before it." if shown else
+                 + ("that is the paper's finding at full data size (the paper ran 10 seeds): an objective's "
+                    "OOD accuracy depends on how long ERM ran before it." if shown else
                     f"that is not the paper's finding: the dependence on ERM's length stays under the "
                     f"{prose.number(FIG1B_DEPENDENCE_POINTS, 0)} points this book asks of it."))
     return text
@@ -192,6 +191,50 @@ def whole_network_feat_sentence(curves: "CommittedCurves") -> str:
             "whether FeAT's features or the freezing makes the difference. The frozen-feature figure below compares "
             "like with like, ERM's frozen features after each length against FeAT's. (IB-IRM's star is IRMv1's: on "
             "frozen features its bottleneck term is a constant.)")
+
+
+def verdict_sentence(whole: "CommittedCurves", frozen: "CommittedCurves") -> str:
+    """Chapter 03's verdict on Fig. 1(b), in its two halves, from the committed curves: (1) an
+    objective's OOD accuracy depends on ERM's pre-training length -- read in whole networks, the
+    paper's form, where 3 seeds of them exist, else on frozen features; (2) FeAT's features need no
+    length to be tuned -- like for like only in the frozen-feature study (each objective on ERM's
+    frozen features after every length against FeAT's), and beside the whole-network curves from
+    Table 2's frozen FeAT column, which is two regimes. A half resting on fewer than 3 seeds gives its
+    direction, not a verdict."""
+    from featlib.experiments.cmnist_analysis import feat_against_lengths
+
+    def seeds_said(n: int) -> str:
+        return prose.count(n, "seed") + ("" if n >= 3 else ", too few for a verdict")
+
+    if whole.runs is not None and whole.seeds >= 3:
+        form, curves = "whole networks, the paper's form", whole
+    elif frozen.runs is not None:
+        form, curves = "frozen features", frozen
+    else:
+        return "No committed run at full data size yet: this chapter has no verdict on Fig. 1(b)."
+    spread, noise, _, _ = pretraining_findings(curves.runs, None)
+    shown = spread >= FIG1B_DEPENDENCE_POINTS
+    first = (f"**The first half, {'shown' if shown and curves.seeds >= 3 else 'not shown' if curves.seeds >= 3 else 'a direction'}.** "
+             f"In {form} ({seeds_said(curves.seeds)}), an objective's OOD accuracy moves "
+             f"{prose.points(spread / 100, sign=False)} on average between its best and its worst ERM length"
+             + (f", against a seed spread of {prose.points(noise / 100, sign=False)}." if curves.seeds > 1 else "."))
+    parts, like = [], None
+    if frozen.runs is not None and frozen.feat is not None:
+        against = feat_against_lengths(frozen.runs, frozen.feat)
+        ahead = int((against["margin"] > 0).sum())
+        like = None if frozen.seeds < 3 else 2 * ahead > len(against)
+        parts.append(f"on frozen features, like for like ({seeds_said(frozen.seeds)}), FeAT's features beat every ERM "
+                     f"length for {ahead} of {len(against)} penalised objectives")
+    if whole.runs is not None and whole.feat is not None and not whole.full:
+        against = feat_against_lengths(whole.runs, whole.feat)
+        ahead = int((against["margin"] > 0).sum())
+        parts.append(f"beside the whole-network curves, Table 2's FeAT column (a head on frozen features: another "
+                     f"regime) beats the best length for {ahead} of {len(against)}")
+    if not parts:
+        return first + " **The second half** waits for runs on FeAT's features."
+    said = {True: "shown like for like", False: "not shown like for like", None: "a direction"}[like]
+    return (first + f" **The second half, {said}.** "
+            + "; ".join(parts)[:1].upper() + "; ".join(parts)[1:] + ".")
 
 
 def own_run_note(run) -> str:
@@ -316,7 +359,7 @@ def committed_whole_network(committed_results: str | None, committed_nf_pieces: 
         if len(nf):
             folder = str(committed_nf_pieces).removeprefix("../")
             feat, epochs, feat_label = table2_stars(committed_table2, committed_rounds, dataset)
-            return CommittedCurves(nf, feat, epochs, nf_pieces_title(nf, pieces["records"], dataset),
+            return CommittedCurves(nf, feat, epochs, nf_pieces_title(nf, dataset),
                                    int(nf["seed"].nunique()), False,
                                    evidence.made_by(nf_provenance(nf, pieces["records"], [dataset], folder)),
                                    feat_label=feat_label, located=located)
