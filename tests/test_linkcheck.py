@@ -72,6 +72,15 @@ def test_the_built_book_has_no_broken_links(built_book):
 
 
 @pytest.mark.notebook
+def test_the_built_book_passes_the_builds_own_page_check(built_book):
+    """What `make book` (featbook.build) checks after rendering, on the book the tests built: no page
+    shows code, a test run beside the paper's numbers, or bookkeeping in its reading text."""
+    from featbook.build import check_pages
+
+    check_pages(built_book)
+
+
+@pytest.mark.notebook
 def test_the_built_book_serves_mathjax_itself(built_book):
     if mathjax_es5() is None:
         message = "the mathjax package (django-static-mathjax) is not installed: the book loads MathJax from a CDN"

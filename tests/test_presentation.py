@@ -279,7 +279,19 @@ def test_a_built_books_reference_pages_may_hold_bookkeeping(tmp_path):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(page)
     assert list(leaks.scan_book(tmp_path)) == ["notebooks/04_x.html"]
-    assert set(leaks.REFERENCE_PAGES) == {"book/running.html", "notebooks/09_how_the_numbers_were_made.html"}
+    assert set(leaks.REFERENCE_PAGES) == {"book/running.html", "notebooks/09_how_the_numbers_were_made.html",
+                                          "book/own_objective.html"}
+
+
+def test_the_glossary_may_define_the_bookkeeping_words_and_nothing_else_may():
+    """The introduction's glossary defines "piece" and "sitting" (a ``glossary`` div); the same
+    words in the introduction's prose outside it are found."""
+    glossary = ("<div class='glossary'><dl><dt>Piece, GPU sitting</dt><dd>Full-size results are computed in "
+                "pieces; a sitting is one session on a borrowed GPU.</dd></dl></div>")
+    page = f"<html><body><article><p>Prose.</p>{glossary}</article></body></html>"
+    assert "bookkeeping" not in {leak.kind for leak in leaks.scan_html(page)}
+    outside = page.replace("</article>", "<p>This table took 3 sittings.</p></article>")
+    assert "bookkeeping" in {leak.kind for leak in leaks.scan_html(outside)}
 
 
 def test_the_scan_finds_an_estimate_printed_by_a_cell_whose_input_is_removed():

@@ -230,19 +230,21 @@ def case_sources(cases, device: str, cpu_count: int | None = None) -> dict[str, 
 
 def show_committed(name: str, prov: Mapping[str, Any], sources: dict[str, CostSource]) -> None:
     """A committed folder's provenance as the chapter shows it: one line with what it measured
-    (fabricated data named as such), the device and the wall time; the commit goes with the
-    command in the folded block, out of the sentence."""
+    (fabricated data named as such) and the device; the commit and the wall time go with the
+    command in the folded block, out of the reading text (featbook.leaks)."""
     from IPython.display import HTML, Markdown, display
 
     from featbook import evidence
 
-    shown = {k: v for k, v in prov.items() if k != "commit"}
+    shown = {k: v for k, v in prov.items() if k not in ("commit", "wall_time_s", "wall_time_s_per_run", "runs")}
     if shown.get("device"):  # "on one NVIDIA H200", "on a 2-core CPU"
         shown["device"] = device_phrase(shown["device"], shown.get("cpu_count"))
     line = evidence.provenance_line(f"Committed measurements ({name})", shown,
                                     size="; ".join(s.data + " (" + s.model + ")" for s in sources.values()))
     display(Markdown(line))
-    display(HTML(evidence.command_block(prov, "The command that made them")))  # the commit inside the fold
+    # the commit and the wall time inside the fold
+    display(HTML(evidence.made_by(f"{prose.minutes(float(prov['wall_time_s']))} of wall time."
+                                  if prov.get("wall_time_s") is not None else "", prov)))
 
 
 # --- Table 14: the paper's ratios, and ours where they measure the same at a stated scale ---

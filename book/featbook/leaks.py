@@ -14,8 +14,9 @@ A reader should meet prose, tables and figures. What gives a page away as unedit
 * bookkeeping (:data:`BOOKKEEPING`): how a result was made -- pieces, caches, sittings, wall
   time, manifests, checksums, commits by hash, the library's version history -- belongs in the
   one collapsed provenance line under a figure or table (``details.feat-provenance``,
-  :func:`featbook.evidence.command_block`) and in the reference pages (:data:`REFERENCE_PAGES`:
-  the running page and chapter 09), never in a chapter's reading text;
+  :func:`featbook.evidence.command_block`), the glossary that defines these words, and the
+  reference pages (:data:`REFERENCE_PAGES`: the running page, chapter 09, your own objective),
+  never in a chapter's reading text;
 * a name of the chapter's parameters cell written as inline code where its value belongs
   (:func:`bare_parameters`: "ERM for `pretrain_steps` steps", "the first `n_attribution` test
   images"). Other inline code is left out of the scan: naming a parameter to explain it
@@ -56,10 +57,12 @@ PREFLIGHT = PATTERNS[-1][1]
 BOOKKEEPING = re.compile(
     r"(?i)\b(?:pieces?|cache[ds]?|caching|sittings?|wall[- ]time|manifests?|checksums?|sha-?256)\b"
     r"|\bfeatlib \d+\.\d+|\bcommits? [0-9a-f]{7,40}\b")
-#: Pages where bookkeeping is the subject (paths relative to the built book's html folder).
-REFERENCE_PAGES = ("book/running.html", "notebooks/09_how_the_numbers_were_made.html")
-#: Where bookkeeping may stand on any page: the collapsed provenance block.
-PROVENANCE = "details.feat-provenance"
+#: Pages where bookkeeping is the subject (paths relative to the built book's html folder): running
+#: the notebooks, how the numbers were made, and running an objective of your own through Table 2.
+REFERENCE_PAGES = ("book/running.html", "notebooks/09_how_the_numbers_were_made.html", "book/own_objective.html")
+#: Where bookkeeping may stand on any page: the collapsed provenance block, and the glossary that
+#: defines its words (the introduction's, a ``glossary`` div).
+PROVENANCE = "details.feat-provenance, div.glossary"
 
 #: (kind, pattern) of template leftovers in prose: what an unedited f-string template writes.
 TEMPLATE: tuple[tuple[str, re.Pattern], ...] = (
