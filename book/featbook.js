@@ -9,10 +9,13 @@ document.addEventListener("DOMContentLoaded", () => {
     let link = img.closest("a");
     if (link && !link.classList.contains("image-reference")) return;  // a link to somewhere else
     if (!link) {
+      // a figure with a phone drawing (featbook.phone) is a <picture>: the link wraps the picture,
+      // whose <source> applies only to an <img> that is its own child
+      const target = img.parentElement && img.parentElement.tagName === "PICTURE" ? img.parentElement : img;
       link = document.createElement("a");
       link.href = img.getAttribute("src");
-      img.parentNode.insertBefore(link, img);
-      link.appendChild(img);
+      target.parentNode.insertBefore(link, target);
+      link.appendChild(target);
     }
     link.target = "_blank";
     link.rel = "noopener";
