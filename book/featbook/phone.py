@@ -12,7 +12,7 @@ for frontends without HTML. :func:`featbook.build.externalize_pictures` moves th
 out of the built pages into files.
 
 Not every figure gets a second drawing (:func:`picture_html` returns None, and the figure scales as
-before; a tap still opens it at full size): a grid of pictures (images with their axes off) stays a
+before; a tap still opens it at full size): a grid of pictures (every panel an image) stays a
 grid, and a phone drawing in which any two labels overlap (:func:`featbook.overlaps.overlapping_texts`)
 is not used.
 
@@ -57,10 +57,11 @@ def panels(fig: Figure) -> list:
 
 
 def is_picture_grid(fig: Figure) -> bool:
-    """Whether ``fig`` is a grid of pictures (every panel an image with its axes off): it stays a
-    grid on a phone, where it scales whole."""
+    """Whether ``fig`` is a grid of pictures (every panel shows an image: chapter 03's digits,
+    chapter 06's image / GradCAM / overlay rows): it stays a grid on a phone, where it scales whole,
+    since its rows are read across."""
     shown = panels(fig)
-    return bool(shown) and all(ax.images and not ax.axison for ax in shown)
+    return bool(shown) and all(ax.images for ax in shown)
 
 
 #: The longest line of a legend entry in the phone drawing, in characters (mathematics counted whole).
