@@ -57,7 +57,7 @@ def test_a_verdict_that_moves_with_the_protocol_says_so(tmp_path):
         assert cell.startswith(f"depends on the protocol: {today} (today); {earlier} (earlier)"), cell
 
 
-def test_the_length_studies_count_feats_leads_per_dataset(tmp_path):
+def test_the_length_studies_count_feats_leads_per_dataset():
     """FeAT leads where its cell is above the better baseline's; one seed: a margin above zero."""
     rows = []
     for step in (500, 1000):
@@ -67,6 +67,10 @@ def test_the_length_studies_count_feats_leads_per_dataset(tmp_path):
                     rows.append({"dataset": "cmnist01", "seed": 1, "learner": learner, "objective": objective,
                                  "penalty_weight": weight, "pretrain_epochs": 0, "step": step, "train_acc": 0.8,
                                  "worst_test_acc": acc - (0.01 if weight != 100.0 else 0), "val_acc": 0.7})
-    (tmp_path / "cmnist-gaps").mkdir()
-    pd.DataFrame(rows).to_csv(tmp_path / "cmnist-gaps" / "ood-length-01.csv", index=False)
-    assert claims.length_leads(tmp_path) == "FeAT leads 1-2/2 on -01 at 500-1,000 steps"
+    assert claims.length_leads_in({"01": pd.DataFrame(rows)}) == "FeAT leads 1-2/2 on -01 at 500-1,000 steps"
+    assert claims.length_leads_in({}) == ""
+
+
+def test_the_committed_length_studies_are_read_through_the_store():
+    said = claims.length_leads(REPO / "results")
+    assert said.startswith("FeAT leads ") and " on -01" in said and " on -025" in said

@@ -41,7 +41,11 @@ def data_grid(data, per_env: int = 8):
 def feat_legend(feat_epochs, feat_label: str | None = None) -> str:
     """The legend entry of FeAT's stars: ``feat_label`` (what the stars are) with the epochs they
     sit at, or by default "FeAT features (450 epochs)"."""
-    return f"{feat_label}; at {feat_epochs} epochs" if feat_label else f"FeAT features ({feat_epochs} epochs)"
+    if not feat_label:
+        return f"FeAT features ({feat_epochs} epochs)"
+    from featbook.phone import wrap_label  # a long label in lines, so the legend stays in the column
+
+    return wrap_label(f"{feat_label}; at {feat_epochs} epochs", 30)
 
 
 def plot_pretraining_curves(ax, nf_results: pd.DataFrame, feat_best: pd.DataFrame | None = None, feat_epochs=None,

@@ -640,19 +640,27 @@ def _robust_table2(results: Path, executed: Path | None) -> str:
 
 
 def length_leads(results: Path) -> str:
-    """Per dataset of the one-seed ``ood-length`` studies, the range over scored lengths of the
-    penalised objectives FeAT's features lead (Appendix F.1's grid, :mod:`featlib.experiments.margin_curve`),
-    as a phrase ("FeAT leads 6/6 on -01, 0-2/6 on -025 at 500-3,000 steps"); "" without the studies."""
-    import pandas as pd
+    """:func:`length_leads_in` the committed one-seed ``ood-length`` studies (``results/cmnist-gaps``,
+    read through the store's checking loader); "" without them."""
+    from featlib.experiments.results import load_study
 
+    frames = {}
+    for dataset in ("01", "025"):
+        found = load_study(results / "cmnist-gaps", f"ood-length-{dataset}") if (results / "cmnist-gaps").exists() else None
+        if found is not None:
+            frames[dataset] = found["frame"]
+    return length_leads_in(frames)
+
+
+def length_leads_in(frames: dict) -> str:
+    """Per dataset (``"01"``, ``"025"`` -> an ``ood-length`` study's rows), the range over scored
+    lengths of the penalised objectives FeAT's features lead (Appendix F.1's grid,
+    :mod:`featlib.experiments.margin_curve`), as a phrase ("FeAT leads 6/6 on -01, 0-2/6 on -025 at
+    500-3,000 steps"); "" without rows."""
     from featlib.experiments import margin_curve
 
     parts = []
-    for dataset in ("01", "025"):
-        path = results / "cmnist-gaps" / f"ood-length-{dataset}.csv"
-        if not path.exists():
-            continue
-        frame = pd.read_csv(path, comment="#")
+    for dataset, frame in frames.items():
         counts = margin_curve.verdicts(margin_curve.margins(margin_curve.cells(frame, rule="f1")))
         if counts.empty:
             continue

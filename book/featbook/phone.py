@@ -17,8 +17,9 @@ grid, and a phone drawing in which any two labels overlap (:func:`featbook.overl
 is not used.
 
     from featbook import phone
-    with phone.phone_layout(fig):            # the figure as a phone shows it; restored after
-        fig.savefig("phone.png")
+    html = phone.picture_html(fig)            # both drawings in one <picture>, or None
+    with phone.phone_layout(fig):             # the figure as a phone shows it; restored after
+        png = phone.retina_png(fig)
 """
 from __future__ import annotations
 
