@@ -93,7 +93,7 @@ def test_the_legend_names_the_stars_frozen_features_and_the_sentence_two_regimes
     feat = ch03_views.table2_feat_cells(table2_runs(), "cmnist025")
     label = ch03_views.frozen_feat_label(feat)
     fig = ch03_views.pretraining_figure(nf, feat, 450, "title", label)
-    texts = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    texts = [t.get_text().replace("\n", " ") for legend in fig.legends for t in legend.get_texts()]  # a long entry wraps
     plt.close(fig)
     assert "on FeAT's frozen features (Table 2's column, 3\xa0seeds); at 450 epochs" in texts
     assert not any(t.startswith("FeAT features") for t in texts)
