@@ -505,3 +505,12 @@ def test_a_table_wider_than_a_phone_says_it_scrolls_sideways(visit):
     # the hint sits right under the box it is about
     assert page.evaluate(f"() => {lines}.every(p => p.previousElementSibling.scrollWidth > "
                          "p.previousElementSibling.clientWidth + 1)")
+
+
+def test_text_glued_from_results_reads_as_the_prose_around_it(visit):
+    """myst-nb sets glued text in bold, which made whole verdict paragraphs bold (chapter 03);
+    book/featbook.css gives it the weight of the prose around it."""
+    v, page = visit("notebooks/03_ood_objectives_need_rich_features.html")
+    weights = page.eval_on_selector_all(
+        "p span.pasted-text", "spans => spans.map(s => [getComputedStyle(s).fontWeight, getComputedStyle(s.parentElement).fontWeight])")
+    assert weights and all(own == around for own, around in weights), weights
