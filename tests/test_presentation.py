@@ -647,3 +647,10 @@ def test_the_erm_nf_column_joins_table_2_for_a_dataset_only_when_each_of_its_cel
     assert "made on a CPU;" in intro and "shown apart below" not in intro
     html = shown._repr_html_()
     assert "ERM-NF" in html and "not yet run" in html  # -01's ERM-NF cells
+
+
+def test_the_scan_finds_markdown_emphasis_a_glued_sentence_left_unrendered():
+    """A glued sentence is plain text: "**The first half, shown.**" shows its asterisks."""
+    found = leaks.scan_text("Our verdict on each: **The first half, shown.** In whole networks ...")
+    assert [leak.kind for leak in found] == ["markdown"]
+    assert leaks.scan_text("The penalty is x**2 + y**2, and 2**10 is 1,024.") == []

@@ -218,8 +218,8 @@ def verdict_sentence(whole: "CommittedCurves", frozen: "CommittedCurves") -> str
         return "No committed run at full data size yet: this chapter has no verdict on Fig. 1(b)."
     spread, noise, _, _ = pretraining_findings(curves.runs, None)
     shown = spread >= FIG1B_DEPENDENCE_POINTS
-    first = (f"**The first half, {'shown' if shown and curves.seeds >= 3 else 'not shown' if curves.seeds >= 3 else 'a direction'}.** "
-             f"In {form} ({seeds_said(curves.seeds)}), an objective's OOD accuracy moves "
+    first = (f"First half, {'shown' if shown and curves.seeds >= 3 else 'not shown' if curves.seeds >= 3 else 'a direction'}: "
+             f"in {form} ({seeds_said(curves.seeds)}), an objective's OOD accuracy moves "
              f"{prose.points(spread / 100, sign=False)} on average between its best and its worst ERM length"
              + (f", against a seed spread of {prose.points(noise / 100, sign=False)}." if curves.seeds > 1 else "."))
     parts, like = [], None
@@ -235,10 +235,9 @@ def verdict_sentence(whole: "CommittedCurves", frozen: "CommittedCurves") -> str
         parts.append(f"beside the whole-network curves, Table 2's FeAT column (a head on frozen features: another "
                      f"regime) beats the best length for {ahead} of {len(against)}")
     if not parts:
-        return first + " **The second half** waits for runs on FeAT's features."
+        return first + " The second half waits for runs on FeAT's features."
     said = {True: "shown like for like", False: "not shown like for like", None: "a direction"}[like]
-    return (first + f" **The second half, {said}.** "
-            + "; ".join(parts)[:1].upper() + "; ".join(parts)[1:] + ".")
+    return first + f" Second half, {said}: " + "; ".join(parts) + "."
 
 
 def own_run_note(run) -> str:

@@ -70,6 +70,8 @@ TEMPLATE: tuple[tuple[str, re.Pattern], ...] = (
     ("plural placeholder", re.compile(r"\w\(s\)")),
     ("parameter name", re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w./-])")),
     ("e-notation", re.compile(r"(?<![a-fA-F])\d[eE][−+-]?0\d")),  # not inside a commit's hex (fcc0a2e4e006)
+    # Markdown emphasis the page did not render (a glued sentence is plain text): "**The first half"
+    ("markdown", re.compile(r"(?<![\w*])\*\*[A-Z][^*]{0,80}\*\*")),
 )
 
 #: Elements whose text is code or mathematics by nature (CSS selectors for BeautifulSoup).
