@@ -651,6 +651,11 @@ def test_the_erm_nf_column_joins_table_2_for_a_dataset_only_when_each_of_its_cel
 
 def test_the_scan_finds_markdown_emphasis_a_glued_sentence_left_unrendered():
     """A glued sentence is plain text: "**The first half, shown.**" shows its asterisks."""
-    found = leaks.scan_text("Our verdict on each: **The first half, shown.** In whole networks ...")
+    def page(text):
+        return f"<html><body><article><p>{text}</p></article></body></html>"
+
+    found = leaks.scan_html(page("Our verdict on each: **The first half, shown.** In whole networks ..."))
     assert [leak.kind for leak in found] == ["markdown"]
-    assert leaks.scan_text("The penalty is x**2 + y**2, and 2**10 is 1,024.") == []
+    assert leaks.scan_html(page("The penalty is x**2 + y**2, and 2**10 is 1,024.")) == []
+    # the Markdown a cell displays is rendered: its source text is not a leak
+    assert leaks.scan_text("**Does ours agree with Table 14? Yes.** The paper's ...") == []

@@ -64,14 +64,16 @@ REFERENCE_PAGES = ("book/running.html", "notebooks/09_how_the_numbers_were_made.
 #: defines its words (the introduction's, a ``glossary`` div).
 PROVENANCE = "details.feat-provenance, div.glossary"
 
+#: Markdown emphasis a rendered page shows as asterisks (a glued sentence is plain text): only
+#: rendered text is scanned for it, since the Markdown a cell displays is rendered.
+UNRENDERED_MARKDOWN = re.compile(r"(?<![\w*])\*\*[A-Z][^*]{0,80}\*\*")
+
 #: (kind, pattern) of template leftovers in prose: what an unedited f-string template writes.
 TEMPLATE: tuple[tuple[str, re.Pattern], ...] = (
     ("doubled phrase", re.compile(r"\b((?:\w[\w-]*\s+){2,8}\w[\w-]*)\s*[(,:]?\s*\(?\s*\1\b", re.I)),
     ("plural placeholder", re.compile(r"\w\(s\)")),
     ("parameter name", re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w./-])")),
     ("e-notation", re.compile(r"(?<![a-fA-F])\d[eE][−+-]?0\d")),  # not inside a commit's hex (fcc0a2e4e006)
-    # Markdown emphasis the page did not render (a glued sentence is plain text): "**The first half"
-    ("markdown", re.compile(r"(?<![\w*])\*\*[A-Z][^*]{0,80}\*\*")),
 )
 
 #: Elements whose text is code or mathematics by nature (CSS selectors for BeautifulSoup).
@@ -218,7 +220,10 @@ def scan_html(html: str, reference: bool = False) -> list[Leak]:
     a test run's numbers beside the paper's (:func:`test_run_beside_paper`) and, unless the page
     is a ``reference`` page (:data:`REFERENCE_PAGES`), bookkeeping in its reading text
     (:func:`bookkeeping`)."""
-    found = scan_text(page_text(html)) + test_run_beside_paper(html) + ([] if reference else bookkeeping(html))
+    text = page_text(html)
+    found = (scan_text(text) + [Leak("markdown", m.group(0), text[max(0, m.start() - 40):m.end() + 40])
+                                for m in UNRENDERED_MARKDOWN.finditer(text)]
+             + test_run_beside_paper(html) + ([] if reference else bookkeeping(html)))
     names = page_parameters(html)
     return found + (bare_parameters(inline_code_text(html), names) if names else [])
 
