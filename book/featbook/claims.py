@@ -261,12 +261,17 @@ def _fig1b(results: Path, executed: Path | None) -> tuple[str, str]:
 
 
 def _table7(results: Path, executed: Path | None) -> tuple[str, str]:
+    return _table7_at(results / "cmnist-rounds")
+
+
+def _table7_at(folder: Path) -> tuple[str, str]:
+    """Table 7's row from the committed rounds in ``folder`` (scale, agrees)."""
     from featlib.experiments.cmnist_analysis import stop_rounds
     from featlib.experiments.labels import label
     from featlib.experiments.paper_values import FEAT_STOP_ROUND
     from featlib.experiments.results import load_rounds
 
-    loaded = load_rounds(results / "cmnist-rounds") if (results / "cmnist-rounds").exists() else None
+    loaded = load_rounds(folder) if folder.exists() else None
     if loaded is None:
         return "not yet", "-"
     stops = stop_rounds(loaded["rounds"])
@@ -591,24 +596,12 @@ def _robust_fig1b(results: Path, executed: Path | None) -> str:
 
 
 def _robust_table7(results: Path, executed: Path | None) -> str:
-    """Table 7's stopping round under the two ways of combining the stored heads for the OOD
-    accuracy the termination check reads: the authors' sum and Algorithm 1's average."""
-    from featlib.experiments.cmnist_analysis import stop_rounds
-    from featlib.experiments.paper_values import FEAT_STOP_ROUND
-    from featlib.experiments.results import load_rounds
-
+    """Table 7's verdict (:func:`_table7_at`) under the two ways of combining the stored heads for
+    the OOD accuracy the termination check reads: the authors' sum and Algorithm 1's average."""
     readings = {}
     for name, folder in (("the summed head", "cmnist-rounds"), ("the averaged head", "cmnist-rounds-average-head")):
-        if not (results / folder).exists():
-            readings[name] = None
-            continue
-        stops = stop_rounds(load_rounds(results / folder)["rounds"])
-        ifeat = stops[stops["learner"] == "ifeat"]
-        shares = [float((ifeat.loc[ifeat["dataset"] == d, "rounds_kept"] == paper).mean())
-                  for d, paper in FEAT_STOP_ROUND.items() if (ifeat["dataset"] == d).any()]
-        seeds = ifeat["seed"].nunique()
-        readings[name] = (None if not shares or seeds < 3 else "yes" if min(shares) == 1 else
-                          "no" if max(shares) <= 0.5 else "partly")
+        word = _word(_table7_at(results / folder)[1])
+        readings[name] = word if word in ("yes", "partly", "no") else None
     return compare("the head", readings)
 
 
@@ -706,7 +699,7 @@ def _robust_table14(results: Path, executed: Path | None) -> str:
     the paper's FeAT ratio (on the same dataset, else the paper's largest) and below Bonsai's,
     "partly" when below Bonsai's only, else "no"; a schedule measured on several devices gives their
     common word, or "partly"."""
-    from featbook.cost_views import paper_ratios, load_committed, measured
+    from featbook.cost_views import load_committed, measured, paper_ratios, table14_verdicts
     from featlib.cost import paper_table14
     from featlib.experiments.labels import label
 
@@ -714,16 +707,13 @@ def _robust_table14(results: Path, executed: Path | None) -> str:
     if not folder.exists():
         return "-"
     feat = paper_ratios(paper_table14(), "feat")
-    readings: dict[str, str | None] = {}
+    by_schedule: dict[str, list] = {}
     for m in measured(load_committed(folder)):
-        if not m.source.beside_paper or "ifeat" not in m.time_x_erm:
-            continue
-        ratio, bonsai = m.time_x_erm["ifeat"], m.time_x_erm.get("bonsai")
-        yardstick = feat.get(m.source.dataset, max(feat.values()))
-        below = bonsai is not None and ratio < bonsai
-        word = "yes" if below and ratio <= yardstick else "partly" if below else "no"
-        key = f"{label('dataset', m.source.dataset)}'s schedule"
-        readings[key] = word if readings.get(key) in (None, word) else "partly"
+        if m.source.beside_paper and "ifeat" in m.time_x_erm:
+            by_schedule.setdefault(f"{label('dataset', m.source.dataset)}'s schedule", []).append(m)
+    # chapter 07's rule per measurement, against the paper's FeAT ratio on the same dataset, else its largest
+    readings = {key: table14_verdicts(ms, lambda m: feat.get(m.source.dataset, max(feat.values())))[0]
+                for key, ms in by_schedule.items()}
     return compare("the schedule", readings) if readings else "-"
 
 

@@ -411,7 +411,7 @@ def _each_dataset(ms: list) -> str:
     return "; ".join(f"on {DATASET_LABELS.get(d, d)}, iFeAT {each(ms)}" for d, ms in by_dataset.items())
 
 
-def _verdicts(ms: list, limit_of, bonsai_of=None) -> tuple[str, list, list]:
+def table14_verdicts(ms: list, limit_of, bonsai_of=None) -> tuple[str, list, list]:
     """Per measurement: "yes" when iFeAT's ratio is within the paper's FeAT ratio (``limit_of(m)``)
     and below Bonsai's, "partly" when below Bonsai's only, "no" otherwise; their common verdict or
     "partly", and whether each is cheaper than Bonsai (None: no Bonsai) and within the paper's."""
@@ -460,7 +460,7 @@ def agreement(paper: pd.DataFrame, committed: Mapping) -> Agreement:
     like = [m for m in ours if m.source.dataset in feat]
     if like:
         others = [m for m in ours if m.source.dataset not in feat]
-        verdict, cheaper, within = _verdicts(like, lambda m: feat[m.source.dataset])
+        verdict, cheaper, within = table14_verdicts(like, lambda m: feat[m.source.dataset])
         shown = list(dict.fromkeys(m.source.dataset for m in like))
         paper_text = (f"the paper's FeAT {prose.listing(prose.ratio(feat[d]) for d in shown)} ERM's time and Bonsai "
                       f"{prose.listing(prose.ratio(bonsai[d]) for d in shown if d in bonsai)} on "
@@ -486,7 +486,7 @@ def agreement(paper: pd.DataFrame, committed: Mapping) -> Agreement:
         scale = ("not yet at the paper's sizes" + (f": only {apart}" if apart else "")) if everything else "not yet"
         return Agreement("not yet", "", paper_text, "", scale)
     limit = max(feat.values())
-    verdict, cheaper, within = _verdicts(ours, lambda m: limit)
+    verdict, cheaper, within = table14_verdicts(ours, lambda m: limit)
     bonsai_part = ("cheaper than Bonsai, as in the paper" if all(c is not False for c in cheaper) and any(cheaper)
                    else "not cheaper than Bonsai" if not any(cheaper) and any(c is False for c in cheaper)
                    else "cheaper than Bonsai on some devices only" if any(cheaper) else "")

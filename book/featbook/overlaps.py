@@ -6,16 +6,22 @@ from __future__ import annotations
 import matplotlib as mpl
 
 
-def overlapping_texts(fig, tolerance_px: float = 1.0) -> list[tuple[str, str]]:
-    """Pairs of visible, non-empty texts of ``fig`` (titles, axis labels, tick labels, legend
-    entries, figure texts) whose drawn boxes overlap by more than ``tolerance_px`` each way: what a
-    reader sees as labels printed over each other. Draws the figure once."""
-    if not hasattr(fig.canvas, "get_renderer"):  # a Figure() made without pyplot has no renderer yet
+def draw_renderer(fig):
+    """Draw ``fig`` and return its renderer; a Figure() made without pyplot gets an Agg canvas
+    first (it has no renderer until then)."""
+    if not hasattr(fig.canvas, "get_renderer"):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
         FigureCanvasAgg(fig)
     fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    return fig.canvas.get_renderer()
+
+
+def overlapping_texts(fig, tolerance_px: float = 1.0) -> list[tuple[str, str]]:
+    """Pairs of visible, non-empty texts of ``fig`` (titles, axis labels, tick labels, legend
+    entries, figure texts) whose drawn boxes overlap by more than ``tolerance_px`` each way: what a
+    reader sees as labels printed over each other. Draws the figure once."""
+    renderer = draw_renderer(fig)
     # An axis keeps label objects for ticks outside its view as well; only the ticks it draws count.
     tick_labels, drawn = set(), set()
     for ax in fig.axes:

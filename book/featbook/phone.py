@@ -31,7 +31,7 @@ from contextlib import contextmanager
 
 from matplotlib.figure import Figure
 
-from featbook.overlaps import overlapping_texts
+from featbook.overlaps import draw_renderer, overlapping_texts
 
 #: The phone drawing's width in inches: 340 px at :data:`featbook.style.DPI`, which with the tight
 #: crop's margin fits the column of a 390 px screen (about 358 px) at its natural size.
@@ -107,12 +107,7 @@ def _phone_legends(fig: Figure, originals: list, columns: int, wrap: bool) -> No
 
 def _fits(fig: Figure) -> bool:
     """Whether every legend of ``fig`` lies within the figure's width (draws it once)."""
-    if not hasattr(fig.canvas, "get_renderer"):  # a Figure() made without pyplot
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-        FigureCanvasAgg(fig)
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    renderer = draw_renderer(fig)
     right = fig.get_figwidth() * fig.dpi
     return all(box.x0 >= -1 and box.x1 <= right + 1
                for box in (legend.get_window_extent(renderer) for legend in fig.legends))
