@@ -205,3 +205,67 @@ def test_worker_environment_pins_one_gpu_per_slot_or_splits_the_cpus(monkeypatch
     assert [sweep._worker_env(s, 3, ["2", "5"])["CUDA_VISIBLE_DEVICES"] for s in range(3)] == ["2", "5", "2"]
     gpu = sweep._worker_env(1, 3, ["2", "5"])
     assert gpu["FEATLIB_DEVICE"] == "cuda" and gpu["OMP_NUM_THREADS"] == "2"
+
+
+def _failing_kernel_start(times, message="Kernel didn't respond in 60 seconds"):
+    """papermill.execute_notebook whose first ``times`` kernels never answer (the port race of
+    kernels started at once), as papermill leaves it: the output written, no cell executed."""
+    import papermill as pm
+
+    real, calls = pm.execute_notebook, []
+
+    def execute(input_path, output_path, **kwargs):
+        calls.append(output_path)
+        if len(calls) <= times:
+            nb = nbformat.read(input_path, as_version=4)
+            nb.metadata["papermill"] = {}
+            nbformat.write(nb, output_path)
+            raise RuntimeError(message)
+        return real(input_path, output_path, **kwargs)
+
+    return execute, calls
+
+
+def test_a_kernel_that_never_started_is_started_again_and_its_run_succeeds(tmp_path, monkeypatch, capsys):
+    import papermill as pm
+
+    from featbook import notebooks
+
+    monkeypatch.setattr(notebooks, "random", type("NoWait", (), {"uniform": staticmethod(lambda a, b: 0.0)}))
+    execute, calls = _failing_kernel_start(times=1)
+    monkeypatch.setattr(pm, "execute_notebook", execute)
+    notebook = write_tiny_notebook(tmp_path)
+    record = sweep.execute_run(notebook, tmp_path / "run.ipynb", {"x": 4}, cwd=tmp_path)
+    assert len(calls) == 2
+    assert record["status"] == "ok" and record["records"]["y"] == 8
+    assert "the kernel did not start" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
+
+
+def test_a_kernel_that_never_starts_fails_the_run_after_three_tries(tmp_path, monkeypatch):
+    import papermill as pm
+
+    from featbook import notebooks
+
+    monkeypatch.setattr(notebooks, "random", type("NoWait", (), {"uniform": staticmethod(lambda a, b: 0.0)}))
+    execute, calls = _failing_kernel_start(times=5, message="Kernel died before replying to kernel_info")
+    monkeypatch.setattr(pm, "execute_notebook", execute)
+    record = sweep.execute_run(write_tiny_notebook(tmp_path), tmp_path / "run.ipynb", {}, cwd=tmp_path)
+    assert len(calls) == notebooks.KERNEL_START_ATTEMPTS == 3
+    assert record["status"] == "failed" and record["error"].startswith("RuntimeError: Kernel died before")
+    assert (tmp_path / "run.ipynb").exists()  # what papermill wrote stays for the reader
+
+
+def test_only_a_kernel_that_ran_no_cell_is_started_again(tmp_path):
+    from featbook.notebooks import kernel_never_started
+
+    fresh = write_tiny_notebook(tmp_path)
+    started = tmp_path / "started.ipynb"
+    nb = nbformat.read(fresh, as_version=4)
+    nb.cells[0].execution_count = 1
+    nbformat.write(nb, started)
+    late = RuntimeError("Kernel didn't respond in 60 seconds")
+    assert kernel_never_started(late, fresh) and kernel_never_started(late, tmp_path / "not-written.ipynb")
+    assert not kernel_never_started(late, started)  # a cell ran: the failure is the notebook's
+    assert not kernel_never_started(ValueError("sleep length must be non-negative"), fresh)
+    assert not kernel_never_started(RuntimeError("CUDA out of memory"), fresh)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -78,16 +79,50 @@ def execute_notebook(notebook: Path, output: Path, parameters: dict | None = Non
     output.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(output, ".ipynb")
     start = time.perf_counter()
-    partial = temporary_sibling(output, ".ipynb")  # papermill writes as it goes: readers see the old or the whole
-    try:
-        pm.execute_notebook(
-            str(notebook), str(partial), parameters=parameters or {}, cwd=str(cwd or notebook.parent),
-            kernel_name="python3", progress_bar=False, log_output=False,
-        )
-    finally:  # a failed cell's notebook too, so that its error is visible in ``output``
-        if partial.exists():
-            os.replace(partial, output)
+    for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
+        partial = temporary_sibling(output, ".ipynb")  # papermill writes as it goes: readers see the old or the whole
+        try:
+            pm.execute_notebook(
+                str(notebook), str(partial), parameters=parameters or {}, cwd=str(cwd or notebook.parent),
+                kernel_name="python3", progress_bar=False, log_output=False,
+            )
+            break
+        except Exception as err:
+            if attempt == KERNEL_START_ATTEMPTS or not kernel_never_started(err, partial):
+                raise
+            print(f"{notebook.name}: the kernel did not start ({err}); starting it again "
+                  f"(attempt {attempt + 1} of {KERNEL_START_ATTEMPTS})", file=sys.stderr, flush=True)
+            partial.unlink(missing_ok=True)
+            time.sleep(random.uniform(0.5, 3.0))  # kernels started at once race for the same ports
+        finally:  # a failed cell's notebook too, so that its error is visible in ``output``
+            if partial.exists():
+                os.replace(partial, output)
     return time.perf_counter() - start
+
+
+#: How many times :func:`execute_notebook` starts a kernel that never answered before it gives up.
+KERNEL_START_ATTEMPTS = 3
+
+#: The start-up failures of jupyter_client / nbclient: raised before the first cell runs.
+_KERNEL_START_FAILURES = ("Kernel didn't respond", "Kernel died before replying to kernel_info")
+
+
+def kernel_never_started(err: BaseException, partial: Path) -> bool:
+    """Whether ``err`` is a kernel that failed to start, before any cell of ``partial`` ran.
+
+    Kernels started at the same moment (a sweep's workers) can pick the same ports, and one of
+    them then never answers (papermill#239, #776): that run did nothing and is safe to start
+    again. A failure after a cell ran is the notebook's own and is never retried.
+    """
+    import json
+
+    if not isinstance(err, RuntimeError) or not str(err).startswith(_KERNEL_START_FAILURES):
+        return False
+    try:
+        cells = json.loads(partial.read_text(encoding="utf-8")).get("cells", [])
+    except (OSError, ValueError):
+        return True  # papermill had not written the notebook yet: nothing ran
+    return all(c.get("execution_count") is None for c in cells if c.get("cell_type") == "code")
 
 
 #: The file an execution writes into its ``--out``: the folder holds executed chapters that a later
