@@ -105,3 +105,15 @@ def test_a_result_file_changed_without_its_manifest_changes_the_key(tmp_path):
     assert executed.results_digest(tmp_path) == before
     piece.write_text("a\n2\n")  # a pieces run added numbers; the manifest was not rewritten
     assert executed.results_digest(tmp_path) != before
+
+
+def test_the_injected_cell_is_labelled_for_the_reader_and_keeps_its_values(tmp_path, run):
+    from featbook.executed import INJECTED_LABEL, label_injected
+
+    nb, _ = run(chapter(tmp_path), parameters={"x": 4})
+    assert label_injected(nb) == 1
+    injected = next(c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", []))
+    assert injected.source.splitlines() == [INJECTED_LABEL, "x = 4"]
+    assert label_injected(nb) == 1 and injected.source.splitlines() == [INJECTED_LABEL, "x = 4"]  # idempotent
+    defaults = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]})])
+    assert label_injected(defaults) == 0 and defaults.cells[0].source == "x = 1"

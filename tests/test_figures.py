@@ -193,3 +193,15 @@ def test_a_figure_made_without_pyplot_gets_its_phone_drawing_too():
     style.legend_below(fig, fig.axes)
     html = phone.picture_html(fig)
     assert html is not None and html.count("data:image/png;base64,") == 2
+
+
+def test_corollary_4_4s_figure_shows_the_short_pre_training_on_a_log_step_axis():
+    """Ten steps of pre-training in a run of 4,000 fell on the y-axis of a linear axis (the review
+    of chapter 02): every panel of the figure is on the symmetric-log step axis, starting at 0."""
+    fig = FIGURES["short_and_premise_seeds"]()
+    for ax in fig.axes[:4]:
+        assert ax.get_xscale() == "symlog" and ax.get_xlim()[0] == 0
+        assert ax.get_xlabel() == "GD step (log scale after step 1)"
+    fig2 = FIGURES["figure2"]()
+    assert {ax.get_xscale() for ax in fig2.axes[:4]} == {"linear"}  # Fig. 2's own axis is the paper's
+    plt.close("all")

@@ -81,6 +81,24 @@ def test_the_built_book_passes_the_builds_own_page_check(built_book):
 
 
 @pytest.mark.notebook
+def test_every_chapter_the_profile_overrides_labels_its_injected_values(built_book):
+    """A reader sees one parameters cell of defaults and, under it, the values the page ran with,
+    said to replace them (papermill's own "# Parameters" looked like a second set of defaults)."""
+    import re
+
+    from featbook.executed import INJECTED_LABEL
+    from featbook.notebooks import list_notebooks, load_profile
+
+    overridden = [nb.stem for nb in list_notebooks() if load_profile("small").get(nb.stem)]
+    assert overridden
+    for stem in overridden:
+        page = (built_book / "notebooks" / f"{stem}.html").read_text(encoding="utf-8")
+        cell = page[page.index("tag_injected-parameters"):]
+        text = re.sub(r"<[^>]+>", "", cell[:cell.index("</pre>")])
+        assert INJECTED_LABEL in text.replace("&#39;", "'"), stem
+        assert "# Parameters" not in text, stem
+
+
 def test_the_built_book_serves_mathjax_itself(built_book):
     if mathjax_es5() is None:
         message = "the mathjax package (django-static-mathjax) is not installed: the book loads MathJax from a CDN"

@@ -131,12 +131,27 @@ def stage(executed_dir: Path, stage_dir: Path) -> None:
         if not executed.exists():
             raise FileNotFoundError(f"{executed} is missing: execute the notebooks first (python -m featbook.notebooks)")
         shutil.copy2(executed, fresh / "notebooks" / nb.name)
+        _label_injected_cell(fresh / "notebooks" / nb.name)
     from featbook.claims import write as write_claims
 
     write_claims(fresh, REPO_ROOT / "results", executed_dir)  # the introduction's table, from the committed results
     configure_stage(fresh)
     sync_tree(fresh, stage_dir)
     shutil.rmtree(fresh)
+
+
+def _label_injected_cell(path: Path) -> None:
+    """The staged chapter ``path`` with the cell papermill injected labelled for the reader
+    (:func:`featbook.executed.label_injected`); a chapter run with its defaults has none."""
+    import nbformat
+
+    from featbook.chapters import write_text
+    from featbook.executed import label_injected
+    from featlib.store.atomic import atomic_write_text
+
+    nb = nbformat.read(str(path), as_version=4)
+    if label_injected(nb):
+        atomic_write_text(path, write_text(nb))
 
 
 def sync_tree(source: Path, target: Path) -> int:

@@ -262,6 +262,9 @@ def path_comparison_tables(comparison: pd.DataFrame, reference: str) -> Tables:
 
 
 # -- how a Table 2 cell is chosen -------------------------------------------------------------------
+_MARKERS = {"erm": "o", "bonsai": "s", "ifeat": "^", "erm_nf": "D"}
+
+
 def table2_against_paper_figure(runs: pd.DataFrame, learners=FROZEN_LEARNERS, title: str | None = None):
     """Table 2 cell by cell, ours against the paper's: one panel per dataset, each cell (objective x
     learner, best configuration) a point at (the paper's mean, our mean) with the
@@ -279,8 +282,10 @@ def table2_against_paper_figure(runs: pd.DataFrame, learners=FROZEN_LEARNERS, ti
             paper = [TABLE2.get(dataset, {}).get(o, {}).get(learner, (np.nan, np.nan)) for o in rows["objective"]]
             x, xerr = np.array([m for m, _ in paper], dtype=float), np.array([e for _, e in paper], dtype=float)
             y, yerr = 100 * rows["mean"].to_numpy(), 100 * rows["std"].to_numpy()
-            ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", ms=4, capsize=0, lw=0.8,
-                        color=style.colour(learner, default="#999999"), label=LEARNER_LABELS[learner])
+            # a shape per column and open markers: the -025 cells near 70% lie on one another
+            ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt=_MARKERS.get(learner, "o"), ms=5, mfc="white", mew=1.1,
+                        capsize=0, lw=0.8, alpha=0.9, color=style.colour(learner, default="#999999"),
+                        label=LEARNER_LABELS[learner])
             ok = np.isfinite(x)  # the limits hold every point with its bars
             values += [*(x - xerr)[ok], *(x + xerr)[ok], *(y - np.nan_to_num(yerr)), *(y + np.nan_to_num(yerr))]
         lo, hi = (min(values) - 2, max(values) + 2) if values else (0, 100)

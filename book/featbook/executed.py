@@ -100,6 +100,27 @@ def _is_injected(cell) -> bool:
     return "injected-parameters" in cell.get("metadata", {}).get("tags", [])
 
 
+#: The first line of the cell papermill injects under a chapter's parameters cell, as the book shows
+#: it: papermill's own ("# Parameters") left a reader with two parameter cells, the second silently
+#: overriding the first.
+INJECTED_LABEL = "# This page ran with these values, which replace the defaults above"
+
+
+def label_injected(nb: nbformat.NotebookNode) -> int:
+    """Give each injected-parameters cell of ``nb`` :data:`INJECTED_LABEL` as its first line (in
+    place of papermill's "# Parameters"); return how many cells were labelled."""
+    labelled = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code" or not _is_injected(cell):
+            continue
+        lines = cell.source.splitlines()
+        if lines and lines[0].strip() in ("# Parameters", INJECTED_LABEL):
+            lines = lines[1:]
+        cell.source = "\n".join([INJECTED_LABEL, *lines])
+        labelled += 1
+    return labelled
+
+
 def with_outputs(source: nbformat.NotebookNode, executed: nbformat.NotebookNode) -> nbformat.NotebookNode | None:
     """``source``'s cells (today's prose) with the outputs of ``executed`` (the same code cells,
     executed by papermill, with its injected-parameters cell after the ``parameters`` cell); None

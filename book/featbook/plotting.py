@@ -46,9 +46,11 @@ def step_axis(ax, history: pd.DataFrame, log: bool = True) -> None:
 
 
 def plot_coefficients(ax, history: pd.DataFrame, mark_step: int | None = None,
-                      reference: dict[str, float] | None = None, title: str | None = None, band=None) -> None:
+                      reference: dict[str, float] | None = None, title: str | None = None, band=None,
+                      log_steps: bool = False) -> None:
     """Invariant and spurious feature-learning coefficients against the GD step; optional
-    horizontal reference levels (``{"label": value}``) and the seeds' range (``band``)."""
+    horizontal reference levels (``{"label": value}``) and the seeds' range (``band``);
+    ``log_steps``: the step axis of :func:`step_axis` (a short pre-training stays visible)."""
     ax.plot(history.index, history["inv"], color=style.colour("invariant"), label=INV_LABEL)
     ax.plot(history.index, history["spu"], color=style.colour("spurious"), label=SPU_LABEL)
     _band(ax, band, "inv", style.colour("invariant"))
@@ -56,16 +58,16 @@ def plot_coefficients(ax, history: pd.DataFrame, mark_step: int | None = None,
     for i, (label, value) in enumerate((reference or {}).items()):
         ax.axhline(value, color="grey", linestyle=":" if i else "-.", linewidth=1, label=label)
     _mark(ax, mark_step)
-    ax.set_xlabel("GD step")
+    step_axis(ax, history, log=log_steps)
     ax.set_ylabel("feature learning")
-    ax.set_xlim(0, int(history.index.max()))
     if title:
         ax.set_title(title)
 
 
 def plot_c_irmv1(ax, history: pd.DataFrame, mark_step: int | None = None, title: str | None = None,
-                 env_labels: list[str] | None = None, band=None) -> None:
-    """C_IRMv1^e for each training environment against the GD step (``band``: the seeds' range)."""
+                 env_labels: list[str] | None = None, band=None, log_steps: bool = False) -> None:
+    """C_IRMv1^e for each training environment against the GD step (``band``: the seeds' range;
+    ``log_steps``: as :func:`plot_coefficients`)."""
     cols = [c for c in history.columns if c.startswith("c_irmv1_")]
     for i, col in enumerate(cols):
         label = env_labels[i] if env_labels else f"env {i}"
@@ -73,9 +75,8 @@ def plot_c_irmv1(ax, history: pd.DataFrame, mark_step: int | None = None, title:
         _band(ax, band, col, style.PALETTE[2 + i])
     ax.axhline(0.0, color="grey", linewidth=0.8)
     _mark(ax, mark_step)
-    ax.set_xlabel("GD step")
+    step_axis(ax, history, log=log_steps)
     ax.set_ylabel("$C_{IRMv1}^e$")
-    ax.set_xlim(0, int(history.index.max()))
     if title:
         ax.set_title(title)
 
@@ -209,7 +210,8 @@ def short_pretraining_figure(short: pd.DataFrame, pretrain_steps: int, env_label
     rows = [(short, "short pre-training")] + ([(premise, "premise met")] if premise is not None else [])
     fig, axes = style.subplots(len(rows), 2, extra_height=0.9)
     for i, ((history, what), band) in enumerate(zip(rows, bands or (None, None))):
-        plot_c_irmv1(axes[i, 0], history, pretrain_steps, f"$C_{{IRMv1}}$, {what}", env_labels, band)
-        plot_coefficients(axes[i, 1], history, pretrain_steps, reference, f"features, {what}", band)
+        # on a log step axis: the pre-training's few steps and IRMv1's first ones are the subject
+        plot_c_irmv1(axes[i, 0], history, pretrain_steps, f"$C_{{IRMv1}}$, {what}", env_labels, band, log_steps=True)
+        plot_coefficients(axes[i, 1], history, pretrain_steps, reference, f"features, {what}", band, log_steps=True)
     style.legend_below(fig, axes.flat, ncol=2)
     return fig
