@@ -205,3 +205,23 @@ def test_corollary_4_4s_figure_shows_the_short_pre_training_on_a_log_step_axis()
     fig2 = FIGURES["figure2"]()
     assert {ax.get_xscale() for ax in fig2.axes[:4]} == {"linear"}  # Fig. 2's own axis is the paper's
     plt.close("all")
+
+
+def test_the_phone_drawings_legend_keeps_each_entrys_marker():
+    """The phone drawing lays the legend out again; from the legend's own proxies an error bar's
+    entry lost its marker (Fig. 9.1 on a phone showed three lines for three marker shapes)."""
+    from matplotlib.lines import Line2D
+
+    fig, axes = style.subplots(1, 2)
+    for ax, marker, label in zip(axes.flat, ("s", "^"), ("Bonsai", "FeAT")):
+        ax.errorbar([1, 2], [1, 2], xerr=[0.1, 0.1], yerr=[0.1, 0.1], fmt=marker, mfc="white", label=label)
+    style.legend_below(fig, axes.flat)
+
+    def markers(legend):
+        return {a.get_marker() for a in legend.findobj(Line2D)} & {"s", "^"}
+
+    assert markers(fig.legends[0]) == {"s", "^"}
+    with phone.phone_layout(fig) as drawn:
+        assert markers(drawn.legends[0]) == {"s", "^"}
+    assert markers(fig.legends[0]) == {"s", "^"}  # the laptop drawing as it was
+    plt.close(fig)

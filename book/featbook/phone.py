@@ -101,7 +101,8 @@ def _phone_legends(fig: Figure, originals: list, columns: int, wrap: bool) -> No
     fig.legends.clear()
     for legend in originals:
         labels = [t.get_text() for t in legend.get_texts()]
-        fig.legend(legend.legend_handles, [wrap_label(t) if wrap else t for t in labels],
+        handles = getattr(legend, "featbook_handles", None) or legend.legend_handles
+        fig.legend(handles, [wrap_label(t) if wrap else t for t in labels],
                    loc="outside lower center", ncol=min(legend._ncols, columns))
 
 

@@ -159,7 +159,11 @@ def legend_below(fig, axes=None, ncol: int | None = None, handles: Sequence | No
     if not handles:
         return None
     ncol = ncol or min(len(handles), 3)
-    return fig.legend(handles, labels, loc="outside lower center", ncol=ncol)
+    legend = fig.legend(handles, labels, loc="outside lower center", ncol=ncol)
+    # the artists the entries stand for (the legend keeps only proxies, which lose an error
+    # bar's marker): the phone drawing lays the same entries out again from them
+    legend.featbook_handles = list(handles)
+    return legend
 
 
 def colour(role: str, default: str | None = None) -> str:
