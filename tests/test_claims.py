@@ -94,6 +94,7 @@ def test_fig1b_row_gives_the_whole_network_dependence_beside_the_frozen_form(tmp
     row where its committed ERM-NF runs have at least the frozen study's seeds, with the measure
     chapter 03 states and the seeds' spread; a half under 3 seeds gives no verdict."""
     from featlib.experiments.cmnist_analysis import FIG1B_DEPENDENCE_POINTS, pretraining_findings
+    from featlib.experiments.colored_mnist import select_best
 
     shutil.copytree(REPO / "results" / "cmnist-pretraining", tmp_path / "cmnist-pretraining")
     frozen_only = next(r for r in claims.claims(tmp_path) if r.paper == "Fig. 1(b)")
@@ -106,7 +107,14 @@ def test_fig1b_row_gives_the_whole_network_dependence_beside_the_frozen_form(tmp
     if runs["seed"].nunique() >= 3:
         assert f"moves accuracy {prose.points(spread / 100, sign=False)} (whole networks, " in row.agrees
         assert f"spread {prose.number(noise, 1)}" in row.agrees
-        assert row.agrees.startswith("partly" if spread >= FIG1B_DEPENDENCE_POINTS else "no")
+        # the FeAT half from the frozen form, a verdict from 3 seeds on
+        frame = load_study(tmp_path / "cmnist-pretraining", "frozen-pretraining")["frame"]
+        erm = frame[frame["learner"] == "erm"].rename(columns={"erm_epochs": "pretrain_epochs"})
+        feat = select_best(frame[frame["learner"] == "ifeat"].assign(pretrain_epochs=0))
+        _, _, beats, n = pretraining_findings(erm, feat)
+        feat_half = None if frame["seed"].nunique() < 3 else 2 * beats > n
+        assert row.agrees.startswith(claims._verdict([spread >= FIG1B_DEPENDENCE_POINTS, feat_half]) + ": ")
+        assert claims._verdict([True, True]) == "yes" and claims._verdict([True, None]) == "partly"
     for extra in (tmp_path / claims.NF_PIECES).glob("pieces/*/*/*/seed*.*"):  # keep the first seed only
         if extra.stem != f"seed{runs['seed'].min()}":
             extra.unlink()

@@ -1,6 +1,7 @@
 """Chapter 03's frozen-feature study (featlib.experiments.gap_studies.frozen_pretraining): its ERM
 snapshot after Table 6's epochs is the ERM learner's network (so its cell at that length is Table
 2's ERM-feature protocol without warm-up), and every objective's heads train on every snapshot."""
+import pytest
 import torch
 
 from featlib.experiments.colored_mnist import CMNISTProtocol, ColoredMNISTExperiment
@@ -153,3 +154,39 @@ def test_the_frozen_pretraining_study_resumes_from_its_finished_objectives(tmp_p
     assert trained == ["irmv1"]
     pd.testing.assert_frame_equal(again, whole, check_exact=True)
 
+
+
+def test_feat_against_lengths_seed_by_seed_sets_each_seeds_feat_against_its_own_best_length():
+    """Per seed: FeAT's best weight on that seed minus the best length of that seed's curve (not of
+    the mean curve), by hand on a two-seed frame; and the sentence chapter 03 says of it."""
+    import pandas as pd
+
+    from featbook.ch03_views import seed_by_seed_sentence
+    from featlib.experiments.cmnist_analysis import feat_against_lengths_by_seed
+
+    def row(learner, seed, objective, epochs, weight, acc):
+        return {"dataset": "cmnist025", "learner": learner, "seed": seed, "objective": objective,
+                "pretrain_epochs": epochs, "penalty_weight": weight, "worst_test_acc": acc, "val_acc": acc,
+                "train_acc": acc, "diverged_step": -1}
+
+    erm = pd.DataFrame([
+        # irmv1: best length 100 in seed 1 (0.66), 0 in seed 2 (0.64); clove: 0.70 and 0.60
+        row("erm", 1, "irmv1", 0, 10.0, 0.50), row("erm", 1, "irmv1", 100, 10.0, 0.66),
+        row("erm", 2, "irmv1", 0, 10.0, 0.64), row("erm", 2, "irmv1", 100, 10.0, 0.55),
+        row("erm", 1, "clove", 0, 10.0, 0.70), row("erm", 1, "clove", 100, 10.0, 0.65),
+        row("erm", 2, "clove", 0, 10.0, 0.60), row("erm", 2, "clove", 100, 10.0, 0.58),
+    ])
+    feat = pd.DataFrame([
+        # each seed's FeAT at its own best weight: irmv1 0.70 and 0.69, clove 0.67 and 0.63
+        row("ifeat", 1, "irmv1", 0, 10.0, 0.70), row("ifeat", 1, "irmv1", 0, 100.0, 0.60),
+        row("ifeat", 2, "irmv1", 0, 10.0, 0.40), row("ifeat", 2, "irmv1", 0, 100.0, 0.69),
+        row("ifeat", 1, "clove", 0, 10.0, 0.67), row("ifeat", 2, "clove", 0, 10.0, 0.63),
+    ])
+    by_seed = feat_against_lengths_by_seed(erm, feat).set_index("objective")
+    assert by_seed.loc["irmv1", "margins"] == pytest.approx({1: 4.0, 2: 5.0})
+    assert by_seed.loc["clove", "margins"] == pytest.approx({1: -3.0, 2: 3.0})
+    assert by_seed.loc["clove", "mean"] == pytest.approx(0.0, abs=1e-9) and by_seed.loc["clove", "std"] == pytest.approx(3.0)
+    assert list(by_seed["ahead"]) == [1, 2] and set(by_seed["seeds"]) == {2}
+    said = seed_by_seed_sentence(by_seed.reset_index())
+    assert said.startswith("Seed by seed (2\xa0seeds, ") and "lead in every seed for 1 of the 2" in said
+    assert "CLOvE in 1 of 2, by 0.0 ± 3.0 points on average" in said

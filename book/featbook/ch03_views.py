@@ -270,6 +270,7 @@ class CommittedCurves:
     missing: str = ""
     located: Any = None
     feat_label: str | None = None  # what the stars are, for the legend (frozen features beside whole networks)
+    feat_runs: pd.DataFrame | None = None  # FeAT's runs seed by seed (the frozen study), for the per-seed margins
 
     @property
     def nf_seeds(self) -> int | None:
@@ -394,7 +395,8 @@ def committed_frozen(committed_pretraining: str | None, dataset: str) -> Committ
                            f"{DATASET_LABELS[dataset]}, frozen features, {said}", seeds, False,
                            evidence.made_by(evidence.provenance_line("The committed frozen-feature study",
                                                                      study["provenance"], "50,000 training images"),
-                                            study["provenance"]), located=located)
+                                            study["provenance"]), located=located,
+                           feat_runs=feat_rows.assign(pretrain_epochs=0))
 
 
 def frozen_sentence(frozen: CommittedCurves) -> str:
@@ -403,7 +405,7 @@ def frozen_sentence(frozen: CommittedCurves) -> str:
     against the seeds' spread, and FeAT's stars against the best length."""
     if frozen.runs is None:
         return "No frozen-feature study is committed yet, so the figure above is empty."
-    from featlib.experiments.cmnist_analysis import feat_against_lengths
+    from featlib.experiments.cmnist_analysis import feat_against_lengths, feat_against_lengths_by_seed
 
     spread, noise, _, _ = pretraining_findings(frozen.runs, frozen.feat)
     seed_spread = (f"the seeds' own spread is about {prose.points(noise / 100, sign=False)}" if frozen.seeds > 1 else
@@ -412,6 +414,8 @@ def frozen_sentence(frozen: CommittedCurves) -> str:
             + f" On average an objective moves by {prose.points(spread / 100, sign=False)} between its best and "
             f"worst ERM length ({seed_spread}). "
             + feat_against_lengths_sentence(feat_against_lengths(frozen.runs, frozen.feat), frozen.seeds)
+            + (" " + seed_by_seed_sentence(feat_against_lengths_by_seed(frozen.runs, frozen.feat_runs))
+               if frozen.seeds > 1 and frozen.feat_runs is not None else "")
             + " (IB-IRM is left out: on frozen features its bottleneck term is a constant, so it trains as IRMv1.) "
             f"FeAT's stars sit at the {frozen.feat_epochs} epochs its feature learning spent, the round its "
             "termination check rolled back included; the features it keeps are those of the rounds before.")
@@ -447,6 +451,25 @@ def feat_against_lengths_sentence(against: pd.DataFrame, seeds: int | None = Non
             f"{prose.percent(r.best_length)} after {r.best_epochs} ERM epochs)" for r in behind.itertuples()])
     if seeds is not None and seeds < 3:
         text += f". On {prose.count(seeds, 'seed')} this is a direction, and it ranks nothing"
+    return text + "."
+
+
+def seed_by_seed_sentence(by_seed: pd.DataFrame) -> str:
+    """How FeAT's lead over the best length holds seed by seed (a
+    :func:`featlib.experiments.cmnist_analysis.feat_against_lengths_by_seed` frame): the objectives
+    ahead in every seed, and each other one with its per-seed count and mean margin +- std."""
+    if by_seed.empty:
+        return ""
+    seeds = int(by_seed["seeds"].max())
+    always = by_seed[by_seed["ahead"] == by_seed["seeds"]]
+    text = (f"Seed by seed ({prose.count(seeds, 'seed')}, each seed's FeAT against that seed's own best length), "
+            f"FeAT's features lead in every seed for {len(always)} of the {len(by_seed)}")
+    others = by_seed[by_seed["ahead"] < by_seed["seeds"]]
+    if len(others):
+        text += "; " + prose.listing([
+            f"{OBJECTIVE_LABELS.get(r.objective, r.objective)} in {r.ahead} of {r.seeds}, by "
+            f"{prose.number(round(r.mean, 1) or 0.0, 1)} ± {prose.number(round(r.std, 1) or 0.0, 1)} points on average"
+            for r in others.itertuples()])  # rounded first: a mean of 1e-15 is zero, not a power of ten
     return text + "."
 
 

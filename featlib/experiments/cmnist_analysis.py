@@ -344,6 +344,28 @@ def feat_against_lengths(nf_runs: pd.DataFrame, feat_best: pd.DataFrame) -> pd.D
             .sort_values("margin", ascending=False, ignore_index=True))
 
 
+def feat_against_lengths_by_seed(nf_runs: pd.DataFrame, feat_runs: pd.DataFrame) -> pd.DataFrame:
+    """:func:`feat_against_lengths` seed by seed: each seed's FeAT (its best penalty weight on that
+    seed) against that seed's own best pre-training length. One row per penalised objective with
+    the per-seed ``margins`` (points, a dict seed -> margin), their ``mean`` and ``std`` (ddof 0),
+    and ``ahead``, in how many seeds the margin is positive, of ``seeds``. ``feat_runs``: FeAT's
+    runs, one row per (configuration, seed), as :func:`.colored_mnist.select_best` reads them."""
+    from .colored_mnist import select_best
+
+    per_seed = {}
+    for seed, runs in nf_runs.groupby("seed"):
+        mine = feat_runs[feat_runs["seed"] == seed]
+        if len(mine):
+            per_seed[seed] = feat_against_lengths(runs, select_best(mine)).set_index("objective")["margin"]
+    rows = []
+    for objective in sorted(set().union(*(m.index for m in per_seed.values())) if per_seed else ()):
+        margins = {seed: float(m[objective]) for seed, m in per_seed.items() if objective in m.index}
+        values = np.array(list(margins.values()))
+        rows.append({"objective": objective, "margins": margins, "mean": float(values.mean()),
+                     "std": float(values.std()), "ahead": int((values > 0).sum()), "seeds": len(values)})
+    return pd.DataFrame(rows, columns=["objective", "margins", "mean", "std", "ahead", "seeds"])
+
+
 def feat_epochs(rounds: pd.DataFrame, learner: str = "feat", dataset: str | None = None) -> int | None:
     """The epochs a feature learner's accepted rounds took, summed per seed and averaged over the
     seeds (where Fig. 1(b) puts FeAT's stars); None when ``rounds`` holds no accepted round of
