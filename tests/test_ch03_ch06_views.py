@@ -148,9 +148,10 @@ def test_chapter_03_gives_its_verdict_on_both_halves_of_fig_1b():
 
     said = v.verdict_sentence(curves(12.0, 3, feat_margin=2.0), curves(10.0, 1, feat_margin=3.0))
     assert said.startswith("First half, shown: in whole networks, the paper's form (3\xa0seeds)")
-    assert "Second half, a direction: on frozen features" in said and "too few for a verdict" in said
+    assert "Second half, a direction: on frozen features, like for like (1\xa0seed" in said and "too few for a verdict" in said
     assert "2 of 2 penalised objectives" in said and "another regime" in said
     three = v.verdict_sentence(curves(1.0, 3), curves(10.0, 3, feat_margin=-1.0))
     assert three.startswith("First half, not shown:")
-    assert "Second half, not shown like for like:" in three and "0 of 2" in three
+    assert "Second half, not shown like for like: on frozen features (3\xa0seeds)" in three and "0 of 2" in three
+    assert three.count("like for like") == 1  # said once, in the half's label
     assert "waits for runs" in v.verdict_sentence(curves(12.0, 3), v.CommittedCurves(None, None, None, "", 0, False))

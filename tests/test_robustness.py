@@ -74,3 +74,11 @@ def test_the_length_studies_count_feats_leads_per_dataset():
 def test_the_committed_length_studies_are_read_through_the_store():
     said = claims.length_leads(REPO / "results")
     assert said.startswith("FeAT leads ") and " on -01" in said and " on -025" in said
+
+
+def test_the_fig_1b_cell_says_which_half_it_reads_in_two_forms():
+    """Fig. 1(b)'s verdict has two halves; only the dependence on ERM's length has both forms (whole
+    networks and frozen features), so the cell says so, and never reads as if FeAT's half did."""
+    cell = claims.robust_cell("Fig. 1(b)", REPO / "results", None)
+    assert cell.endswith(claims.FIG1B_ROBUST_SCOPE) and cell.startswith(STARTS)
+    assert len(cell.split()) <= claims.CELL_WORDS

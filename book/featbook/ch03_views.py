@@ -227,8 +227,9 @@ def verdict_sentence(whole: "CommittedCurves", frozen: "CommittedCurves") -> str
         against = feat_against_lengths(frozen.runs, frozen.feat)
         ahead = int((against["margin"] > 0).sum())
         like = None if frozen.seeds < 3 else 2 * ahead > len(against)
-        parts.append(f"on frozen features, like for like ({seeds_said(frozen.seeds)}), FeAT's features beat every ERM "
-                     f"length for {ahead} of {len(against)} penalised objectives")
+        # "like for like" once: in the half's label when it has a verdict, else here
+        parts.append(f"on frozen features{'' if like is not None else ', like for like'} ({seeds_said(frozen.seeds)}), "
+                     f"FeAT's features beat every ERM length for {ahead} of {len(against)} penalised objectives")
     if whole.runs is not None and whole.feat is not None and not whole.full:
         against = feat_against_lengths(whole.runs, whole.feat)
         ahead = int((against["margin"] > 0).sum())

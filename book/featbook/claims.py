@@ -592,7 +592,13 @@ def _robust_fig1b(results: Path, executed: Path | None) -> str:
         erm = frame[frame["learner"] == "erm"].rename(columns={"erm_epochs": "pretrain_epochs"})
         spread = pretraining_findings(erm, None)[0]
         readings["frozen features"] = "shown" if spread >= FIG1B_DEPENDENCE_POINTS else "not shown"
-    return compare("the form", readings)
+    cell = compare("the form", readings)
+    # only the first half has two forms: FeAT's features exist like for like in the frozen one alone
+    return cell if cell == "-" else cell + FIG1B_ROBUST_SCOPE
+
+
+#: What the Fig. 1(b) robustness cell reads: the row's verdict has two halves, and only one has two forms.
+FIG1B_ROBUST_SCOPE = " (ERM-length half; FeAT's half: frozen form only)"
 
 
 def _robust_table7(results: Path, executed: Path | None) -> str:
