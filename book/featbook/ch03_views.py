@@ -389,7 +389,8 @@ def committed_frozen(committed_pretraining: str | None, dataset: str) -> Committ
     frame = study["frame"].query("dataset == @dataset")
     runs = frame[frame["learner"] == "erm"].rename(columns={"erm_epochs": "pretrain_epochs"})
     feat_rows = frame[frame["learner"] == "ifeat"]
-    feat = select_best(feat_rows.assign(pretrain_epochs=0))
+    feat_runs = feat_rows.assign(pretrain_epochs=0)  # FeAT's features have no ERM length of their own
+    feat = select_best(feat_runs)
     seeds = int(frame["seed"].nunique())
     said = f"mean of {prose.count(seeds, 'seed')}" if seeds > 1 else f"seed {int(frame['seed'].iloc[0])} only"
     return CommittedCurves(runs, feat, int(feat_rows["erm_epochs"].iloc[0]),
@@ -397,7 +398,7 @@ def committed_frozen(committed_pretraining: str | None, dataset: str) -> Committ
                            evidence.made_by(evidence.provenance_line("The committed frozen-feature study",
                                                                      study["provenance"], "50,000 training images"),
                                             study["provenance"]), located=located,
-                           feat_runs=feat_rows.assign(pretrain_epochs=0))
+                           feat_runs=feat_runs)
 
 
 def frozen_sentence(frozen: CommittedCurves) -> str:
