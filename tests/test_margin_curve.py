@@ -155,3 +155,147 @@ def test_the_protocols_table_and_sentence_name_what_depends_on_the_choice():
     assert "1 lead, 1 tie under the calibrated protocol" in sentence
     assert "1 lead, 1 loss under the one fixed before looking" in sentence
     assert sentence.endswith("the verdict depends on the protocol for V-REx.")
+
+
+# -- a study read whole (featlib.experiments.margin_curve.read) and as the chapters show it ----------------------
+STEPS = (500, 1000, 1500, 2000, 2500, 3000)
+NOISE = {1: -0.01, 2: 0.0, 3: 0.01}
+
+
+def _curve_runs(seeds=(1, 2, 3), dataset="cmnist025", best_weight=1e3):
+    """Two objectives; the baselines level at 0.70 (ERM) and 0.72 (Bonsai) from 1,500 steps; FeAT's
+    features 0.75 on IRMv1 (a 3-point lead over Bonsai) and 0.70 on V-REx (a 2-point loss), each seed
+    off by NOISE for FeAT only (so each seed's margin moves by it); each weight 0.001 better than the
+    one a decade further from ``best_weight``."""
+    level = {"erm": 0.70, "bonsai": 0.72}
+    feat = {"erm": 0.60, "irmv1": 0.75, "vrex": 0.70}
+
+    def value(learner, objective, w, k, seed, step):
+        rise = min(step, 1500) / 1500 - 1  # 0 from 1,500 steps on: converged there
+        base = feat[objective] + NOISE[seed] if learner == "ifeat" else level[learner]
+        return base + 0.05 * rise - 0.001 * abs(np.log10(w) - np.log10(best_weight))
+
+    return runs(value, objectives=("erm", "irmv1", "vrex"), seeds=seeds, steps=STEPS, dataset=dataset)
+
+
+def test_read_gives_each_dataset_its_converged_length_margins_and_seed_spread_of_the_mean_margin():
+    frame = pd.concat([_curve_runs(), _curve_runs(seeds=(1,), dataset="cmnist01")])
+    curves = mc.read(frame)
+    assert set(curves) == {"cmnist025", "cmnist01"}
+    curve = curves["cmnist025"]
+    assert curve.seeds == (1, 2, 3) and curves["cmnist01"].seeds == (1,)
+    assert curve.converged == 1500 and curve.length == 1500 and curve.last == 3000
+    assert curves["cmnist01"].converged == 1500  # flat from 1,500 steps: no rise even against a zero spread
+    at = curve.at(501).set_index("objective")  # the authors' 501 steps are read at 500
+    assert set(curve.at(501)["step"]) == {500}
+    assert at.loc["irmv1", "margin"] == pytest.approx(3.0) and at.loc["irmv1", "best_other"] == "bonsai"
+    assert at.loc["vrex", "margin"] == pytest.approx(-2.0) and at.loc["vrex", "verdict"] == "loss"
+    counts = curve.counts_at(2500)
+    assert (counts["lead"], counts["tie"], counts["loss"]) == (1, 0, 1)
+    assert counts["mean_margin"] == pytest.approx(0.5)
+    # each seed's mean margin is 0.5 + its noise (both objectives move by it): std of (-1, 0, 1) points
+    assert counts["mean_margin_sd"] == pytest.approx(100 * np.std([-0.01, 0, 0.01]))
+    assert at.loc["irmv1", "seed_margins"] == pytest.approx({1: 2.0, 2: 3.0, 3: 4.0})
+
+
+@pytest.fixture
+def committed_margin(tmp_path):
+    """A results folder as the gap_studies CLI writes it: ColoredMNIST-025's curve with 3 seeds,
+    -01's with seed 1 only."""
+    import json
+
+    from featlib.experiments.results import STUDIES_KIND
+    from featlib.store.folders import ResultFolder
+
+    folder = ResultFolder(tmp_path / "results" / "cmnist-margin", kind=STUDIES_KIND)
+    for name, frame, seeds in (("margin-curve-025", _curve_runs(best_weight=1e6), [1, 2, 3]),
+                               ("margin-curve-01", _curve_runs(seeds=(1,), dataset="cmnist01"), [1])):
+        folder.add_csv(f"{name}.csv", frame)
+        folder.add_bytes(f"{name}-provenance.json", json.dumps(
+            {"command": f"python -m featlib.cli.gap_studies {name}", "seeds": seeds, "device": "cpu",
+             "wall_time_s": 3600.0}).encode())
+    folder.commit({"studies": ["margin-curve-01", "margin-curve-025"]})
+    return str(tmp_path / "results" / "cmnist-margin")
+
+
+def test_the_committed_curve_gives_a_verdict_only_with_three_seeds_and_says_the_size_otherwise(committed_margin):
+    import matplotlib.pyplot as plt
+
+    from featbook import margin_views
+
+    found = margin_views.committed_margin(committed_margin)
+    assert found.datasets == ["cmnist025", "cmnist01"]
+    assert found.whole("cmnist025") and not found.whole("cmnist01")
+    text = margin_views.curve_sentence(found, "cmnist025", 2500, 3.1).replace("\xa0", " ")
+    assert text.startswith("On ColoredMNIST-025 (3 seeds), FeAT's mean margin over the better baseline is "
+                           "+0.50 ± 0.82 points (1 lead, 1 loss) at the authors' 501 steps")
+    assert "it converges at 1,500 steps" in text and text.endswith("the paper's table gives +3.10.")
+    short = margin_views.curve_sentence(found, "cmnist01", 2500, None).replace("\xa0", " ")
+    assert "seed 1 only of the 3 a verdict needs" in short and "ranks nothing" in short and "+" not in short
+    fig = margin_views.curve_figure(found, 2500)
+    try:
+        titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+        assert [t.replace("\xa0", " ") for t in titles] == ["ColoredMNIST-025, 3 seeds",
+                                                            "ColoredMNIST-01, seed 1 only\n(too few seeds: no verdict)"]
+        # the converged length is drawn for the dataset with a verdict only
+        lines = [ln for ln in fig.axes[1].get_lines() if ln.get_label() == "converged length"]
+        assert lines == [] and any(ln.get_label() == "converged length" for ln in fig.axes[0].get_lines())
+    finally:
+        plt.close(fig)
+    fixed = margin_views.fixed_margins(found)
+    assert set(fixed["dataset"]) == {"cmnist025"} and set(fixed["step"]) == {1500}
+    assert "margin-curve-025" in found.made_by() and "3 seeds" in found.made_by().replace("\xa0", " ")
+
+
+def test_chapter_09s_tables_read_the_rule_and_mark_a_weight_on_the_widest_edge(committed_margin):
+    from featbook import margin_views
+
+    found = margin_views.committed_margin(committed_margin)
+    cells = margin_views.fixed_table(found, "cmnist025", None).frame.set_index("Objective")
+    # the best weight is 1e6, the widest grid's edge: every penalised cell is marked as binding, ERM's never
+    assert cells.loc["IRMv1", "FeAT (iFeAT)"] == "75.0 ± 0.8 †" and cells.loc["IRMv1", "ERM"] == "70.0 ± 0.0 †"
+    assert "†" not in cells.loc["ERM", "ERM"]
+    convergence = margin_views.convergence_table(found).frame
+    assert list(convergence["Converged here"]) == ["", "", "yes", "", "", ""]  # -01 (one seed) is not read
+    choices = margin_views.choices_table(found, 2500).frame.map(lambda v: v.replace("\xa0", " "))
+    assert len(choices) == len(margin_views.CHOICES) and set(choices["Dataset"]) == {"ColoredMNIST-025"}
+    rule = choices.iloc[0]
+    assert rule["1,500 (the rule's)"] == "+0.50: 1 lead, 1 loss"
+    # F.1's printed grid stops at 1e5, 0.1 points below every column's best: the margins are the same
+    f1 = choices.set_index("Choice").loc["Appendix F.1's grid as printed (10¹-10⁵)"]
+    assert f1["1,500 (the rule's)"] == "+0.50: 1 lead, 1 loss"
+    f1_cells = mc.cells(found.frames["cmnist025"], rule="f1")
+    assert set(f1_cells.query("objective != 'erm'")["penalty_weight"]) == {1e5}
+
+
+def test_a_folder_without_the_margin_curve_says_which_command_makes_it(tmp_path):
+    from featbook import margin_views
+
+    (tmp_path / "results").mkdir()
+    found = margin_views.committed_margin(str(tmp_path / "results" / "cmnist-margin"))
+    assert found.curves == {} and "gap_studies $study" in found.missing and "margin-curve-01" in found.missing
+
+
+def test_the_claims_table_reads_table_2s_verdict_under_the_fixed_protocol_once_both_curves_have_3_seeds(tmp_path):
+    import json
+
+    from featbook import claims
+    from featlib.experiments.results import STUDIES_KIND
+    from featlib.store.folders import ResultFolder
+
+    def commit(seeds_01, feat_01):
+        folder = ResultFolder(tmp_path / "cmnist-margin", kind=STUDIES_KIND)
+        better = _curve_runs(seeds=seeds_01, dataset="cmnist01")
+        better.loc[better["learner"] == "ifeat", "worst_test_acc"] += feat_01  # FeAT's -01 cells moved
+        for name, frame in (("margin-curve-025", _curve_runs()), ("margin-curve-01", better)):
+            folder.add_csv(f"{name}.csv", frame)
+            folder.add_bytes(f"{name}-provenance.json", json.dumps({"command": "gap_studies"}).encode())
+        folder.commit({"studies": ["margin-curve-01", "margin-curve-025"]})
+
+    assert claims.fixed_protocol_verdict(tmp_path) is None  # nothing committed
+    commit((1,), 0.05)
+    assert claims.fixed_protocol_verdict(tmp_path) is None  # -01 has one seed: no verdict yet
+    commit((1, 2, 3), 0.05)  # -01: FeAT leads both objectives; -025: one of two, not more than half
+    assert claims.fixed_protocol_verdict(tmp_path) == "partly"
+    commit((1, 2, 3), -0.10)  # -01: FeAT behind on both
+    assert claims.fixed_protocol_verdict(tmp_path) == "no"

@@ -233,3 +233,29 @@ def verdict(t2) -> str:
     if t2.so_far is not None and not t2.so_far["runs"].empty:
         text += "\n\n" + so_far_sentence(t2.so_far["runs"])
     return text
+
+
+def protocols(margins: pd.DataFrame | None, found) -> None:
+    """FeAT's margin per row under the calibrated protocol (Table 2 above: ``margins``) beside the
+    protocol fixed before looking (``found``: :func:`featbook.margin_views.committed_margin`, read
+    at each dataset's converged length), with the paper's, and per dataset what depends on the
+    choice; or what the comparison waits for."""
+    from featbook import margin_views
+    from featlib.experiments.margin_curve import CURVE_MIN_SEEDS
+
+    whole = [d for d in found.datasets if found.whole(d)]
+    if margins is None or not whole:
+        waiting = "Table 2's committed runs" if margins is None else (
+            f"a margin curve with {CURVE_MIN_SEEDS} seeds on at least one dataset")
+        _show(f"The two protocols are set side by side once there is {waiting}.")
+        return
+    fixed = margin_views.fixed_margins(found)
+    seeds = {d: margin_views.size_phrase(found.curves[d]) for d in whole}
+    calibrated = margins[margins["dataset"].isin(whole)]
+    _show(margin_views.protocols_table(
+              calibrated, fixed,
+              caption="FeAT's margin over the better baseline per row, at full size (50,000 training images): the "
+                      "paper's, ours under Table 2's calibrated protocol and under the protocol fixed before looking "
+                      f"({', '.join(f'{DATASET_LABELS[d]}: {s}' for d, s in seeds.items())})",
+              note="Points; lead, tie or loss by the larger seed std of the two cells compared."),
+          " ".join(margin_views.verdict_sentence(calibrated, fixed, d) for d in whole))

@@ -39,11 +39,14 @@ def _minus_signs(text: str) -> str:
     return _HYPHEN_NUMBER.sub("\u2212", text)
 
 
-def decisions_html(decisions) -> str:
+DECISIONS_CAPTION = "Where the paper leaves ColoredMNIST's protocol open, and what decided it"
+
+
+def decisions_html(decisions, caption: str = DECISIONS_CAPTION) -> str:
     """Chapter 09's whole form of chapter 04's :func:`featbook.ch04_views.decisions_table`: per open
     choice, the value featlib runs and its source in one short paragraph, the measurement that decided
     it (the part of the source from "Measured" on) folded under it, so that a long piece of evidence
-    never fills a table cell."""
+    never fills a table cell; under ``caption``."""
     import html as html_lib
 
     parts = []
@@ -57,8 +60,8 @@ def decisions_html(decisions) -> str:
             block += (f'<details class="feat-provenance" style="margin: -0.6em 0 1.2em 0"><summary>What was measured</summary>'
                       f"<p>{html_lib.escape(measured)}</p></details>")
         parts.append(block)
-    return ('<div class="feat-decisions"><p class="feat-table-caption" style="font-weight: 600">Where the paper '
-            "leaves ColoredMNIST's protocol open, and what decided it</p>" + "".join(parts) + "</div>")
+    return ('<div class="feat-decisions"><p class="feat-table-caption" style="font-weight: 600">'
+            f"{html_lib.escape(caption)}</p>" + "".join(parts) + "</div>")
 
 
 def presets_table(presets) -> Table:
@@ -588,3 +591,34 @@ def table2_against_paper_text(runs: pd.DataFrame, learners=FROZEN_LEARNERS) -> s
         return ""
     return ("How far the points lie from the diagonal: on average over its penalised cells, each column lies this far "
             "from the paper's means (its farthest cell in brackets): " + "; ".join(parts) + ".")
+
+
+# -- Table 2 under the protocol fixed before looking -----------------------------------------------
+def show_fixed_protocol(committed_margin, table2_runs: pd.DataFrame | None, calibrated: int):
+    """Table 2 under the protocol fixed before looking, from the committed margin curve
+    (:func:`featbook.margin_views.committed_margin`): where each dataset converges, the table cell by
+    cell beside the calibrated one, and how FeAT's verdict moves with each choice the rule made;
+    the folded provenance under them. Returns what was read."""
+    from featbook import margin_views
+    from featlib.experiments.margin_curve import CURVE_MIN_SEEDS, TABLE_MIN_SEEDS
+
+    found = margin_views.committed_margin(committed_margin)
+    if not found.curves:
+        _show(found.missing)
+        return found
+    whole = [d for d in found.datasets if found.whole(d)]
+    short = [d for d in found.datasets if d not in whole]
+    if short:
+        _show("Not read yet (too few seeds for a verdict, " + str(CURVE_MIN_SEEDS) + " needed): "
+              + prose.listing(f"{DATASET_LABELS[d]} ({margin_views.size_phrase(found.curves[d])})" for d in short) + ".")
+    if whole:
+        fewer = [d for d in whole if len(found.curves[d].seeds) < TABLE_MIN_SEEDS]
+        _show(margin_views.convergence_table(found),
+              *(margin_views.fixed_table(found, d, table2_runs) for d in whole),
+              margin_views.choices_table(found, calibrated))
+        if fewer:
+            _show(f"The protocol's table has {TABLE_MIN_SEEDS} seeds; "
+                  + prose.listing(f"{DATASET_LABELS[d]} has {margin_views.size_phrase(found.curves[d])}" for d in fewer)
+                  + " so far, enough for the curve's verdict, not yet the table's.")
+    found.show_source()
+    return found

@@ -634,8 +634,30 @@ def _robust_table2(results: Path, executed: Path | None) -> str:
             readings["F.1's CLOvE grid"] = table2_verdict(frozen_columns(pd.concat([today[~replaced], f1])))
     if earlier is not None:
         readings["earlier"] = table2_verdict(frozen_columns(earlier))
+    readings["fixed before looking"] = fixed_protocol_verdict(results)
     lengths = length_leads(results)
     return compare("the protocol", readings) + (f"; {lengths} (one seed)" if lengths else "")
+
+
+def fixed_protocol_verdict(results: Path) -> str | None:
+    """Table 2's verdict word (:func:`table2_verdict`'s rule: FeAT's features best in more than half
+    the penalised objectives of a dataset) under the protocol fixed before looking, read from the
+    committed margin curve (``results/cmnist-margin``) at each dataset's converged length; None
+    until both datasets' curves have the seeds a verdict needs."""
+    import pandas as pd
+
+    from featbook.margin_views import STUDY_OF, read_studies
+    from featlib.experiments.results import load_study
+
+    folder = results / "cmnist-margin"
+    if not folder.exists():
+        return None
+    found = read_studies({d: load_study(folder, name) for d, name in STUDY_OF.items()})
+    if not all(found.whole(d) for d in STUDY_OF):
+        return None
+    read = {d: found.curves[d].at(found.curves[d].length) for d in STUDY_OF}
+    return table2_verdict(pd.DataFrame([{"feat_best": int((m["margin"] > 0).sum()), "objectives": len(m)}
+                                        for m in read.values()]))
 
 
 def length_leads(results: Path) -> str:

@@ -110,7 +110,7 @@ def moved_entry_point(command: str) -> tuple[str, str] | None:
 
 def nothing_committed(what: str, command: str) -> str:
     """The one plain sentence of a chapter whose full-scale results are not committed yet."""
-    return (f"No full-scale {what} is committed yet: `{command}` on a GPU makes it, and this section shows it "
+    return (f"No full-scale {what} is committed yet: `{command}` makes it, and this section shows it "
             "once it is under `results/`.")
 
 

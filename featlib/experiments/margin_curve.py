@@ -16,9 +16,12 @@ under a rule that uses none of the paper's numbers (:data:`featlib.hparams.CONVE
 * :func:`converged_length` -- the shortest scored length from which no cell rises, at any later
   length, by more than that later cell's seed std;
 * :func:`margins` -- FeAT's margin over the better of ERM's and Bonsai's features per objective,
-  with the seed spread of the per-seed margins, and the verdict (lead, tie, loss) of the rule.
+  with the seed spread of the per-seed margins, and the verdict (lead, tie, loss) of the rule;
+* :func:`read` -- all of it for each dataset of a study, as a :class:`Curve`.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -151,22 +154,90 @@ def margins(table: pd.DataFrame, feat: str = FEAT, baselines=BASELINES) -> pd.Da
         margin = 100 * (by.loc[feat, "mean"] - by.loc[other, "mean"])
         spread = 100 * max(by.loc[feat, "std"], by.loc[other, "std"])
         mine, theirs = by.loc[feat, "seed_values"], by.loc[other, "seed_values"]
-        per_seed = [100 * (mine[s] - theirs[s]) for s in sorted(set(mine) & set(theirs))]
+        per_seed = {s: 100 * (mine[s] - theirs[s]) for s in sorted(set(mine) & set(theirs))}
         rows.append({"dataset": dataset, "step": int(step), "objective": objective, "best_other": other,
                      "margin": margin, "spread": spread,
                      "verdict": "lead" if margin > spread else "loss" if margin < -spread else "tie",
-                     "seed_sd": float(np.std(per_seed)) if per_seed else np.nan, "n_seeds": len(per_seed)})
+                     "seed_sd": float(np.std(list(per_seed.values()))) if per_seed else np.nan,
+                     "n_seeds": len(per_seed), "seed_margins": per_seed})
     return pd.DataFrame(rows, columns=["dataset", "step", "objective", "best_other", "margin", "spread", "verdict",
-                                       "seed_sd", "n_seeds"])
+                                       "seed_sd", "n_seeds", "seed_margins"])
 
 
 def verdicts(margin_rows: pd.DataFrame) -> pd.DataFrame:
-    """Per (dataset, step): the number of objectives where FeAT leads, ties and loses, and the mean
-    margin over the objectives (points)."""
+    """Per (dataset, step): the number of objectives where FeAT leads, ties and loses, the mean
+    margin over the objectives (points), and ``mean_margin_sd``: the std over seeds (ddof 0) of each
+    seed's mean over the objectives of its own margins (``seed_margins``; the seeds every objective
+    has), the mean margin's seed spread."""
     counts = margin_rows.pivot_table(index=["dataset", "step"], columns="verdict", values="margin",
                                      aggfunc="size", fill_value=0)
     for verdict in ("lead", "tie", "loss"):
         if verdict not in counts:
             counts[verdict] = 0
     mean = margin_rows.groupby(["dataset", "step"])["margin"].mean().rename("mean_margin")
-    return counts[["lead", "tie", "loss"]].join(mean).reset_index()
+
+    def seed_sd(by_seed: list[dict]) -> float:
+        seeds = set.intersection(*(set(m) for m in by_seed)) if by_seed else set()
+        return float(np.std([np.mean([m[s] for m in by_seed]) for s in sorted(seeds)])) if seeds else np.nan
+
+    sd = pd.Series({key: seed_sd(list(group["seed_margins"])) if "seed_margins" in group else np.nan
+                    for key, group in margin_rows.groupby(["dataset", "step"])}, name="mean_margin_sd", dtype=float)
+    sd.index.names = ["dataset", "step"]
+    return counts[["lead", "tie", "loss"]].join(mean).join(sd).reset_index()
+
+
+#: The seeds a margin curve needs before it gives a verdict, and Table 2 under the protocol fixed
+#: before looking (:data:`featlib.hparams.CONVERGED_PROTOCOL`, "Seeds").
+CURVE_MIN_SEEDS, TABLE_MIN_SEEDS = 3, 5
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One dataset's margin curve read under one grid rule (:func:`read`): Table 2's cells at every
+    scored length (:func:`cells`), FeAT's margins (:func:`margins`) and their counts
+    (:func:`verdicts`), the converged length (None: not converged within the study) with its report
+    (:func:`converged_length`), and the seeds every cell has."""
+    dataset: str
+    cells: pd.DataFrame
+    margins: pd.DataFrame
+    verdicts: pd.DataFrame
+    converged: int | None
+    report: pd.DataFrame
+    seeds: tuple[int, ...]
+
+    @property
+    def last(self) -> int:
+        """The longest scored length."""
+        return int(self.cells["step"].max())
+
+    @property
+    def length(self) -> int:
+        """Where the protocol fixed before looking reads the table: the converged length, else the
+        longest scored one (reported as not converged)."""
+        return self.converged if self.converged is not None else self.last
+
+    def at(self, step: int) -> pd.DataFrame:
+        """The margins at the scored length nearest ``step`` (the authors' 501 steps: 500)."""
+        steps = np.array(sorted(self.margins["step"].unique()))
+        nearest = int(steps[np.argmin(np.abs(steps - step))]) if len(steps) else step
+        return self.margins[self.margins["step"] == nearest]
+
+    def counts_at(self, step: int) -> pd.Series:
+        """:func:`verdicts`' row at the scored length nearest ``step``."""
+        near = self.at(step)
+        return self.verdicts[self.verdicts["step"] == (int(near["step"].iloc[0]) if len(near) else step)].iloc[0]
+
+
+def read(frame: pd.DataFrame, rule: str = "widened", score: str = "worst_test_acc") -> dict[str, Curve]:
+    """Per dataset of a margin-curve study's rows (both datasets' studies may be concatenated),
+    its :class:`Curve` under ``rule`` (:data:`GRID_RULES`) and ``score``. The seeds are those every
+    (learner, objective) of the dataset has."""
+    curves = {}
+    for dataset, rows in frame.groupby("dataset", sort=False):
+        table = cells(rows, rule=rule, score=score)
+        length, report = converged_length(table)
+        rows_margins = margins(table)
+        per_cell = rows.groupby(["learner", "objective"])["seed"].apply(lambda s: frozenset(s.unique()))
+        seeds = tuple(sorted(int(s) for s in frozenset.intersection(*per_cell))) if len(per_cell) else ()
+        curves[str(dataset)] = Curve(str(dataset), table, rows_margins, verdicts(rows_margins), length, report, seeds)
+    return curves
