@@ -267,7 +267,7 @@ def convergence_table(found: CommittedMargin) -> Table:
     return table(pd.DataFrame(rows), caption="Where each dataset's table stops rising (the rule fixed before looking)",
                  note="A rise: a cell's mean at a later length minus its mean here, less its seed std there (points; "
                       "cells named dataset-free as learner and objective). '-': the longest length, which no later "
-                      "one judges.", wrap=("Largest later rise beyond its seed std",))
+                      "one judges.", wrap=("Largest later rise beyond its seed std",), cards=True)
 
 
 def _cell(row, digits: int = 1) -> str:
@@ -345,4 +345,4 @@ def choices_table(found: CommittedMargin, calibrated: int) -> Table:
     return table(pd.DataFrame(rows), caption="FeAT's mean margin over the better baseline, and its leads, ties and "
                                              "losses, under each choice, from the same runs",
                  note="Points, the mean over the penalised objectives (IB-IRM repeats IRMv1 on frozen features).",
-                 wrap=("Choice",))
+                 wrap=("Choice",), cards=True)
