@@ -299,3 +299,34 @@ def test_the_claims_table_reads_table_2s_verdict_under_the_fixed_protocol_once_b
     assert claims.fixed_protocol_verdict(tmp_path) == "partly"
     commit((1, 2, 3), -0.10)  # -01: FeAT behind on both
     assert claims.fixed_protocol_verdict(tmp_path) == "no"
+
+
+# -- the committed margin curve against Table 2's committed runs ---------------------------------------------------
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def test_the_committed_curve_at_table_2s_length_and_grid_repeats_table_2s_runs_of_the_same_seeds():
+    """The margin curve is Table 2's protocol with only the length and the grid changed: its rows at
+    2,500 steps with Appendix F.1's weights are Table 2's runs of those seeds, up to float rounding
+    between the machines that learned the features (one test image in 10,000 is 1e-4)."""
+    from featbook.margin_views import STUDY_OF
+    from featlib.experiments.colored_mnist import CMNISTProtocol
+    from featlib.experiments.results import load_study
+    from featlib.experiments.table2_pieces import load_pieces
+
+    folder = REPO / "results" / "cmnist-margin"
+    studies = {d: load_study(folder, name) for d, name in STUDY_OF.items()} if folder.exists() else {}
+    studies = {d: s for d, s in studies.items() if s is not None}
+    if not studies:
+        pytest.skip("no margin curve is committed yet")
+    table2 = load_pieces(REPO / "results" / "cmnist-table2")["runs"]
+    keys = ["dataset", "seed", "learner", "objective", "penalty_weight", "pretrain_epochs"]
+    for dataset, study in studies.items():
+        rows = study["frame"]
+        rows = rows[(rows["step"] == CMNISTProtocol().ood_steps) & rows["penalty_weight"].isin(mc.F1_GRID + (0.0,))]
+        if dataset == "cmnist01":  # Table 2's -01 CLOvE cells have a grid of their own (hparams.CLOVE_WEIGHTS_01)
+            rows = rows[rows["objective"] != "clove"]
+        both = rows.merge(table2[keys + ["worst_test_acc"]], on=keys, suffixes=("", "_table2"))
+        assert len(both) == len(rows) > 0  # every such run of the curve is one of Table 2's
+        difference = (both["worst_test_acc"] - both["worst_test_acc_table2"]).abs()
+        assert difference.median() == 0.0 and difference.max() < 5e-3, (dataset, difference.describe())
