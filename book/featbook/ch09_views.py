@@ -40,6 +40,8 @@ def _minus_signs(text: str) -> str:
 
 
 DECISIONS_CAPTION = "Where the paper leaves ColoredMNIST's protocol open, and what decided it"
+#: The caption of the protocol fixed before looking (featlib.hparams.CONVERGED_PROTOCOL).
+FIXED_CAPTION = "The protocol fixed before looking: each rule and why, none using the paper's numbers"
 
 
 def decisions_html(decisions, caption: str = DECISIONS_CAPTION) -> str:
