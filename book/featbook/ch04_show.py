@@ -240,7 +240,7 @@ def protocols(margins: pd.DataFrame | None, found) -> None:
     protocol fixed before looking (``found``: :func:`featbook.margin_views.committed_margin`, read
     at each dataset's converged length), with the paper's, and per dataset what depends on the
     choice; or what the comparison waits for."""
-    from featbook import margin_views
+    from featbook import margin_views, prose
     from featlib.experiments.margin_curve import CURVE_MIN_SEEDS
 
     whole = [d for d in found.datasets if found.whole(d)]
@@ -250,7 +250,8 @@ def protocols(margins: pd.DataFrame | None, found) -> None:
         _show(f"The two protocols are set side by side once there is {waiting}.")
         return
     fixed = margin_views.fixed_margins(found)
-    seeds = {d: margin_views.size_phrase(found.curves[d]) for d in whole}
+    seeds = {d: f"{margin_views.size_phrase(found.curves[d])}, {prose.integer(found.curves[d].length)} steps"
+             for d in whole}
     calibrated = margins[margins["dataset"].isin(whole)]
     _show(margin_views.protocols_table(
               calibrated, fixed,

@@ -69,7 +69,8 @@ def protocols_table(calibrated: pd.DataFrame, fixed: pd.DataFrame, caption: str,
     """Per dataset and objective: the paper's margin (``paper_margin`` of ``calibrated``, Table 2's
     :func:`feat_margins` frame, whose ``tie`` marks the rule's verdict), ours under Table 2's
     calibrated protocol, and ours under the protocol fixed before looking (``fixed``: rows of
-    :func:`featlib.experiments.margin_curve.margins` at the converged length)."""
+    :func:`featlib.experiments.margin_curve.margins` at the converged length, which ``caption``
+    names). Each row a card on a phone."""
     rows = []
     fixed = fixed.set_index(["dataset", "objective"])
     for r in calibrated.itertuples():
@@ -81,10 +82,8 @@ def protocols_table(calibrated: pd.DataFrame, fixed: pd.DataFrame, caption: str,
                      "Objective": OBJECTIVE_LABELS.get(r.objective, r.objective),
                      "Paper": _verdict(r.paper_margin, paper),
                      "Calibrated (2,500 steps)": _verdict(r.margin, verdict),
-                     "Fixed before looking": (prose.MISSING if late is None else
-                                              f"{_verdict(late['margin'], late['verdict'])}, {int(late['step']):,} "
-                                              "steps")})
-    return table(pd.DataFrame(rows), caption=caption, note=note, wrap=("Fixed before looking",))
+                     "Fixed before looking": (prose.MISSING if late is None else _verdict(late['margin'], late['verdict']))})
+    return table(pd.DataFrame(rows), caption=caption, note=note, cards=True)
 
 
 def counts(verdicts: pd.Series) -> str:
@@ -145,12 +144,16 @@ class CommittedMargin:
         return dataset in self.curves and len(self.curves[dataset].seeds) >= CURVE_MIN_SEEDS
 
     def made_by(self) -> str:
-        """One folded block per study: how it was made (HTML)."""
+        """One folded block: how each dataset's study was made (HTML)."""
         from featbook.cmnist_shared import collapsed_provenance
 
-        return "".join(collapsed_provenance(self.provenance[d], size="50,000 training images",
-                                            what=f"The margin curve, {DATASET_LABELS[d]}")
-                       for d in self.datasets if d in self.provenance)
+        inner = []
+        for d in [d for d in self.datasets if d in self.provenance]:
+            block = collapsed_provenance(self.provenance[d], size="50,000 training images",
+                                         what=f"The margin curve, {DATASET_LABELS[d]}")
+            inner.append(block[block.index("</summary>") + len("</summary>"):block.rindex("</details>")])
+        return ('<details class="feat-provenance"><summary>How these runs were made</summary>' + "".join(inner)
+                + "</details>") if inner else ""
 
     def show_source(self) -> None:
         from IPython.display import HTML, Markdown, display
@@ -237,7 +240,8 @@ def curve_sentence(found: CommittedMargin, dataset: str, calibrated: int, paper_
     if not found.whole(dataset):
         return (f"On {name} the curve has {size_phrase(curve)} of the {CURVE_MIN_SEEDS} a verdict needs, so it ranks "
                 "nothing yet: with one seed there is no spread to tell a lead from a tie.")
-    paper = f"; the paper's table gives {paper_margin:+.2f}" if paper_margin is not None and pd.notna(paper_margin) else ""
+    paper = (f"; the paper's Table 2 gives {paper_margin:+.2f} (its mean margin over the same objectives)"
+             if paper_margin is not None and pd.notna(paper_margin) else "")
     if curve.converged is None:
         where = (f"it has not converged by {prose.integer(curve.last)} steps (a cell still rises by more than its "
                  f"seed spread), so the protocol reads it there: {_mean(curve.counts_at(curve.last))}")
@@ -251,23 +255,37 @@ def curve_sentence(found: CommittedMargin, dataset: str, calibrated: int, paper_
 
 # -- chapter 09: the protocol fixed before looking, cell by cell ---------------------------------------
 def convergence_table(found: CommittedMargin) -> Table:
-    """Per dataset with the seeds a verdict needs, per scored length: the largest rise of any cell
-    at a later length beyond that later cell's seed std (points; :func:`~featlib.experiments.
-    margin_curve.converged_length`), and the cell that makes it; the converged length is the first
-    with none."""
+    """Per dataset with the seeds a verdict needs: where the rule fixed before looking says the
+    table has converged (:func:`~featlib.experiments.margin_curve.converged_length`), and the
+    evidence at the length before it: the largest rise of any cell at a later length beyond that
+    later cell's seed std (points), with the cell that makes it. One row per dataset."""
+    from featlib.experiments.labels import LEARNER_LABELS
+
+    def cell(by: str) -> str:  # "cmnist025/erm/irmx at 3,000" -> "ERM's IRMX at 3,000"
+        name, at = by.split(" at ")
+        _, learner, objective = name.split("/")
+        return f"{LEARNER_LABELS.get(learner, learner)}'s {OBJECTIVE_LABELS.get(objective, objective)} at {at}"
+
     rows = []
     for dataset in [d for d in found.datasets if found.whole(d)]:
         curve = found.curves[dataset]
-        for r in curve.report.itertuples():
-            rise = ("-" if r.by is None or pd.isna(r.rise) else
-                    ("none" if r.rise <= 0 else f"{r.rise:.2f}, {r.by.split('/', 1)[1].replace('/', ' ')}"))
-            rows.append({"Dataset": DATASET_LABELS[dataset], "Steps": prose.integer(int(r.step)),
-                         "Largest later rise beyond its seed std": rise,
-                         "Converged here": "yes" if curve.converged == r.step else ""})
+        report = curve.report.set_index("step")
+        steps = list(report.index)
+        # the length before the converged one (or the last judged one): the latest still rising
+        before = steps[steps.index(curve.converged) - 1] if curve.converged in steps[1:] else (
+            None if curve.converged is not None else steps[-2] if len(steps) > 1 else None)
+        rising = report.loc[before] if before is not None else None
+        rows.append({
+            "Dataset": DATASET_LABELS[dataset],
+            "Converged": (f"at {prose.integer(curve.converged)} steps" if curve.converged is not None else
+                          f"not within {prose.integer(curve.last)} steps"),
+            "Still rising before": ("at the first length scored" if rising is None else
+                                    f"at {prose.integer(before)}: {rising['rise']:.2f} points beyond its seed std, "
+                                    f"{cell(rising['by'])}")})
     return table(pd.DataFrame(rows), caption="Where each dataset's table stops rising (the rule fixed before looking)",
-                 note="A rise: a cell's mean at a later length minus its mean here, less its seed std there (points; "
-                      "cells named dataset-free as learner and objective). '-': the longest length, which no later "
-                      "one judges.", wrap=("Largest later rise beyond its seed std",), cards=True)
+                 note="A rise: a cell's mean at a later length minus its mean at this one, less its seed std at the "
+                      "later length (points). The converged length is the first from which no cell rises so.",
+                 wrap=("Still rising before",), cards=True)
 
 
 def _cell(row, digits: int = 1) -> str:
@@ -317,10 +335,10 @@ def fixed_table(found: CommittedMargin, dataset: str, calibrated: pd.DataFrame |
 
 #: The choices the fixed protocol made, each read from the same runs (chapter 09's table of them):
 #: (label, grid rule, selection score).
-CHOICES = (("The rule fixed before looking (F.1's grid, widened at an edge)", "widened", "worst_test_acc"),
-           ("Appendix F.1's grid as printed (10¹-10⁵)", "f1", "worst_test_acc"),
-           ("Every weight tried (10⁰-10⁶)", "widest", "worst_test_acc"),
-           ("Training-domain validation (the rule's grid)", "widened", "val_acc"))
+CHOICES = (("The fixed rule: F.1's grid widened at an edge", "widened", "worst_test_acc"),
+           ("F.1's grid as printed, 10¹-10⁵", "f1", "worst_test_acc"),
+           ("Every weight tried, 10⁰-10⁶", "widest", "worst_test_acc"),
+           ("Chosen on validation, the rule's grid", "widened", "val_acc"))
 
 
 def choices_table(found: CommittedMargin, calibrated: int) -> Table:
