@@ -88,9 +88,7 @@ def protocols_table(calibrated: pd.DataFrame, fixed: pd.DataFrame, caption: str,
 
 def counts(verdicts: pd.Series) -> str:
     """'4 leads, 1 tie, 1 loss' from a series of verdicts."""
-    plural = {"lead": "leads", "tie": "ties", "loss": "losses"}
-    parts = [prose.count(n, v, plural[v]) for v in ("lead", "tie", "loss") if (n := int((verdicts == v).sum()))]
-    return ", ".join(parts) or "no row"
+    return counts_phrase({v: int((verdicts == v).sum()) for v in ("lead", "tie", "loss")})
 
 
 def verdict_sentence(calibrated: pd.DataFrame, fixed: pd.DataFrame, dataset: str) -> str:
@@ -121,12 +119,11 @@ COMMAND = ("for study in margin-curve-025 margin-curve-01; do python -m featlib.
 class CommittedMargin:
     """The committed margin-curve studies as chapters 04 and 09 read them: per dataset, the
     :class:`~featlib.experiments.margin_curve.Curve` under the protocol fixed before looking
-    (``curves``: Appendix F.1's grid widened where a choice is on its edge, test-domain selection)
-    and the same under training-domain validation (``validated``); each study's provenance; or why
-    none is shown (``missing``)."""
+    (``curves``: Appendix F.1's grid widened where a choice is on its edge, test-domain selection);
+    each study's provenance and rows (``frames``, which the other rules read on demand); or why none
+    is shown (``missing``)."""
 
     curves: dict = field(default_factory=dict)
-    validated: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
     frames: dict = field(default_factory=dict)  # each dataset's committed rows
     missing: str = ""
@@ -180,12 +177,11 @@ def read_studies(found: dict, located: Any = None) -> CommittedMargin:
     from featlib.experiments import margin_curve
 
     found = {d: f for d, f in found.items() if f is not None}
-    curves, validated, frames = {}, {}, {}
+    curves, frames = {}, {}
     for dataset, study in found.items():
         frames[dataset] = frame = study["frame"].query("dataset == @dataset")
         curves.update(margin_curve.read(frame, rule="widened"))
-        validated.update(margin_curve.read(frame, rule="widened", score="val_acc"))
-    return CommittedMargin(curves, validated, {d: f["provenance"] for d, f in found.items()}, frames, located=located)
+    return CommittedMargin(curves, {d: f["provenance"] for d, f in found.items()}, frames, located=located)
 
 
 def size_phrase(curve) -> str:
@@ -223,7 +219,8 @@ def _mean(counts) -> str:
 
 
 def counts_phrase(counts) -> str:
-    """'4 leads, 2 ties' from a :func:`~featlib.experiments.margin_curve.verdicts` row."""
+    """'4 leads, 2 ties' from a :func:`~featlib.experiments.margin_curve.verdicts` row (or a dict
+    verdict -> number)."""
     plural = {"lead": "leads", "tie": "ties", "loss": "losses"}
     return ", ".join(prose.count(int(counts[v]), v, plural[v]) for v in ("lead", "tie", "loss") if int(counts[v])) or "no row"
 
@@ -352,8 +349,8 @@ def choices_table(found: CommittedMargin, calibrated: int) -> Table:
     for dataset in [d for d in found.datasets if found.whole(d)]:
         length = found.curves[dataset].length
         for label, rule, score in CHOICES:
-            read = {("widened", "worst_test_acc"): found.curves, ("widened", "val_acc"): found.validated}
-            curve = (read.get((rule, score)) or margin_curve.read(found.frames[dataset], rule=rule, score=score))[dataset]
+            curve = (found.curves if (rule, score) == ("widened", "worst_test_acc") else
+                     margin_curve.read(found.frames[dataset], rule=rule, score=score))[dataset]
             row = {"Dataset": DATASET_LABELS[dataset], "Choice": label}
             for step, name in ((AUTHORS_STEPS, "501 steps"), (calibrated, f"{prose.integer(calibrated)} (calibrated)"),
                                (length, f"{prose.integer(length)} (the rule's)")):
