@@ -275,6 +275,21 @@ def test_chapter_09s_tables_read_the_rule_and_mark_a_weight_on_the_widest_edge(c
     assert set(f1_cells.query("objective != 'erm'")["penalty_weight"]) == {1e5}
 
 
+def test_chapter_04s_paragraph_names_a_dataset_with_no_committed_curve(committed_margin):
+    from featbook import margin_views
+
+    found = margin_views.committed_margin(committed_margin)
+    both = margin_views.curves_text(found, 2500, {"cmnist025": 3.1}).replace("\xa0", " ")
+    assert both.startswith("On ColoredMNIST-025 (3 seeds)") and "On ColoredMNIST-01 the curve has seed 1 only" in both
+    assert "not committed yet" not in both
+    one = margin_views.CommittedMargin(curves={"cmnist025": found.curves["cmnist025"]})
+    text = margin_views.curves_text(one, 2500, {}).replace("\xa0", " ")
+    assert text.endswith("ColoredMNIST-01's curve is not committed yet (the study `margin-curve-01`), so it is "
+                         "read at the calibrated length only.")
+    assert "ColoredMNIST-025's curve is not committed" not in text
+    assert margin_views.curves_text(margin_views.CommittedMargin(), 2500, {}).startswith("Until the margin curve")
+
+
 def test_a_folder_without_the_margin_curve_says_which_command_makes_it(tmp_path):
     from featbook import margin_views
 

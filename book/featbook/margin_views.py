@@ -250,6 +250,19 @@ def curve_sentence(found: CommittedMargin, dataset: str, calibrated: int, paper_
             f"{_mean(curve.counts_at(calibrated))} at the calibrated {prose.integer(calibrated)}; {where}{paper}.")
 
 
+def curves_text(found: CommittedMargin, calibrated: int, paper_mean: dict) -> str:
+    """Chapter 04's paragraph under the figure: :func:`curve_sentence` for each dataset with a
+    committed curve, then which datasets have none yet and the study that makes it
+    (``paper_mean``: the paper's mean margin per dataset)."""
+    if not found.curves:
+        return "Until the margin curve is committed, Table 2 is read at its calibrated length only."
+    said = [curve_sentence(found, d, calibrated, paper_mean.get(d)) for d in found.datasets]
+    for dataset in [d for d in STUDY_OF if d not in found.curves]:
+        said.append(f"{DATASET_LABELS[dataset]}'s curve is not committed yet "
+                    f"(the study `{STUDY_OF[dataset]}`), so it is read at the calibrated length only.")
+    return " ".join(said)
+
+
 # -- chapter 09: the protocol fixed before looking, cell by cell ---------------------------------------
 def convergence_table(found: CommittedMargin) -> Table:
     """Per dataset with the seeds a verdict needs: where the rule fixed before looking says the
