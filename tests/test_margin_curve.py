@@ -288,6 +288,11 @@ def test_chapter_04s_paragraph_names_a_dataset_with_no_committed_curve(committed
                          "read at the calibrated length only.")
     assert "ColoredMNIST-025's curve is not committed" not in text
     assert margin_views.curves_text(margin_views.CommittedMargin(), 2500, {}).startswith("Until the margin curve")
+    # two datasets of the same too-small size: one sentence, not the same sentence twice
+    small = margin_views.CommittedMargin(curves={"cmnist025": found.curves["cmnist01"], "cmnist01": found.curves["cmnist01"]})
+    text = margin_views.curves_text(small, 2500, {}).replace("\xa0", " ")
+    assert text == ("On ColoredMNIST-025 and ColoredMNIST-01 the curve has seed 1 only of the 3 a verdict needs, so it "
+                    "ranks nothing yet: with one seed there is no spread to tell a lead from a tie.")
 
 
 def test_a_folder_without_the_margin_curve_says_which_command_makes_it(tmp_path):

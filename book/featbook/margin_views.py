@@ -256,7 +256,17 @@ def curves_text(found: CommittedMargin, calibrated: int, paper_mean: dict) -> st
     (``paper_mean``: the paper's mean margin per dataset)."""
     if not found.curves:
         return "Until the margin curve is committed, Table 2 is read at its calibrated length only."
-    said = [curve_sentence(found, d, calibrated, paper_mean.get(d)) for d in found.datasets]
+    from featlib.experiments.margin_curve import CURVE_MIN_SEEDS
+
+    short = [d for d in found.datasets if not found.whole(d)]
+    sizes = {size_phrase(found.curves[d]) for d in short}
+    if len(short) > 1 and len(sizes) == 1:  # one sentence for the datasets of the same too-small size
+        said = [curve_sentence(found, d, calibrated, paper_mean.get(d)) for d in found.datasets if found.whole(d)]
+        said.append(f"On {' and '.join(DATASET_LABELS[d] for d in short)} the curve has {sizes.pop()} of the "
+                    f"{CURVE_MIN_SEEDS} a verdict needs, so it ranks nothing yet: with one seed there is no "
+                    "spread to tell a lead from a tie.")
+    else:
+        said = [curve_sentence(found, d, calibrated, paper_mean.get(d)) for d in found.datasets]
     for dataset in [d for d in STUDY_OF if d not in found.curves]:
         said.append(f"{DATASET_LABELS[dataset]}'s curve is not committed yet "
                     f"(the study `{STUDY_OF[dataset]}`), so it is read at the calibrated length only.")
