@@ -225,18 +225,23 @@ def counts_phrase(counts) -> str:
     return ", ".join(prose.count(int(counts[v]), v, plural[v]) for v in ("lead", "tie", "loss") if int(counts[v])) or "no row"
 
 
+def _too_few(names: str, curve) -> str:
+    """The sentence for a curve (or several of the same size, ``names``) too small for a verdict."""
+    from featlib.experiments.margin_curve import CURVE_MIN_SEEDS
+
+    return (f"On {names} the curve has {size_phrase(curve)} of the {CURVE_MIN_SEEDS} a verdict needs, so it ranks "
+            "nothing yet: with one seed there is no spread to tell a lead from a tie.")
+
+
 def curve_sentence(found: CommittedMargin, dataset: str, calibrated: int, paper_margin: float | None) -> str:
     """What the margin curve shows on ``dataset``: FeAT's mean margin over the objectives (± the
     seeds' spread of each seed's mean margin) at the authors' 501 steps, at Table 2's calibrated
     length and at the converged length, with the rule's counts, beside the paper's mean margin; or,
     with fewer seeds than a verdict needs, the size and that it ranks nothing."""
-    from featlib.experiments.margin_curve import CURVE_MIN_SEEDS
-
     curve = found.curves[dataset]
     name = DATASET_LABELS[dataset]
     if not found.whole(dataset):
-        return (f"On {name} the curve has {size_phrase(curve)} of the {CURVE_MIN_SEEDS} a verdict needs, so it ranks "
-                "nothing yet: with one seed there is no spread to tell a lead from a tie.")
+        return _too_few(name, curve)
     paper = (f"; the paper's Table 2 gives {paper_margin:+.2f} (its mean margin over the same objectives)"
              if paper_margin is not None and pd.notna(paper_margin) else "")
     if curve.converged is None:
@@ -256,17 +261,12 @@ def curves_text(found: CommittedMargin, calibrated: int, paper_mean: dict) -> st
     (``paper_mean``: the paper's mean margin per dataset)."""
     if not found.curves:
         return "Until the margin curve is committed, Table 2 is read at its calibrated length only."
-    from featlib.experiments.margin_curve import CURVE_MIN_SEEDS
-
     short = [d for d in found.datasets if not found.whole(d)]
-    sizes = {size_phrase(found.curves[d]) for d in short}
-    if len(short) > 1 and len(sizes) == 1:  # one sentence for the datasets of the same too-small size
-        said = [curve_sentence(found, d, calibrated, paper_mean.get(d)) for d in found.datasets if found.whole(d)]
-        said.append(f"On {' and '.join(DATASET_LABELS[d] for d in short)} the curve has {sizes.pop()} of the "
-                    f"{CURVE_MIN_SEEDS} a verdict needs, so it ranks nothing yet: with one seed there is no "
-                    "spread to tell a lead from a tie.")
-    else:
-        said = [curve_sentence(found, d, calibrated, paper_mean.get(d)) for d in found.datasets]
+    merged = len(short) > 1 and len({size_phrase(found.curves[d]) for d in short}) == 1  # one sentence for them
+    said = [curve_sentence(found, d, calibrated, paper_mean.get(d)) for d in found.datasets
+            if not (merged and d in short)]
+    if merged:
+        said.append(_too_few(" and ".join(DATASET_LABELS[d] for d in short), found.curves[short[0]]))
     for dataset in [d for d in STUDY_OF if d not in found.curves]:
         said.append(f"{DATASET_LABELS[dataset]}'s curve is not committed yet "
                     f"(the study `{STUDY_OF[dataset]}`), so it is read at the calibrated length only.")
